@@ -1,0 +1,64 @@
+"""agent-reach: a small, fast failover router for LLM chat APIs.
+
+    from agent_reach import Router, AllProvidersFailed, ConfigError
+
+Names are imported on first use, so that `agent-reach --help` starts without loading the HTTP
+stack.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .engine import ChatStream
+    from .errors import (
+        AgentReachError,
+        AllProvidersFailed,
+        ConfigError,
+        RequestError,
+        StreamInterrupted,
+    )
+    from .router import Router
+    from .trace import Attempt, Reason, Result
+
+__all__ = [
+    "AgentReachError",
+    "AllProvidersFailed",
+    "Attempt",
+    "ChatStream",
+    "Config",
+    "ConfigError",
+    "Reason",
+    "RequestError",
+    "Result",
+    "Router",
+    "StreamInterrupted",
+    "__version__",
+]
+
+_HOMES = {
+    "Router": "router",
+    "ChatStream": "engine",
+    "Config": "config",
+    "Attempt": "trace",
+    "Reason": "trace",
+    "Result": "trace",
+    "AgentReachError": "errors",
+    "AllProvidersFailed": "errors",
+    "ConfigError": "errors",
+    "RequestError": "errors",
+    "StreamInterrupted": "errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'agent_reach' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f".{home}", __name__), name)

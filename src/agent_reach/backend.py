@@ -1,0 +1,203 @@
+"""A provider prepared for the engine: URLs, headers, key and limits resolved once at start-up,
+plus the judgement of what it answered. Pure: no I/O, no clock (`now` and `created` come in).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urljoin, urlsplit
+
+import orjson
+
+from . import dialects, validation
+from .config import Provider
+from .dialects import Context, Dialect, Mismatch, Shape
+from .outcomes import OK, ErrorInfo, Outcome, classify, mismatch
+from .routing import Health
+
+REDACTED = "***"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One provider, ready to send to. Built by `Backend.prepare` when the router starts."""
+
+    spec: Provider
+    dialect: Dialect
+    shape: Shape
+    headers: dict[str, str]
+    health_url: str | None
+    health_headers: dict[str, str]
+    connect_s: float
+    read_s: float
+    key: str | None = field(default=None, repr=False)
+    missing_key: str | None = None  # the key variable's name when it is not set
+
+    @classmethod
+    def prepare(cls, spec: Provider, environ: os._Environ[str] | dict[str, str]) -> Backend:
+        """Resolve everything that does not change between requests."""
+        dialect = dialects.get(spec.format)
+        key = environ.get(spec.api_key_env) if spec.api_key_env else None
+        auth: dict[str, str] = {}
+        if key and spec.auth_header and not spec.auth_query:
+            auth[spec.auth_header] = f"{spec.auth_scheme} {key}" if spec.auth_scheme else key
+        headers = {"Content-Type": "application/json", **dialect.headers(), **auth}
+        health_url = urljoin(spec.endpoint, spec.health_check) if spec.health_check else None
+        same_origin = health_url is not None and _origin(health_url) == _origin(spec.endpoint)
+        sc = spec.schema_compatibility
+        scale = spec.fallback_weight if spec.timeout_scaling == "weight" else 1.0
+        return cls(
+            spec=spec,
+            dialect=dialect,
+            shape=Shape(sc.choices_path or "", sc.content_path or "", sc.model_field),
+            headers=headers,
+            health_url=health_url,
+            health_headers={**dialect.headers(), **auth} if same_origin else {},
+            connect_s=spec.timeout.connect / 1000,
+            read_s=max(spec.timeout.read * scale, 1.0) / 1000,
+            key=key or None,
+            missing_key=spec.api_key_env if spec.api_key_env and not key else None,
+        )
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    # -- the request -----------------------------------------------------------------------
+
+    def model_for(self, requested: str | None) -> str:
+        """The model name this provider is asked for: `model_map`, else as requested, else the
+        first of its `models`, else "" (the body then names no model)."""
+        if requested:
+            return self.spec.model_map.get(requested, requested)
+        return self.spec.models[0] if self.spec.models else ""
+
+    def serves(self, requested: str | None) -> bool:
+        """Whether a request for `requested` may go to this provider (its `models`)."""
+        models = self.spec.models
+        if models is None or not requested:
+            return True
+        return requested in models or self.spec.model_map.get(requested) in models
+
+    def url(self, model: str, stream: bool) -> str:
+        """The URL to POST to, with the key in the query where `auth_query` says so."""
+        url = self.dialect.url(self.spec.endpoint, model, stream)
+        if self.spec.auth_query and self.key:
+            sep = "&" if "?" in url else "?"
+            url = f"{url}{sep}{self.spec.auth_query}={quote(self.key, safe='')}"
+        return url
+
+    def body(self, request: dict[str, Any], model: str, stream: bool) -> bytes:
+        """The serialized request body for this provider."""
+        body = self.dialect.body(request, model, stream, self.spec.max_tokens_field or "max_tokens")
+        if self.spec.extra_body:
+            body = _merge(body, self.spec.extra_body)
+        return orjson.dumps(body)
+
+    def context(self, model: str, created: int) -> Context:
+        return Context(model, created, self.shape)
+
+    # -- the answer ------------------------------------------------------------------------
+
+    def judge(
+        self,
+        *,
+        status: int,
+        content_type: str,
+        raw: bytes,
+        retry_after: str | None,
+        model: str,
+        requested: str | None,
+        raw_response: bool,
+        now: float,
+    ) -> tuple[Outcome, dict[str, Any] | None]:
+        """The outcome of a complete (non-streamed) answer, and the response to return."""
+        if not 200 <= status < 300:
+            return self._refusal(status, raw, retry_after, now), None
+        if "html" in content_type or raw.lstrip()[:1] == b"<":
+            return mismatch(f"HTML page ({content_type or 'no content type'})", status), None
+        try:
+            body = dialects.base.loads(raw)
+        except Mismatch as exc:
+            return mismatch(str(exc), status), None
+        error = self.dialect.error_of(body)
+        if error is not None:
+            return classify(status=status, error=error, now=now), None
+        try:
+            normalized = self.dialect.normalize(body, self.context(model, int(now)))
+        except Mismatch as exc:
+            return mismatch(str(exc), status), None
+        accepted = {m for m in (requested, model) if m}
+        problem = validation.check(self.spec.validation, normalized, body, accepted)
+        if problem:
+            return mismatch(problem, status), None
+        return Outcome(OK.reason, status), body if raw_response else normalized
+
+    def judge_health(
+        self, *, status: int, content_type: str, raw: bytes, now: float, ms: float
+    ) -> Health:
+        """A health check passes on 2xx with a JSON content type (spec §6); a body that lists
+        models (`data[].id`, `models[].name`) also says which models it serves."""
+        if not 200 <= status < 300:
+            return Health(False, now, self._refusal(status, raw, None, now), ms=ms)
+        if "json" not in content_type:
+            what = f"not JSON ({content_type or 'no content type'})"
+            return Health(False, now, mismatch(what, status), ms=ms)
+        body = _json_or_none(raw)
+        return Health(True, now, OK, _listed_models(body), ms=ms)
+
+    def _refusal(self, status: int, raw: bytes, retry_after: str | None, now: float) -> Outcome:
+        """The outcome of a non-2xx answer, refined by the error in its body."""
+        body = _json_or_none(raw)
+        error = self.dialect.error_of(body) if body is not None else None
+        if error is None and raw.strip():
+            error = ErrorInfo(_excerpt(raw))
+        return classify(status=status, error=error, retry_after=retry_after, now=now)
+
+    def redact(self, text: str) -> str:
+        """`text` with this provider's key replaced by `***`."""
+        return text.replace(self.key, REDACTED) if self.key and self.key in text else text
+
+    def excerpt(self, raw: bytes | None, limit: int = 2000) -> str | None:
+        """A redacted, bounded piece of a raw body, for `--debug`."""
+        return None if raw is None else self.redact(_excerpt(raw, limit))
+
+
+def _origin(url: str) -> tuple[str, str | None, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.hostname, parts.port
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _json_or_none(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw) if raw.strip() else None
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _excerpt(raw: bytes, limit: int = 300) -> str:
+    text = raw.decode("utf-8", "replace").strip()
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _listed_models(body: Any) -> frozenset[str] | None:
+    if not isinstance(body, dict):
+        return None
+    if isinstance(body.get("data"), list):
+        return frozenset(m["id"] for m in body["data"] if isinstance(m, dict) and "id" in m)
+    if isinstance(body.get("models"), list):
+        names: set[str] = set()
+        for m in body["models"]:
+            if isinstance(m, dict):
+                names.update(str(m[k]) for k in ("name", "model") if k in m)
+        return frozenset(names)
+    return None

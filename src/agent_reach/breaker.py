@@ -1,0 +1,91 @@
+"""Circuit breaker per provider (spec §5, §6 "passive health"). Pure: `now` is an argument.
+
+States, as pybreaker has them, kept in one frozen value so any store can hold it:
+- closed:    `open_until == 0`; consecutive failures are counted.
+- open:      `now < open_until`; the provider is skipped with `circuit_open`.
+- half-open: the cooldown has passed; `admit` lets exactly one trial through by leasing the
+             circuit (`open_until = now + lease`, `trial = True`); its outcome closes the
+             circuit or opens it again. A trial that never reports expires with its lease.
+
+What opens it: `failures` consecutive circuit failures (connect_failed, timeout, server_error,
+schema_mismatch, hook_error) for `cooldown_s`; `auth_failed` at once for `auth_cooldown_s`;
+`rate_limited` at once until its `Retry-After`, else for `cooldown_s`.
+Times are wall-clock seconds so that processes sharing a store agree on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from .trace import CIRCUIT_FAILURES, Reason
+
+
+class CircuitPolicy(Protocol):
+    """The `circuit:` section of the config (`config.CircuitConfig`)."""
+
+    @property
+    def failures(self) -> int: ...
+    @property
+    def cooldown_s(self) -> float: ...
+    @property
+    def auth_cooldown_s(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CircuitState:
+    failures: int = 0
+    open_until: float = 0.0
+    trial: bool = False
+    cause: str = ""  # the reason that opened it, for details and status views
+
+    @property
+    def closed(self) -> bool:
+        return self.open_until == 0.0
+
+    def is_open(self, now: float) -> bool:
+        return now < self.open_until
+
+
+CLOSED = CircuitState()
+
+
+def admit(state: CircuitState, now: float, lease_s: float) -> tuple[bool, CircuitState]:
+    """Whether a request may try the provider now, and the state after deciding so."""
+    if state.closed:
+        return True, state
+    if state.is_open(now):
+        return False, state
+    return True, replace(state, open_until=now + lease_s, trial=True)
+
+
+def opened_detail(state: CircuitState, now: float) -> str:
+    """Why and for how long a circuit stays open, for the trace."""
+    left = max(0.0, state.open_until - now)
+    what = "trial in flight" if state.trial else f"after {state.cause}"
+    return f"open {what}, {left:.0f} s left"
+
+
+def record(
+    state: CircuitState,
+    reason: Reason,
+    now: float,
+    policy: CircuitPolicy,
+    retry_after: float | None = None,
+) -> CircuitState:
+    """The state after an attempt that reached the provider ended with `reason`."""
+    if reason is Reason.OK:
+        return CLOSED
+    if reason is Reason.AUTH_FAILED:
+        return CircuitState(state.failures + 1, now + policy.auth_cooldown_s, False, reason)
+    if reason is Reason.RATE_LIMITED:
+        wait = policy.cooldown_s if retry_after is None else retry_after
+        return CircuitState(state.failures + 1, now + wait, False, reason)
+    if reason in CIRCUIT_FAILURES:
+        failures = state.failures + 1
+        if state.trial or failures >= policy.failures:
+            return CircuitState(failures, now + policy.cooldown_s, False, reason)
+        return replace(state, failures=failures)
+    if state.trial:  # e.g. bad_request: the provider answered, so the trial passed
+        return CLOSED
+    return state

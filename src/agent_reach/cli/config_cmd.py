@@ -1,0 +1,52 @@
+"""`agent-reach config validate|schema`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from . import expected_errors
+
+
+@click.group()
+def config() -> None:
+    """Check a config file, or print its JSON Schema."""
+
+
+@config.command()
+@click.argument("path", required=False, type=click.Path(dir_okay=False))
+@click.pass_obj
+@expected_errors
+def validate(obj: dict[str, Any], path: str | None) -> None:
+    """Validate a config file (default: the one agent-reach would use); exit 2 if it is wrong."""
+    from ..config import load_config
+
+    cfg = load_config(path or obj["config_path"])
+    table = cfg.route_table()
+    click.echo(f"{cfg.source}: ok, {len(cfg.providers)} provider(s)")
+    click.echo(f"  default order: {' → '.join(table.default)}")
+    for name, names in table.routes.items():
+        click.echo(f"  route {name}: {' → '.join(names)}")
+    unset = [p for p in cfg.providers if p.api_key_env and not _is_set(p.api_key_env)]
+    for p in unset:
+        click.echo(f"  note: {p.name}: {p.api_key_env} is not set (it will be skipped)")
+
+
+def _is_set(var: str) -> bool:
+    import os
+
+    return bool(os.environ.get(var))
+
+
+@config.command()
+def schema() -> None:
+    """Print the JSON Schema of the config file (for editors)."""
+    import json
+
+    from ..config import Config
+
+    doc = Config.model_json_schema(by_alias=True)
+    doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    doc["title"] = "agent-reach config"
+    click.echo(json.dumps(doc, indent=2))

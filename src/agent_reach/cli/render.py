@@ -1,0 +1,65 @@
+"""How the CLI shows attempts and failures (plain text; rich only for tables)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..errors import AllProvidersFailed
+    from ..trace import Attempt
+
+_SKIPS = frozenset({"circuit_open", "unhealthy", "quota_exhausted"})
+
+
+def _short(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class TraceLines:
+    """Trace lines in the seed's style, one per attempt, as they happen:
+
+    Connecting to zhipu-api… auth_failed (401, 12 ms) — invalid api key
+    Fallback to local-ollama, success! (230 ms)
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.last: str | None = None
+
+    def line(self, a: Attempt) -> str:
+        if a.last_resort:
+            verb = "Last resort:"
+        elif a.provider == self.last:
+            verb = "Retrying"
+        elif self.count == 0:
+            verb = "Connecting to"
+        else:
+            verb = "Fallback to"
+        self.count += 1
+        self.last = a.provider
+        ms = f"{a.ms:.0f} ms"
+        if a.ok:
+            sep = "…" if verb in ("Connecting to", "Retrying") else ","
+            return f"{verb} {a.provider}{sep} success! ({ms})"
+        if a.reason in _SKIPS or (a.reason == "model_unavailable" and a.status is None):
+            return f"Skipping {a.provider}: {a.reason}" + (
+                f" — {_short(a.detail)}" if a.detail else ""
+            )
+        facts = f"{a.status}, {ms}" if a.status is not None else ms
+        tail = f" — {_short(a.detail)}" if a.detail else ""
+        return f"{verb} {a.provider}… {a.reason} ({facts}){tail}"
+
+
+def attempt_line(a: Attempt) -> str:
+    """`  name: reason (status, ms) — detail`, for the failure summary."""
+    facts = f"{a.status}, {a.ms:.0f} ms" if a.status is not None else f"{a.ms:.0f} ms"
+    lr = " [last resort]" if a.last_resort else ""
+    tail = f" — {_short(a.detail)}" if a.detail else ""
+    return f"  {a.provider}: {a.reason} ({facts}){lr}{tail}"
+
+
+def failure_lines(exc: AllProvidersFailed) -> list[str]:
+    """What the CLI prints to stderr when every provider failed."""
+    head = str(exc).split(" (", 1)[0] if exc.attempts else str(exc)
+    return [f"agent-reach: {head}", *(attempt_line(a) for a in exc.attempts)]

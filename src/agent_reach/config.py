@@ -1,0 +1,505 @@
+"""The config file: its model (pydantic), and loading it (spec §2).
+
+`load_config(path)` finds the file (`--config` → `$AGENT_REACH_CONFIG` →
+`~/.agent-reach/config.yaml`), parses YAML or JSON, expands `${VAR}` / `${VAR:-default}`,
+applies `defaults:` to every provider, fills the defaults that depend on a provider's `format`,
+and validates. Every problem becomes one `ConfigError` that names the file, the provider and the
+field, says what was expected and, for an unknown field, suggests the closest known one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from urllib.parse import urlsplit
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from . import dialects
+from .errors import ConfigError
+from .routing import RouteTable
+from .validation import Level
+
+DEFAULT_PATH = "~/.agent-reach/config.yaml"
+ENV_PATH = "AGENT_REACH_CONFIG"
+PROTOCOL_VERSION = "0.3.2"
+
+Ms = Annotated[float, Field(gt=0, description="milliseconds")]
+Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$", min_length=1)]
+HookRef = Annotated[str, Field(pattern=r"^[^:\s][^\s]*:[A-Za-z_][A-Za-z0-9_]*$")]
+MaxTokensField = Literal[
+    "max_tokens",
+    "max_completion_tokens",
+    "max_new_tokens",
+    "num_predict",
+    "tokens_to_generate",
+    "max_output_tokens",
+]
+
+
+def _http_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"expected a full http(s) URL, got {value!r}")
+    return value
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Timeout(_Model):
+    """Per-provider timeouts in ms; `read` bounds the wait for the head and between chunks."""
+
+    connect: Ms = 1000
+    read: Ms = 3000
+
+
+class SchemaCompatibility(_Model):
+    """Where the answer is in a provider's body (spec §7); paths default by `format`."""
+
+    choices_path: str | None = None
+    content_path: str | None = None
+    model_field: str = "model"
+    debug_mode: bool = False
+
+
+class Provider(_Model):
+    """One backend endpoint (spec §2.3)."""
+
+    name: Name
+    endpoint: str
+    format: Literal["openai", "ollama", "dashscope", "minimax", "ernie", "anthropic", "gemini"] = (
+        "openai"
+    )
+    auth_header: str = "Authorization"
+    auth_scheme: str | None = None
+    api_key_env: str = ""
+    auth_query: str | None = None
+    health_check: str | None = None
+    health_method: Literal["GET", "HEAD"] = "GET"
+    timeout: Timeout = Timeout()
+    timeout_scaling: Literal["none", "weight"] = "none"
+    schema_compatibility: SchemaCompatibility = SchemaCompatibility()
+    validation: Level = Level.LENIENT
+    model_map: dict[str, str] = {}
+    models: list[Annotated[str, Field(min_length=1)]] | None = None
+    max_tokens_field: MaxTokensField | None = None
+    extra_body: dict[str, Any] = {}
+    preprocess_hook: HookRef | None = None
+    post_process_hook: HookRef | None = None
+    fallback_weight: Annotated[float, Field(ge=0)] = 1.0
+    retries: Annotated[int, Field(ge=0, le=10)] = 0
+    hedge_after_ms: Ms | None = None
+    metadata: dict[str, Any] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _seed_alias(cls, data: Any) -> Any:
+        # Configs embedded in other tools (the seed's `agent_reach_fallbacks`) say `provider:`.
+        if isinstance(data, dict) and "name" not in data and "provider" in data:
+            data = {("name" if k == "provider" else k): v for k, v in data.items()}
+        return data
+
+    _endpoint = field_validator("endpoint")(_http_url)
+
+    @field_validator("format")
+    @classmethod
+    def _available(cls, value: str) -> str:
+        dialects.get(value)  # ValueError names the formats this version has
+        return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str) -> str:
+        if value and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError(f"expected the NAME of an environment variable, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _format_defaults(self) -> Provider:
+        dialect = dialects.get(self.format)
+        sc = self.schema_compatibility
+        filled = {
+            "auth_scheme": self.auth_scheme
+            if self.auth_scheme is not None
+            else ("Bearer" if self.auth_header.lower() == "authorization" else ""),
+            "health_check": self.health_check
+            if self.health_check is not None
+            else dialect.health_check,
+            "max_tokens_field": self.max_tokens_field or dialect.max_tokens_field,
+            "schema_compatibility": sc.model_copy(
+                update={
+                    "choices_path": sc.choices_path
+                    if sc.choices_path is not None
+                    else dialect.choices_path,
+                    "content_path": sc.content_path
+                    if sc.content_path is not None
+                    else dialect.content_path,
+                }
+            ),
+        }
+        for key, value in filled.items():
+            object.__setattr__(self, key, value)
+        return self
+
+
+class RouteConfig(_Model):
+    """A named route: an ordered list of provider names (and, optionally, hedging)."""
+
+    providers: list[Name] = Field(min_length=1)
+    hedge_after_ms: Ms | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _list_form(cls, data: Any) -> Any:
+        return {"providers": data} if isinstance(data, list) else data
+
+
+def _off(value: Any) -> Any:
+    # YAML 1.1 reads a bare `off` as False.
+    return "off" if value is False else value
+
+
+class HealthConfig(_Model):
+    mode: Literal["per_request", "cached", "background", "off"] = "cached"
+    ttl_s: Annotated[float, Field(gt=0)] = 10.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_off(cls, data: Any) -> Any:
+        if data is False or data == "off" or isinstance(data, str):
+            return {"mode": _off(data)}
+        if isinstance(data, dict) and "mode" in data:
+            return {**data, "mode": _off(data["mode"])}
+        return data
+
+
+class CircuitConfig(_Model):
+    failures: Annotated[int, Field(ge=1)] = 3
+    cooldown_s: Annotated[float, Field(ge=0)] = 30.0
+    auth_cooldown_s: Annotated[float, Field(ge=0)] = 300.0
+
+
+Threshold = Annotated[float, Field(gt=0, le=1)]
+
+
+class LogAlert(_Model):
+    type: Literal["log"]
+    threshold: Threshold = 0.8
+    events: list[str] | None = None
+
+
+class WebhookAlert(_Model):
+    type: Literal["webhook"]
+    url: str
+    threshold: Threshold = 0.8
+    events: list[str] | None = None
+    timeout_ms: Ms = 3000
+
+    _url = field_validator("url")(_http_url)
+
+
+class EmailAlert(_Model):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    type: Literal["email"]
+    smtp_host: str
+    smtp_port: Annotated[int, Field(ge=1, le=65535)] = 587
+    from_: str = Field(alias="from")
+    to: list[str] | str
+    starttls: bool = True
+    username_env: str | None = None
+    password_env: str | None = None
+    threshold: Threshold = 0.8
+    events: list[str] | None = None
+
+
+Alert = Annotated[Union[LogAlert, WebhookAlert, EmailAlert], Field(discriminator="type")]  # noqa: UP007
+
+
+class ServerConfig(_Model):
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 8000
+    api_keys_env: str | None = "AGENT_REACH_API_KEYS"
+    max_body_bytes: Annotated[int, Field(gt=0)] = 4 * 1024 * 1024
+
+
+class Config(_Model):
+    """The whole config file (spec §2.2)."""
+
+    version: str = PROTOCOL_VERSION
+    defaults: dict[str, Any] = {}
+    fallback_order: list[Name] | None = None
+    routes: dict[Name, RouteConfig] = {}
+    health: HealthConfig = HealthConfig()
+    circuit: CircuitConfig = CircuitConfig()
+    deadline_ms: Ms = 60000
+    alerts: list[Alert] = []
+    state: str = "sqlite:///~/.agent-reach/state.db"
+    server: ServerConfig = ServerConfig()
+    providers: list[Provider] = Field(min_length=1)
+
+    _source: str = PrivateAttr(default="<dict>")
+
+    @property
+    def source(self) -> str:
+        """The file this config came from (`<dict>` when built from a dict)."""
+        return self._source
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version(cls, value: Any) -> str:
+        text = str(value)
+        if not re.fullmatch(r"0\.3(\.\d+)?", text):
+            raise ValueError(f"protocol version {text!r} is not supported; expected 0.3.x")
+        return text
+
+    @field_validator("state")
+    @classmethod
+    def _state_url(cls, value: str) -> str:
+        scheme = value.split("://", 1)[0] if "://" in value else ""
+        if scheme not in ("sqlite", "redis", "rediss", "memory"):
+            raise ValueError(
+                f"expected sqlite:///PATH, redis://HOST:PORT/DB or memory://, got {value!r}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _names(self) -> Config:
+        seen: set[str] = set()
+        for i, p in enumerate(self.providers):
+            if p.name in seen:
+                raise ValueError(f"providers[{i}]: provider name {p.name!r} is used twice")
+            seen.add(p.name)
+        for where, names in [("fallback_order", self.fallback_order or [])] + [
+            (f"routes.{r}", route.providers) for r, route in self.routes.items()
+        ]:
+            for n in names:
+                if n not in seen:
+                    hint = _did_you_mean(n, seen)
+                    raise ValueError(f"{where}: no provider named {n!r}{hint}")
+        return self
+
+    def route_table(self) -> RouteTable:
+        """The default order and named routes, resolved (spec §3)."""
+        return RouteTable.build(
+            [(p.name, p.fallback_weight) for p in self.providers],
+            self.fallback_order,
+            {name: route.providers for name, route in self.routes.items()},
+        )
+
+    def provider(self, name: str) -> Provider:
+        """The provider called `name` (KeyError if there is none)."""
+        for p in self.providers:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def find_config_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """The file to read: `path`, else `$AGENT_REACH_CONFIG`, else `~/.agent-reach/config.yaml`."""
+    if path:
+        candidate = Path(path).expanduser()
+    elif os.environ.get(ENV_PATH):
+        candidate = Path(os.environ[ENV_PATH]).expanduser()
+    else:
+        candidate = Path(DEFAULT_PATH).expanduser()
+    if not candidate.is_file():
+        how = (
+            "given with --config"
+            if path
+            else (f"from ${ENV_PATH}" if os.environ.get(ENV_PATH) else "the default location")
+        )
+        raise ConfigError(
+            f"no config file at {candidate} ({how}); "
+            "create one (see examples/config.yaml) or run `agent-reach init`"
+        )
+    return candidate
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    """Find, read, expand and validate a config file."""
+    file = find_config_path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the file: {exc}", file=str(file)) from exc
+    data = parse_text(text, json_file=file.suffix.lower() == ".json", file=str(file))
+    return config_from_data(data, source=str(file))
+
+
+def parse_text(text: str, *, json_file: bool, file: str) -> Any:
+    """YAML (or JSON) text to data, with the line of a syntax error."""
+    if json_file:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}", file=file
+            ) from exc
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{where}invalid YAML: {problem}", file=file) from exc
+
+
+def config_from_data(data: Any, *, source: str = "<dict>") -> Config:
+    """Validate already-parsed config data (a dict as in the file)."""
+    if not isinstance(data, dict):
+        raise ConfigError("expected a mapping at the top level with `providers:`", file=source)
+    if "providers" not in data and "agent_reach_fallbacks" in data:
+        data = {("providers" if k == "agent_reach_fallbacks" else k): v for k, v in data.items()}
+    data = _expand(data, (), source, data)
+    data = _apply_defaults(data, source)
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, data), file=source) from None
+    config._source = source
+    return config
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _expand(value: Any, loc: tuple[Any, ...], source: str, root: Any) -> Any:
+    """`${VAR}` and `${VAR:-default}` in every string, from the environment."""
+    if isinstance(value, str) and "${" in value:
+
+        def sub(m: re.Match[str]) -> str:
+            var, default = m.group(1), m.group(2)
+            got = os.environ.get(var)
+            if got is None or (got == "" and default is not None):
+                if default is None:
+                    raise ConfigError(
+                        f"{_where(loc, root)}: ${{{var}}} is not set in the environment "
+                        f"(write ${{{var}:-default}} to give a default)",
+                        file=source,
+                    )
+                return default
+            return got
+
+        return _VAR.sub(sub, value)
+    if isinstance(value, dict):
+        return {k: _expand(v, (*loc, k), source, root) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, (*loc, i), source, root) for i, v in enumerate(value)]
+    return value
+
+
+_MERGED_FIELDS = ("timeout", "schema_compatibility", "model_map", "extra_body", "metadata")
+
+
+def _apply_defaults(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """Fill each provider's missing fields from `defaults:` (mappings merge one level deep)."""
+    defaults = data.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        raise ConfigError("defaults: expected a mapping of provider fields", file=source)
+    known = set(Provider.model_fields) - {"name", "endpoint"}
+    for key in defaults:
+        if key not in known:
+            raise ConfigError(
+                f"defaults: unknown field {key!r}{_did_you_mean(key, known)}", file=source
+            )
+    providers = data.get("providers")
+    if not defaults or not isinstance(providers, list):
+        return data
+    merged = []
+    for p in providers:
+        if isinstance(p, dict):
+            out = {**defaults, **p}
+            for key in _MERGED_FIELDS:
+                if isinstance(defaults.get(key), dict) and isinstance(p.get(key), dict):
+                    out[key] = {**defaults[key], **p[key]}
+            merged.append(out)
+        else:
+            merged.append(p)
+    return {**data, "providers": merged}
+
+
+def _did_you_mean(word: object, choices: Any) -> str:
+    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _where(loc: tuple[Any, ...], data: Any) -> str:
+    """`provider 'x' (providers[2]), field 'timeout.read'` from a validation location."""
+    if len(loc) >= 2 and loc[0] == "providers" and isinstance(loc[1], int):
+        name = None
+        if isinstance(data, dict):
+            items = data.get("providers")
+            if isinstance(items, list) and loc[1] < len(items) and isinstance(items[loc[1]], dict):
+                name = items[loc[1]].get("name")
+        who = f"provider {name!r} (providers[{loc[1]}])" if name else f"providers[{loc[1]}]"
+        rest = ".".join(str(x) for x in loc[2:])
+        return f"{who}, field {rest!r}" if rest else who
+    return f"field {'.'.join(str(x) for x in loc)!r}" if loc else "top level"
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The config model class that holds the field at `loc` (for 'did you mean')."""
+    model: Any = Config
+    for part in loc:
+        if isinstance(part, int) or model is None:
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        model = _first_model(field.annotation)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _first_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _first_model(arg)
+        if found is not None:
+            return found
+    if get_origin(annotation) is Annotated:
+        return _first_model(get_args(annotation)[0])
+    return None
+
+
+def _describe(exc: ValidationError, data: Any) -> str:
+    """Readable lines from pydantic's errors: where, what was expected, what was given."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in _UNION_TAGS))
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            model = _model_at(loc[:-1])
+            known = [f.alias or k for k, f in (model.model_fields.items() if model else [])]
+            msg = f"unknown field{_did_you_mean(loc[-1], known)}"
+        elif err["type"] not in ("value_error", "missing") and "input" in err:
+            given = err["input"]
+            if not isinstance(given, Mapping | list):
+                msg = f"{msg} (got {given!r})"
+        lines.append(f"{_where(loc, data)}: {msg}")
+    return "; ".join(lines)
+
+
+_UNION_TAGS = frozenset({"log", "webhook", "email", "function-after[_names(), Config]"})

@@ -1,0 +1,167 @@
+"""The OpenAI chat completions format, spoken by most providers (DeepSeek, Zhipu, Moonshot,
+DashScope compatible mode, Ollama `/v1`, vLLM, …). Tolerates their quirks: Zhipu's missing
+`object`, Moonshot's usage inside `choices[0]`, DeepSeek's `: keep-alive` lines and
+`reasoning_content`, content given as a list of parts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import completion
+from ..outcomes import ErrorInfo
+from .base import (
+    Context,
+    Decoder,
+    Dialect,
+    Mismatch,
+    ProviderError,
+    content_at,
+    loads,
+    max_tokens_of,
+    model_of,
+    text_of,
+)
+
+_NOT_FORWARDED = frozenset(
+    {"agent_reach", "model", "stream", "stream_options", "max_tokens", "max_completion_tokens"}
+)
+
+
+def _usage(value: Any) -> dict[str, Any] | None:
+    if not isinstance(value, dict):
+        return None
+    out = completion.usage(
+        value.get("prompt_tokens"), value.get("completion_tokens"), value.get("total_tokens")
+    )
+    if out is not None:
+        for key in ("prompt_tokens_details", "completion_tokens_details"):
+            if isinstance(value.get(key), dict):
+                out[key] = value[key]
+    return out
+
+
+def _message(msg: Any) -> dict[str, Any]:
+    if not isinstance(msg, dict):
+        raise Mismatch("choices[0].message is not an object")
+    reasoning = msg.get("reasoning_content")
+    refusal = msg.get("refusal")
+    return completion.message(
+        text_of(msg.get("content")),
+        tool_calls=msg.get("tool_calls") if isinstance(msg.get("tool_calls"), list) else None,
+        reasoning=reasoning if isinstance(reasoning, str) else None,
+        refusal=refusal if isinstance(refusal, str) else None,
+    )
+
+
+class OpenAI(Dialect):
+    name = "openai"
+    health_check = "../models"
+
+    def body(
+        self, request: dict[str, Any], model: str, stream: bool, max_tokens_field: str
+    ) -> dict[str, Any]:
+        body = {k: v for k, v in request.items() if k not in _NOT_FORWARDED}
+        if model:
+            body["model"] = model
+        body["stream"] = stream
+        if stream and "stream_options" in request:
+            body["stream_options"] = request["stream_options"]
+        cap = max_tokens_of(request)
+        if cap is not None:
+            if max_tokens_field == "num_predict":
+                body.setdefault("options", {})["num_predict"] = cap
+            else:
+                body[max_tokens_field] = cap
+        return body
+
+    def normalize(self, raw: Any, ctx: Context) -> dict[str, Any]:
+        default_shape = (ctx.shape.choices_path, ctx.shape.content_path) == (
+            self.choices_path,
+            self.content_path,
+        )
+        usage = _usage(raw.get("usage")) if isinstance(raw, dict) else None
+        if default_shape and isinstance(raw, dict) and isinstance(raw.get("choices"), list):
+            if not raw["choices"]:
+                raise Mismatch("choices is empty")
+            choices = []
+            for i, c in enumerate(raw["choices"]):
+                if not isinstance(c, dict):
+                    raise Mismatch(f"choices[{i}] is not an object")
+                usage = usage or _usage(c.get("usage"))  # Moonshot puts it in the choice
+                choices.append(
+                    completion.choice(
+                        _message(c.get("message")),
+                        completion.finish_reason(c.get("finish_reason")),
+                        c.get("index", i) if isinstance(c.get("index", i), int) else i,
+                    )
+                )
+        else:
+            found, content = content_at(raw, ctx.shape)
+            finish = found.get("finish_reason") if isinstance(found, dict) else None
+            choices = [
+                completion.choice(completion.message(content), completion.finish_reason(finish))
+            ]
+        extra = {}
+        if isinstance(raw.get("system_fingerprint"), str):
+            extra["system_fingerprint"] = raw["system_fingerprint"]
+        return completion.completion(
+            id=raw["id"] if isinstance(raw.get("id"), str) else None,
+            model=model_of(raw, ctx),
+            created=raw["created"] if isinstance(raw.get("created"), int) else ctx.created,
+            choices=choices,
+            usage=usage,
+            extra=extra,
+        )
+
+    def decoder(self, ctx: Context) -> Decoder:
+        return OpenAIDecoder(ctx, self)
+
+
+class OpenAIDecoder(Decoder):
+    def __init__(self, ctx: Context, dialect: Dialect) -> None:
+        super().__init__(ctx)
+        self.dialect = dialect
+
+    def feed(self, event: str | None, data: bytes) -> list[dict[str, Any]]:
+        if data == b"[DONE]":
+            self.finished = True
+            return []
+        obj = loads(data)
+        if not isinstance(obj, dict):
+            raise Mismatch("stream frame is not a JSON object")
+        err = self.dialect.error_of(obj)
+        if err is not None or event == "error":
+            raise ProviderError(err or ErrorInfo(str(obj)[:300]))
+        raw_choices = obj.get("choices")
+        usage = _usage(obj.get("usage"))
+        choices = []
+        for i, c in enumerate(raw_choices if isinstance(raw_choices, list) else []):
+            if not isinstance(c, dict):
+                raise Mismatch("stream choice is not an object")
+            usage = usage or _usage(c.get("usage"))
+            delta = c.get("delta")
+            finish = completion.finish_reason(c.get("finish_reason"), None)
+            if finish is not None:
+                self.finished = True
+            choices.append(
+                {
+                    "index": c["index"] if isinstance(c.get("index"), int) else i,
+                    "delta": delta if isinstance(delta, dict) else {},
+                    "logprobs": c.get("logprobs") if isinstance(c.get("logprobs"), dict) else None,
+                    "finish_reason": finish,
+                }
+            )
+        out = {
+            "id": obj["id"] if isinstance(obj.get("id"), str) and obj["id"] else self.id,
+            "object": "chat.completion.chunk",
+            "created": obj["created"] if isinstance(obj.get("created"), int) else self.ctx.created,
+            "model": model_of(obj, self.ctx),
+            "choices": choices,
+        }
+        if usage is not None:
+            out["usage"] = usage
+        return [out]
+
+
+DIALECT = OpenAI()

@@ -1,0 +1,456 @@
+"""The one I/O loop: every request of every face (library, CLI, proxy) runs through `Engine`.
+
+For each provider that `routing` hands out, the engine gathers the facts the pure core asks
+for (circuit, key, health), does what it decides (probe, send, retry, move on), classifies
+what came back through `outcomes`, and records an `Attempt`. Timeouts: each attempt has its
+provider's connect and read timeouts, both capped by what is left of the request's deadline.
+Streams fail over until the first content chunk; after it, a failure ends the stream with
+`StreamInterrupted` (the proxy turns it into a final SSE error event).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import aiohttp
+
+from . import breaker, completion
+from .backend import Backend
+from .config import Config
+from .dialects import Mismatch, ProviderError
+from .dialects.base import framer
+from .errors import AllProvidersFailed, StreamInterrupted
+from .events import AttemptEvent, CircuitEvent, Event, Observer, RequestEvent
+from .health import HealthMonitor
+from .outcomes import Outcome, Transport, classify, mismatch
+from .request import ChatRequest
+from .routing import Skip, Walk, attempt_order, health_verdict, precheck, retry_delay
+from .state import MemoryStore, StateStore
+from .trace import Attempt, Reason, Result
+from .transport import CLIENT_ERRORS, kind_of, new_session, timeouts
+
+T = TypeVar("T")
+# One try of one provider: (outcome, what it produced when ok, raw body when it failed).
+Send = Callable[
+    [Backend, ChatRequest, str, float], Awaitable[tuple[Outcome, T | None, bytes | None]]
+]
+
+_STREAM_FAILURES = (*CLIENT_ERRORS, ProviderError, Mismatch)
+
+
+class Engine:
+    """Runs requests against a config's providers. Create inside or outside a loop; the HTTP
+    session is opened on first use and closed by `aclose`."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        store: StateStore | None = None,
+        clock: Callable[[], float] = time.time,
+        environ: dict[str, str] | None = None,
+    ) -> None:
+        self.config = config
+        env = os.environ if environ is None else environ
+        self.backends = {p.name: Backend.prepare(p, env) for p in config.providers}
+        self.table = config.route_table()
+        self.store: StateStore = store or MemoryStore()
+        self.health = HealthMonitor(config.health.mode, config.health.ttl_s)
+        self.clock = clock
+        self.observers: list[Observer] = []
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = new_session()
+        return self._session
+
+    async def aclose(self) -> None:
+        """Close the HTTP session (the engine can still be used; it opens a new one)."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def order(self, req: ChatRequest) -> tuple[str, ...]:
+        """The providers this request will walk through (spec §3)."""
+        return attempt_order(
+            self.table,
+            self.backends,
+            fallback_order=req.fallback_order,
+            provider_route=req.provider_route,
+        )
+
+    # -- the two kinds of request ------------------------------------------------------------
+
+    async def chat(self, req: ChatRequest) -> Result:
+        """One non-streamed request with failover."""
+        response, provider, trace = await self._drive(req, self._send)
+        return Result(response, provider, trace)
+
+    async def stream(self, req: ChatRequest) -> ChatStream:
+        """A streamed request, returned once a provider has produced its first content chunk
+        (every failure before that fails over)."""
+        live, provider, trace = await self._drive(req, self._open)
+        return ChatStream(self, req, self.backends[provider], live, trace)
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    async def _drive(self, req: ChatRequest, send: Send[T]) -> tuple[T, str, list[Attempt]]:
+        walk = Walk(self.order(req))
+        trace: list[Attempt] = []
+        deadline = time.perf_counter() + (req.deadline_ms or self.config.deadline_ms) / 1000
+        route = req.route_label
+        while (step := walk.next()) is not None:
+            name, last_resort = step
+            backend = self.backends[name]
+            if time.perf_counter() >= deadline:
+                for rest in (name, *walk.drain()):
+                    self._record(route, trace, Attempt(rest, Reason.TIMEOUT, detail="deadline"))
+                break
+            model = backend.model_for(req.model)
+            if not last_resort:
+                skip = await self._precheck(backend, req, model, deadline, route, trace)
+                if skip is not None:
+                    if skip.deferrable:
+                        walk.defer(name)
+                    continue
+            payload = await self._tries(
+                backend, req, model, deadline, last_resort, route, trace, send
+            )
+            if payload is not None:
+                self._emit(RequestEvent(route, name, tuple(trace), req.stream))
+                return payload, name, trace
+        self._emit(RequestEvent(route, None, tuple(trace), req.stream))
+        raise AllProvidersFailed(trace)
+
+    async def _precheck(
+        self,
+        backend: Backend,
+        req: ChatRequest,
+        model: str,
+        deadline: float,
+        route: str,
+        trace: list[Attempt],
+    ) -> Skip | None:
+        """Skip decisions (spec §4 steps 1-2), the health check, and the circuit's admission."""
+        now = self.clock()
+        circuit = await self.store.circuit(backend.name)
+        skip = precheck(
+            serves_model=backend.serves(req.model),
+            model=req.model,
+            circuit=circuit,
+            missing_key=backend.missing_key,
+            now=now,
+        )
+        if skip is None:
+            checked = await self.health.check(
+                self.session, backend, now, deadline - time.perf_counter()
+            )
+            if checked is not None:
+                health, probed = checked
+                verdict = health_verdict(health, model=model, probed_now=probed, now=now)
+                if verdict is not None:
+                    ms = health.ms if probed else 0.0
+                    self._record(route, trace, self._attempt(backend, verdict, ms, False))
+                    await self._update_circuit(backend, verdict)
+                    return Skip(verdict.reason, verdict.detail)
+        else:
+            self._record(route, trace, Attempt(backend.name, skip.reason, None, 0.0, skip.detail))
+            return skip
+        lease = (backend.connect_s + backend.read_s) * (backend.spec.retries + 1)
+        _, leased = breaker.admit(circuit, now, max(lease, 1.0))
+        if leased != circuit:
+            await self.store.set_circuit(backend.name, leased)
+        return None
+
+    async def _tries(
+        self,
+        backend: Backend,
+        req: ChatRequest,
+        model: str,
+        deadline: float,
+        last_resort: bool,
+        route: str,
+        trace: list[Attempt],
+        send: Send[T],
+    ) -> T | None:
+        """Send to one provider, retrying as its `retries` say; the payload, or None."""
+        tries = 0
+        while True:
+            start = time.perf_counter()
+            if start >= deadline:
+                self._record(route, trace, Attempt(backend.name, Reason.TIMEOUT, detail="deadline"))
+                return None
+            outcome, payload, raw = await send(backend, req, model, deadline - start)
+            ms = (time.perf_counter() - start) * 1000
+            attempt = self._attempt(backend, outcome, ms, last_resort)
+            self._record(route, trace, attempt, backend.excerpt(raw))
+            await self._update_circuit(backend, outcome)
+            if outcome.reason is Reason.OK:
+                return payload
+            delay = retry_delay(
+                outcome,
+                tries=tries,
+                retries=backend.spec.retries,
+                remaining_s=deadline - time.perf_counter(),
+            )
+            if delay is None:
+                return None
+            await asyncio.sleep(delay)
+            tries += 1
+
+    # -- sending -----------------------------------------------------------------------------
+
+    async def _send(
+        self, backend: Backend, req: ChatRequest, model: str, remaining_s: float
+    ) -> tuple[Outcome, dict[str, Any] | None, bytes | None]:
+        """One non-streamed try: POST, read the whole answer, judge it."""
+        limit = asyncio.timeout(remaining_s)
+        try:
+            async with (
+                limit,
+                self.session.post(
+                    backend.url(model, False),
+                    data=backend.body(req.body, model, False),
+                    headers=backend.headers,
+                    timeout=timeouts(backend.connect_s, backend.read_s, remaining_s),
+                    allow_redirects=False,
+                ) as resp,
+            ):
+                raw = await resp.read()
+        except CLIENT_ERRORS as exc:
+            return self._transport_failure(exc, limit), None, None
+        outcome, response = backend.judge(
+            status=resp.status,
+            content_type=resp.content_type,
+            raw=raw,
+            retry_after=resp.headers.get("Retry-After"),
+            model=model,
+            requested=req.model,
+            raw_response=req.raw_response,
+            now=self.clock(),
+        )
+        return outcome, response, None if outcome.reason is Reason.OK else raw
+
+    async def _open(
+        self, backend: Backend, req: ChatRequest, model: str, remaining_s: float
+    ) -> tuple[Outcome, LiveStream | None, bytes | None]:
+        """One streamed try, up to its first content chunk (spec §10 "Streaming")."""
+        limit = asyncio.timeout(remaining_s)
+        resp: aiohttp.ClientResponse | None = None
+        live: LiveStream | None = None
+        status: int | None = None
+        try:
+            async with limit:
+                resp = await self.session.post(
+                    backend.url(model, True),
+                    data=backend.body(req.body, model, True),
+                    headers=backend.headers,
+                    timeout=timeouts(backend.connect_s, backend.read_s, remaining_s),
+                    allow_redirects=False,
+                )
+                status = resp.status
+                ctype = resp.content_type
+                if not 200 <= status < 300 or ctype == "application/json" or "html" in ctype:
+                    # An error, or a whole answer to a stream request: judge it as one.
+                    raw = await resp.read()
+                    resp.release()
+                    outcome, body = backend.judge(
+                        status=status,
+                        content_type=ctype,
+                        raw=raw,
+                        retry_after=resp.headers.get("Retry-After"),
+                        model=model,
+                        requested=req.model,
+                        raw_response=False,
+                        now=self.clock(),
+                    )
+                    if body is None:
+                        return outcome, None, raw
+                    return outcome, LiveStream.replay(completion.as_chunks(body)), None
+                ctx = backend.context(model, int(self.clock()))
+                live = LiveStream(
+                    resp, framer(backend.dialect.framing), backend.dialect.decoder(ctx)
+                )
+                if not await live.first_content():
+                    await live.aclose()
+                    return mismatch("stream ended without content", status), None, None
+                return Outcome(Reason.OK, status), live, None
+        except _STREAM_FAILURES as exc:
+            if live is not None:
+                await live.aclose()
+            elif resp is not None:
+                resp.close()
+            return self._stream_failure(exc, limit, status), None, None
+
+    def _transport_failure(self, exc: BaseException, limit: asyncio.Timeout) -> Outcome:
+        kind, text = (Transport.DEADLINE, "") if limit.expired() else kind_of(exc)
+        return classify(transport=kind, transport_detail=text)
+
+    def _stream_failure(
+        self, exc: BaseException, limit: asyncio.Timeout | None, status: int | None
+    ) -> Outcome:
+        if isinstance(exc, ProviderError):
+            return classify(status=status, error=exc.info, now=self.clock())
+        if isinstance(exc, Mismatch):
+            return mismatch(str(exc), status)
+        if limit is None:
+            kind, text = kind_of(exc)
+            return classify(transport=kind, transport_detail=text)
+        return self._transport_failure(exc, limit)
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def _attempt(self, backend: Backend, outcome: Outcome, ms: float, last_resort: bool) -> Attempt:
+        return Attempt(
+            backend.name,
+            outcome.reason,
+            outcome.status,
+            ms,
+            backend.redact(outcome.detail),
+            last_resort,
+        )
+
+    def _record(
+        self, route: str, trace: list[Attempt], attempt: Attempt, raw: str | None = None
+    ) -> None:
+        trace.append(attempt)
+        self._emit(AttemptEvent(route, attempt, raw))
+
+    def _emit(self, event: Event) -> None:
+        for observer in self.observers:
+            observer(event)
+
+    async def _update_circuit(self, backend: Backend, outcome: Outcome) -> None:
+        now = self.clock()
+        before = await self.store.circuit(backend.name)
+        after = breaker.record(
+            before, outcome.reason, now, self.config.circuit, outcome.retry_after
+        )
+        if after == before:
+            return
+        await self.store.set_circuit(backend.name, after)
+        if after.is_open(now) and not before.is_open(now):
+            self._emit(CircuitEvent(backend.name, True, after))
+        elif after.closed and not before.closed:
+            self._emit(CircuitEvent(backend.name, False, after))
+
+
+class LiveStream:
+    """One provider's open stream: its frames decoded into OpenAI chunks."""
+
+    def __init__(
+        self,
+        resp: aiohttp.ClientResponse | None,
+        frames: Any,
+        decoder: Any,
+        pending: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.resp = resp
+        self.frames = frames
+        self.decoder = decoder
+        self.pending: list[dict[str, Any]] = pending or []
+        self._chunks = self._read() if resp is not None else None
+        self._complete = False
+
+    @classmethod
+    def replay(cls, chunks: list[dict[str, Any]]) -> LiveStream:
+        """A stream made of chunks already in hand (a whole answer to a stream request)."""
+        return cls(None, None, None, chunks)
+
+    async def _read(self) -> AsyncGenerator[dict[str, Any], None]:
+        assert self.resp is not None
+        async for line in self.resp.content:
+            frame = self.frames.line(line)
+            if frame is not None:
+                for chunk in self.decoder.feed(*frame):
+                    yield chunk
+        frame = self.frames.flush()
+        if frame is not None:
+            for chunk in self.decoder.feed(*frame):
+                yield chunk
+        if not self.decoder.finished:
+            raise aiohttp.ServerDisconnectedError("stream ended before the answer was complete")
+        self._complete = True
+
+    async def first_content(self) -> bool:
+        """Read until a chunk carries content (buffering the ones before); False if the
+        stream ended without any."""
+        assert self._chunks is not None
+        async for chunk in self._chunks:
+            self.pending.append(chunk)
+            if completion.has_content(chunk):
+                return True
+        return False
+
+    async def rest(self) -> AsyncIterator[dict[str, Any]]:
+        """Every chunk: the buffered ones, then the rest as they arrive."""
+        pending, self.pending = self.pending, []
+        for chunk in pending:
+            yield chunk
+        if self._chunks is not None:
+            async for chunk in self._chunks:
+                yield chunk
+
+    async def aclose(self) -> None:
+        if self._chunks is not None:
+            await self._chunks.aclose()
+        if self.resp is not None:
+            if self._complete:
+                self.resp.release()  # the connection goes back to the pool
+            else:
+                self.resp.close()
+
+
+class ChatStream:
+    """A stream that has started: who answers (`provider`), the trace so far, and the chunks.
+
+    Iterate it once. A failure after the first chunk records an attempt and raises
+    `StreamInterrupted`; leaving early (or a cancelled task) closes the upstream at once.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        req: ChatRequest,
+        backend: Backend,
+        live: LiveStream,
+        trace: list[Attempt],
+    ) -> None:
+        self.engine = engine
+        self.req = req
+        self.backend = backend
+        self.live = live
+        self.trace = trace
+
+    @property
+    def provider(self) -> str:
+        return self.backend.name
+
+    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        start = time.perf_counter()
+        try:
+            async for chunk in self.live.rest():
+                yield chunk
+        except _STREAM_FAILURES as exc:
+            outcome = self.engine._stream_failure(exc, None, None)
+            detail = f"after the first chunk: {outcome.detail}"
+            cut = Outcome(outcome.reason, outcome.status, detail)
+            ms = (time.perf_counter() - start) * 1000
+            attempt = self.engine._attempt(self.backend, cut, ms, False)
+            self.engine._record(self.req.route_label, self.trace, attempt)
+            await self.engine._update_circuit(self.backend, cut)
+            raise StreamInterrupted(
+                self.trace,
+                f"{self.provider} failed mid-stream: {attempt.reason} ({attempt.detail})",
+            ) from exc
+        finally:
+            await self.live.aclose()
+
+    async def aclose(self) -> None:
+        await self.live.aclose()

@@ -1,0 +1,58 @@
+"""The exception tree of agent-reach.
+
+    AgentReachError
+    ├── ConfigError            the user's fault: a bad config file or value (CLI exit 2)
+    ├── RequestError           the caller's fault: a malformed request (proxy 400/404)
+    └── AllProvidersFailed     the network's fault: no provider answered (CLI exit 1, proxy 502)
+        └── StreamInterrupted  a stream broke after its first chunk reached the caller
+
+Provider failures never escape as exceptions of their own: each becomes an `Attempt` with a
+reason, and `AllProvidersFailed.attempts` carries all of them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .trace import Attempt
+
+
+class AgentReachError(Exception):
+    """Base of every error agent-reach raises on purpose."""
+
+
+class ConfigError(AgentReachError):
+    """A config file or value is wrong. The message names file, provider and field."""
+
+    def __init__(self, message: str, *, file: str | None = None) -> None:
+        self.file = file
+        super().__init__(f"{file}: {message}" if file else message)
+
+
+class RequestError(AgentReachError):
+    """A request is malformed or names something that does not exist."""
+
+    def __init__(self, message: str, *, status: int = 400, param: str | None = None) -> None:
+        self.status = status
+        self.param = param
+        super().__init__(message)
+
+
+class AllProvidersFailed(AgentReachError):
+    """No provider in the route produced a valid answer; `.attempts` says why, one by one."""
+
+    def __init__(self, attempts: list[Attempt], message: str | None = None) -> None:
+        self.attempts = attempts
+        super().__init__(message or self._summary(attempts))
+
+    @staticmethod
+    def _summary(attempts: list[Attempt]) -> str:
+        if not attempts:
+            return "all providers failed: the route is empty"
+        parts = ", ".join(f"{a.provider}: {a.reason}" for a in attempts)
+        return f"all providers failed ({parts})"
+
+
+class StreamInterrupted(AllProvidersFailed):
+    """The provider that was streaming failed after content had been delivered."""

@@ -1,0 +1,96 @@
+"""The library face (spec §11.1): `Router`, a thin front over the engine."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Callable
+from types import TracebackType
+from typing import Any
+
+from .config import Config, config_from_data, load_config
+from .engine import ChatStream, Engine
+from .events import Observer
+from .request import ChatRequest
+from .state import StateStore
+from .trace import Result
+
+
+class Router:
+    """Routes OpenAI chat requests through a config's providers with failover.
+
+        router = Router.from_config("config.yaml")
+        result = await router.achat({"model": "m", "messages": [...]})
+        result.response, result.provider, result.trace
+
+    Raises `AllProvidersFailed` (with `.attempts`) when no provider answers, `RequestError`
+    for a malformed request, `ConfigError` for a bad config.
+    """
+
+    def __init__(
+        self,
+        config: Config | dict[str, Any],
+        *,
+        store: StateStore | None = None,
+        clock: Callable[[], float] | None = None,
+        environ: dict[str, str] | None = None,
+    ) -> None:
+        self.config = config if isinstance(config, Config) else config_from_data(config)
+        kwargs: dict[str, Any] = {"store": store, "environ": environ}
+        if clock is not None:
+            kwargs["clock"] = clock
+        self.engine = Engine(self.config, **kwargs)
+
+    @classmethod
+    def from_config(cls, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> Router:
+        """A router for the config file at `path`, or the default lookup (spec §2.1)."""
+        return cls(load_config(path), **kwargs)
+
+    def subscribe(self, observer: Observer) -> None:
+        """Call `observer` with every event (attempts, requests, circuit changes)."""
+        self.engine.observers.append(observer)
+
+    async def achat(self, request: dict[str, Any]) -> Result:
+        """One chat request with failover; the normalized response, provider and trace."""
+        return await self.engine.chat(ChatRequest.parse(request, stream=False))
+
+    def chat(self, request: dict[str, Any]) -> Result:
+        """`achat` for scripts without an event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self._chat_once(request))
+        raise RuntimeError("Router.chat() was called inside an event loop; use await achat()")
+
+    async def _chat_once(self, request: dict[str, Any]) -> Result:
+        try:
+            return await self.achat(request)
+        finally:
+            await self.engine.aclose()
+
+    async def open_stream(self, request: dict[str, Any]) -> ChatStream:
+        """A stream that has produced its first content chunk; `.provider` and `.trace` say
+        who answers. Iterate it for OpenAI `chat.completion.chunk` dicts."""
+        return await self.engine.stream(ChatRequest.parse(request, stream=True))
+
+    async def astream(self, request: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """OpenAI `chat.completion.chunk` dicts, failing over until the first one."""
+        stream = await self.open_stream(request)
+        async for chunk in stream:
+            yield chunk
+
+    async def aclose(self) -> None:
+        """Close connections and the state store."""
+        await self.engine.aclose()
+        await self.engine.store.aclose()
+
+    async def __aenter__(self) -> Router:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,220 @@
+"""The routing decision: which providers, in what order, which to skip, when to retry. Pure.
+
+Theory of operation
+-------------------
+A request's way through the providers is decided here and carried out by `engine`, which does
+all the I/O and reads all the clocks; nothing in this module sends a byte or reads the time.
+
+1. `attempt_order` turns the request's `fallback_order` / `provider_route` and the config's
+   `RouteTable` into an ordered tuple of provider names (spec §3).
+2. A `Walk` hands those names out one at a time. Before trying one, the engine gathers free
+   facts about it (does it serve the model, is its key set, is its circuit open, what did its
+   last health check say) and asks `precheck` / `health_verdict` whether to skip it (spec §4
+   step 1-2). A provider skipped for `circuit_open` or `unhealthy` is deferred: when the first
+   pass ends without an answer, the `Walk` hands the deferred ones out again as last resort
+   (spec §4.2), so that remembered state alone never refuses a request.
+3. After a failed try, `retry_delay` says whether to try the same provider again and after how
+   long (its `retries`, backoff, `Retry-After`, the time left); else the walk moves on at once.
+
+Given the same inputs these functions always give the same answer, so they are tested by
+tables of cases with no sockets and no sleeps.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .breaker import CircuitState, opened_detail
+from .errors import RequestError
+from .outcomes import Outcome
+from .trace import Reason
+
+DEFERRABLE = frozenset({Reason.CIRCUIT_OPEN, Reason.UNHEALTHY})
+RETRYABLE = frozenset(
+    {
+        Reason.CONNECT_FAILED,
+        Reason.TIMEOUT,
+        Reason.SERVER_ERROR,
+        Reason.RATE_LIMITED,
+        Reason.SCHEMA_MISMATCH,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RouteTable:
+    """The config's routes, resolved once at load: default order and named routes."""
+
+    default: tuple[str, ...]
+    routes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        providers: Sequence[tuple[str, float]],
+        fallback_order: Sequence[str] | None = None,
+        routes: Mapping[str, Sequence[str]] | None = None,
+    ) -> RouteTable:
+        """`providers` as (name, fallback_weight) in file order."""
+        if fallback_order:
+            default = tuple(fallback_order)
+        else:  # weight descending; `sorted` is stable, so ties keep file order
+            default = tuple(n for n, _ in sorted(providers, key=lambda p: -p[1]))
+        return cls(default, {k: tuple(v) for k, v in (routes or {}).items()})
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(self.default).union(*self.routes.values())
+
+
+def attempt_order(
+    table: RouteTable,
+    known: Iterable[str],
+    *,
+    fallback_order: Sequence[str] | None = None,
+    provider_route: str | None = None,
+) -> tuple[str, ...]:
+    """The providers to try for one request, in order (spec §3); `RequestError` for a name
+    that does not exist."""
+    known = frozenset(known)
+    if fallback_order:
+        unknown = [n for n in fallback_order if n not in known]
+        if unknown:
+            raise RequestError(
+                f"fallback_order names unknown provider(s): {', '.join(unknown)}",
+                param="fallback_order",
+            )
+        return tuple(dict.fromkeys(fallback_order))  # each provider at most once
+    if provider_route:
+        if provider_route in table.routes:
+            return table.routes[provider_route]
+        if provider_route in known:
+            return (provider_route, *(n for n in table.default if n != provider_route))
+        raise RequestError(
+            f"provider_route {provider_route!r} is neither a route nor a provider",
+            status=404,
+            param="provider_route",
+        )
+    return table.default
+
+
+class Walk:
+    """Hands out one request's providers: the order first, then the deferred as last resort."""
+
+    __slots__ = ("_deferred", "_last_resort", "_queue")
+
+    def __init__(self, order: Iterable[str]) -> None:
+        self._queue = deque(order)
+        self._deferred: list[str] = []
+        self._last_resort = False
+
+    def next(self) -> tuple[str, bool] | None:
+        """(provider, is_last_resort), or None when every provider has had its turn."""
+        if not self._queue and not self._last_resort:
+            self._last_resort = True
+            self._queue.extend(self._deferred)
+        if not self._queue:
+            return None
+        return self._queue.popleft(), self._last_resort
+
+    def defer(self, provider: str) -> None:
+        """Remember a provider skipped for remembered state, to try it as last resort."""
+        if not self._last_resort:
+            self._deferred.append(provider)
+
+    def drain(self) -> list[str]:
+        """Every provider not yet handed out (for the trace when the deadline is spent)."""
+        rest = list(self._queue)
+        if not self._last_resort:
+            rest += [n for n in self._deferred if n not in rest]
+        self._queue.clear()
+        self._last_resort = True
+        return rest
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """Why a provider is not tried this time; shown in the trace with its reason."""
+
+    reason: Reason
+    detail: str = ""
+
+    @property
+    def deferrable(self) -> bool:
+        return self.reason in DEFERRABLE
+
+
+def precheck(
+    *,
+    serves_model: bool,
+    model: str | None,
+    circuit: CircuitState,
+    missing_key: str | None,
+    now: float,
+) -> Skip | None:
+    """The skip decisions that need no network (spec §4 steps 1-2), or None to go on."""
+    if not serves_model:
+        return Skip(Reason.MODEL_UNAVAILABLE, f"does not serve model {model!r}")
+    if circuit.is_open(now):
+        return Skip(Reason.CIRCUIT_OPEN, opened_detail(circuit, now))
+    if missing_key:
+        return Skip(Reason.AUTH_FAILED, f"{missing_key} is not set")
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """The result of a provider's health check (spec §6)."""
+
+    ok: bool
+    checked_at: float
+    outcome: Outcome  # why it failed; `ok` when it passed
+    models: frozenset[str] | None = None  # the models it listed, if its body lists any
+    ms: float = 0.0
+
+
+def model_listed(model: str, models: frozenset[str]) -> bool:
+    """Whether a health check's model list has `model` (Ollama's `:latest` tag is implied)."""
+    if model in models:
+        return True
+    if ":" not in model:
+        return f"{model}:latest" in models
+    return model.endswith(":latest") and model[: -len(":latest")] in models
+
+
+# Failures of a health check that say as much as a failed request would: reported as the
+# attempt's own reason when the check ran for this request.
+_AS_ATTEMPT = frozenset({Reason.CONNECT_FAILED, Reason.TIMEOUT, Reason.AUTH_FAILED})
+
+
+def health_verdict(health: Health, *, model: str, probed_now: bool, now: float) -> Outcome | None:
+    """What a health result means for this attempt: None to go on, else a failed `Outcome`.
+
+    A transport or auth failure of a check made for this request is that request's failure;
+    any other failure (or an old one) is an `unhealthy` skip; a passing check whose model
+    list lacks the model is a `model_unavailable` skip.
+    """
+    if not health.ok:
+        if probed_now and health.outcome.reason in _AS_ATTEMPT:
+            return health.outcome
+        age = "" if probed_now else f" {max(0.0, now - health.checked_at):.0f} s ago"
+        why = f"{health.outcome.reason} ({health.outcome.detail})"
+        return Outcome(Reason.UNHEALTHY, health.outcome.status, f"health check failed{age}: {why}")
+    if model and health.models is not None and not model_listed(model, health.models):
+        return Outcome(Reason.MODEL_UNAVAILABLE, None, f"health check does not list {model!r}")
+    return None
+
+
+def retry_delay(outcome: Outcome, *, tries: int, retries: int, remaining_s: float) -> float | None:
+    """Seconds to wait before trying the same provider again, or None to move on.
+
+    Only transient reasons are retried, `retries` times at most, with exponential backoff
+    (0.1 s, 0.2 s, … capped at 2 s) or the provider's `Retry-After`, and only if the wait
+    leaves time before the deadline.
+    """
+    if tries >= retries or outcome.reason not in RETRYABLE:
+        return None
+    delay = outcome.retry_after if outcome.retry_after is not None else min(0.1 * 2**tries, 2.0)
+    return delay if delay < remaining_s else None

@@ -1,0 +1,81 @@
+"""The words of the protocol: reasons, attempts and results (spec §1, §5).
+
+Pure values, no I/O. Every face (library, CLI, proxy) reports these same records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Reason(StrEnum):
+    """How one attempt ended (spec §5)."""
+
+    OK = "ok"
+    CONNECT_FAILED = "connect_failed"
+    TIMEOUT = "timeout"
+    SERVER_ERROR = "server_error"
+    AUTH_FAILED = "auth_failed"
+    RATE_LIMITED = "rate_limited"
+    BAD_REQUEST = "bad_request"
+    SCHEMA_MISMATCH = "schema_mismatch"
+    HOOK_ERROR = "hook_error"
+    UNHEALTHY = "unhealthy"
+    MODEL_UNAVAILABLE = "model_unavailable"
+    CIRCUIT_OPEN = "circuit_open"
+    QUOTA_EXHAUSTED = "quota_exhausted"
+
+
+# Reasons that count toward a provider's circuit (spec §5, "effect on the provider").
+CIRCUIT_FAILURES = frozenset(
+    {
+        Reason.CONNECT_FAILED,
+        Reason.TIMEOUT,
+        Reason.SERVER_ERROR,
+        Reason.SCHEMA_MISMATCH,
+        Reason.HOOK_ERROR,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One try of one provider for one request; a trace is a list of these."""
+
+    provider: str
+    reason: Reason
+    status: int | None = None
+    ms: float = 0.0
+    detail: str = ""
+    last_resort: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is Reason.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form used by `--json`, the proxy's error body and the attempt log."""
+        return {
+            "provider": self.provider,
+            "reason": str(self.reason),
+            "status": self.status,
+            "ms": round(self.ms, 1),
+            "detail": self.detail,
+            "last_resort": self.last_resort,
+        }
+
+
+def trace_header(trace: list[Attempt]) -> str:
+    """`name:reason:ms,…`, the value of the proxy's `X-Agent-Reach-Trace` header."""
+    return ",".join(f"{a.provider}:{a.reason}:{round(a.ms)}" for a in trace)
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """A successful request: the normalized response, who answered, and every attempt."""
+
+    response: dict[str, Any]
+    provider: str
+    trace: list[Attempt]

@@ -1,0 +1,328 @@
+"""The pure core by tables: paths, outcomes, breaker, routing, validation. No sockets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent_reach import paths
+from agent_reach.breaker import CLOSED, CircuitState, admit, record
+from agent_reach.config import CircuitConfig
+from agent_reach.errors import RequestError
+from agent_reach.outcomes import ErrorInfo, Outcome, Transport, classify, parse_retry_after
+from agent_reach.routing import (
+    Health,
+    RouteTable,
+    Walk,
+    attempt_order,
+    health_verdict,
+    model_listed,
+    precheck,
+    retry_delay,
+)
+from agent_reach.trace import Reason
+from agent_reach.validation import Level, check
+
+BODY = {"choices": [{"message": {"content": "hi"}}], "output": {"choices": [{"x": 1}]}, "a/b": 2}
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("choices.0.message.content", "hi"),
+        ("/choices/0/message/content", "hi"),
+        ("output.choices.0.x", 1),
+        ("choices.-1.message.content", "hi"),
+        ("choices.5", None),
+        ("nope.x", None),
+        ("/a~1b", 2),
+        ("", BODY),
+        ("choices.0.message.content.x", None),
+    ],
+)
+def test_paths(path: str, value: Any) -> None:
+    assert paths.get(BODY, path) == value
+
+
+def test_extract_reads_content_from_the_first_choice() -> None:
+    assert paths.extract(BODY, "choices", "message.content") == (
+        {"message": {"content": "hi"}},
+        "hi",
+    )
+    assert paths.extract({"result": "text"}, "result", "") == ("text", "text")
+    assert paths.extract({"choices": []}, "choices", "message.content") == (None, None)
+
+
+NOW = 1_800_000_000.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason", "retry_after"),
+    [
+        ({"transport": Transport.CONNECT}, Reason.CONNECT_FAILED, None),
+        ({"transport": Transport.CONNECT_TIMEOUT}, Reason.CONNECT_FAILED, None),
+        ({"transport": Transport.TLS}, Reason.CONNECT_FAILED, None),
+        ({"transport": Transport.READ_TIMEOUT}, Reason.TIMEOUT, None),
+        ({"transport": Transport.DEADLINE}, Reason.TIMEOUT, None),
+        ({"transport": Transport.DISCONNECTED}, Reason.SERVER_ERROR, None),
+        ({"status": 401}, Reason.AUTH_FAILED, None),
+        ({"status": 403}, Reason.AUTH_FAILED, None),
+        ({"status": 429, "retry_after": "12"}, Reason.RATE_LIMITED, 12.0),
+        ({"status": 429}, Reason.RATE_LIMITED, None),
+        ({"status": 402}, Reason.RATE_LIMITED, None),
+        ({"status": 500}, Reason.SERVER_ERROR, None),
+        ({"status": 503, "retry_after": "3"}, Reason.SERVER_ERROR, 3.0),
+        ({"status": 529}, Reason.SERVER_ERROR, None),
+        ({"status": 408}, Reason.TIMEOUT, None),
+        ({"status": 400}, Reason.BAD_REQUEST, None),
+        ({"status": 422}, Reason.BAD_REQUEST, None),
+        ({"status": 301}, Reason.BAD_REQUEST, None),
+        (
+            {"status": 400, "error": ErrorInfo("API key not valid", "API_KEY_INVALID")},
+            Reason.AUTH_FAILED,
+            None,
+        ),
+        (
+            {"status": 404, "error": ErrorInfo('model "x" not found')},
+            Reason.MODEL_UNAVAILABLE,
+            None,
+        ),
+        ({"status": 404, "error": ErrorInfo("no such route")}, Reason.BAD_REQUEST, None),
+        ({"status": 200}, Reason.OK, None),
+        ({"status": 200, "error": ErrorInfo("bad", None, 401)}, Reason.AUTH_FAILED, None),
+        ({"status": 200, "error": ErrorInfo("Invalid API key")}, Reason.AUTH_FAILED, None),
+        ({"status": 200, "error": ErrorInfo("quota exceeded")}, Reason.RATE_LIMITED, None),
+        (
+            {"status": 200, "error": ErrorInfo("x", "rate_limit_exceeded")},
+            Reason.RATE_LIMITED,
+            None,
+        ),
+        (
+            {"status": 200, "error": ErrorInfo("Overloaded", "overloaded_error")},
+            Reason.SERVER_ERROR,
+            None,
+        ),
+        ({"status": 200, "error": ErrorInfo("something odd")}, Reason.SCHEMA_MISMATCH, None),
+    ],
+)
+def test_classify(kwargs: dict[str, Any], reason: Reason, retry_after: float | None) -> None:
+    outcome = classify(**{"now": NOW, **kwargs})
+    assert outcome.reason is reason
+    if retry_after is not None:
+        assert outcome.retry_after == retry_after
+
+
+def test_retry_after_http_date() -> None:
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 1445412470.0) == 10.0
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 1445412490.0) == 0.0
+    assert parse_retry_after("soon", NOW) is None
+    assert parse_retry_after(None, NOW) is None
+
+
+POLICY = CircuitConfig(failures=3, cooldown_s=30, auth_cooldown_s=300)
+
+
+def run_breaker(events: list[tuple[float, Reason | str]]) -> CircuitState:
+    state = CLOSED
+    for t, what in events:
+        if what == "admit":
+            _, state = admit(state, NOW + t, lease_s=5)
+        else:
+            state = record(state, Reason(what), NOW + t, POLICY)
+    return state
+
+
+@pytest.mark.parametrize(
+    ("events", "open_at", "closed"),
+    [
+        ([(0, "server_error"), (1, "server_error")], None, True),
+        ([(0, "server_error"), (1, "timeout"), (2, "connect_failed")], 2 + 30, False),
+        ([(0, "server_error"), (1, "ok"), (2, "server_error"), (3, "server_error")], None, True),
+        ([(0, "auth_failed")], 300, False),
+        ([(0, "rate_limited")], 30, False),
+        ([(0, "bad_request")], None, True),
+        # open, cooldown passes, a trial is admitted and fails: open again for the cooldown
+        ([(0, "auth_failed"), (301, "admit"), (302, "server_error")], 302 + 30, False),
+        ([(0, "auth_failed"), (301, "admit"), (302, "ok")], None, True),
+        ([(0, "auth_failed"), (301, "admit"), (302, "bad_request")], None, True),
+        # a trial lease blocks others until it expires
+        ([(0, "auth_failed"), (301, "admit")], 301 + 5, False),
+    ],
+)
+def test_breaker(events: list[tuple[float, str]], open_at: float | None, closed: bool) -> None:
+    state = run_breaker(events)
+    assert state.closed is closed
+    if open_at is not None:
+        assert state.open_until == NOW + open_at
+
+
+def test_breaker_rate_limit_uses_retry_after() -> None:
+    state = record(CLOSED, Reason.RATE_LIMITED, NOW, POLICY, retry_after=7)
+    assert state.open_until == NOW + 7
+    assert admit(state, NOW + 6, 5)[0] is False
+    allowed, leased = admit(state, NOW + 7, 5)
+    assert allowed
+    assert leased.trial
+    assert admit(leased, NOW + 8, 5)[0] is False
+
+
+TABLE = RouteTable.build([("a", 1.0), ("b", 0.5), ("c", 1.0), ("d", 2.0)], None, {"r": ["c", "a"]})
+KNOWN = ("a", "b", "c", "d")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "order"),
+    [
+        ({}, ("d", "a", "c", "b")),  # weight descending, ties in file order
+        ({"provider_route": "r"}, ("c", "a")),
+        ({"provider_route": "b"}, ("b", "d", "a", "c")),
+        ({"fallback_order": ["b", "a", "b"]}, ("b", "a")),
+        ({"fallback_order": ["c"], "provider_route": "r"}, ("c",)),
+    ],
+)
+def test_attempt_order(kwargs: dict[str, Any], order: tuple[str, ...]) -> None:
+    assert attempt_order(TABLE, KNOWN, **kwargs) == order
+
+
+def test_attempt_order_explicit_default_and_unknown_names() -> None:
+    table = RouteTable.build([("a", 1.0), ("b", 2.0)], ["a", "b"])
+    assert attempt_order(table, ("a", "b")) == ("a", "b")
+    with pytest.raises(RequestError):
+        attempt_order(TABLE, KNOWN, fallback_order=["zz"])
+    with pytest.raises(RequestError):
+        attempt_order(TABLE, KNOWN, provider_route="zz")
+
+
+def test_walk_defers_to_last_resort() -> None:
+    walk = Walk(["a", "b", "c"])
+    assert walk.next() == ("a", False)
+    walk.defer("a")
+    assert walk.next() == ("b", False)
+    assert walk.next() == ("c", False)
+    walk.defer("c")
+    assert walk.next() == ("a", True)
+    walk.defer("a")  # no second last resort
+    assert walk.next() == ("c", True)
+    assert walk.next() is None
+
+
+def test_walk_drain() -> None:
+    walk = Walk(["a", "b", "c"])
+    walk.next()
+    walk.defer("a")
+    assert walk.drain() == ["b", "c", "a"]
+    assert walk.next() is None
+
+
+OPEN = CircuitState(3, NOW + 10, False, "server_error")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({}, None),
+        ({"serves_model": False}, Reason.MODEL_UNAVAILABLE),
+        ({"circuit": OPEN}, Reason.CIRCUIT_OPEN),
+        ({"circuit": CircuitState(3, NOW - 1, False, "x")}, None),  # cooled down: half-open
+        ({"missing_key": "K"}, Reason.AUTH_FAILED),
+        ({"serves_model": False, "circuit": OPEN}, Reason.MODEL_UNAVAILABLE),
+    ],
+)
+def test_precheck(kwargs: dict[str, Any], reason: Reason | None) -> None:
+    facts: dict[str, Any] = {
+        "serves_model": True,
+        "model": "m",
+        "circuit": CLOSED,
+        "missing_key": None,
+        "now": NOW,
+    }
+    skip = precheck(**{**facts, **kwargs})
+    assert (skip.reason if skip else None) == reason
+
+
+FAILED_CONNECT = Health(False, NOW, classify(transport=Transport.CONNECT))
+FAILED_HTML = Health(False, NOW, Outcome(Reason.SCHEMA_MISMATCH, 200, "HTML page"))
+LISTING = Health(True, NOW, Outcome(Reason.OK), frozenset({"qwen2:72b", "llama3:latest"}))
+
+
+@pytest.mark.parametrize(
+    ("health", "model", "probed", "reason"),
+    [
+        (FAILED_CONNECT, "m", True, Reason.CONNECT_FAILED),
+        (FAILED_CONNECT, "m", False, Reason.UNHEALTHY),
+        (FAILED_HTML, "m", True, Reason.UNHEALTHY),
+        (LISTING, "qwen2:72b", True, None),
+        (LISTING, "llama3", True, None),
+        (LISTING, "gpt-4o", False, Reason.MODEL_UNAVAILABLE),
+        (LISTING, "", False, None),
+        (Health(True, NOW, Outcome(Reason.OK)), "anything", True, None),
+    ],
+)
+def test_health_verdict(health: Health, model: str, probed: bool, reason: Reason | None) -> None:
+    verdict = health_verdict(health, model=model, probed_now=probed, now=NOW + 3)
+    assert (verdict.reason if verdict else None) == reason
+
+
+def test_model_listed() -> None:
+    models = frozenset({"a:latest", "b:7b", "c"})
+    assert model_listed("a", models)
+    assert model_listed("a:latest", models)
+    assert not model_listed("b", models)
+    assert model_listed("c:latest", models)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "tries", "retries", "remaining", "delay"),
+    [
+        (Outcome(Reason.SERVER_ERROR), 0, 0, 10, None),
+        (Outcome(Reason.SERVER_ERROR), 0, 2, 10, 0.1),
+        (Outcome(Reason.SERVER_ERROR), 1, 2, 10, 0.2),
+        (Outcome(Reason.SERVER_ERROR), 2, 2, 10, None),
+        (Outcome(Reason.SERVER_ERROR), 6, 9, 10, 2.0),
+        (Outcome(Reason.RATE_LIMITED, 429, "", 3.0), 0, 1, 10, 3.0),
+        (Outcome(Reason.RATE_LIMITED, 429, "", 30.0), 0, 1, 10, None),  # past the deadline
+        (Outcome(Reason.AUTH_FAILED), 0, 3, 10, None),
+        (Outcome(Reason.BAD_REQUEST), 0, 3, 10, None),
+    ],
+)
+def test_retry_delay(
+    outcome: Outcome, tries: int, retries: int, remaining: float, delay: float | None
+) -> None:
+    assert retry_delay(outcome, tries=tries, retries=retries, remaining_s=remaining) == delay
+
+
+def completion(content: Any, usage: int | None = 8, model: str = "m") -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "object": "chat.completion",
+        "model": model,
+        "choices": [{"message": {"role": "assistant", "content": content}}],
+    }
+    if usage is not None:
+        body["usage"] = {"total_tokens": usage}
+    return body
+
+
+@pytest.mark.parametrize(
+    ("level", "body", "raw", "ok"),
+    [
+        (Level.LENIENT, completion("hi"), {}, True),
+        (Level.LENIENT, completion(""), {}, False),
+        (Level.LENIENT, completion("  "), {}, False),
+        (Level.LENIENT, completion(None), {}, False),
+        (
+            Level.LENIENT,
+            {"choices": [{"message": {"content": None, "tool_calls": [{"id": "1"}]}}]},
+            {},
+            True,
+        ),
+        (Level.USAGE, completion("hi"), {}, True),
+        (Level.USAGE, completion("hi", usage=0), {}, False),
+        (Level.USAGE, completion("hi", usage=None), {}, False),
+        (Level.STRICT, completion("hi"), completion("hi"), True),
+        (Level.STRICT, completion("hi"), {"message": {}}, False),
+        (Level.STRICT, completion("hi", model="other"), completion("hi"), False),
+    ],
+)
+def test_validation(level: Level, body: dict[str, Any], raw: Any, ok: bool) -> None:
+    assert (check(level, body, raw, {"m"}) is None) is ok

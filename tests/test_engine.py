@@ -1,0 +1,505 @@
+"""The engine through the library API, against real HTTP servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from agent_reach import AllProvidersFailed, Reason, RequestError, Router, StreamInterrupted
+
+from .conftest import CHUNK, COMPLETION, ERROR, assert_valid
+from .upstream import ECHOED_KEY_PREFIX, Upstream, refused_url
+
+HELLO = {"messages": [{"role": "user", "content": "hi"}]}
+KEY = "sk-test-0123456789abcdef-SECRET"
+
+
+def prov(name: str, url: str, **fields: Any) -> dict[str, Any]:
+    return {"name": name, "endpoint": url, **fields}
+
+
+def router(*providers: dict[str, Any], environ: dict[str, str] | None = None, **top: Any) -> Router:
+    config = {"version": "0.3.2", "health": {"mode": "off"}, "providers": list(providers), **top}
+    return Router(config, environ=environ or {"TEST_KEY": KEY})
+
+
+class Clock:
+    """A wall clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def reasons(trace: list[Any]) -> list[str]:
+    return [f"{a.provider}:{a.reason}" for a in trace]
+
+
+async def test_ok_response_is_normalized_and_valid(up: Upstream) -> None:
+    async with router(prov("a", up.url("ok"))) as r:
+        result = await r.achat({**HELLO, "model": "gpt-test"})
+    assert result.provider == "a"
+    assert result.response["choices"][0]["message"]["content"] == "hello from ok"
+    assert reasons(result.trace) == ["a:ok"]
+    assert_valid(COMPLETION, result.response)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "reason", "status"),
+    [
+        ("auth", Reason.AUTH_FAILED, 401),
+        ("ratelimit", Reason.RATE_LIMITED, 429),
+        ("server", Reason.SERVER_ERROR, 500),
+        ("badreq", Reason.BAD_REQUEST, 400),
+        ("html", Reason.SCHEMA_MISMATCH, 200),
+        ("brokenjson", Reason.SCHEMA_MISMATCH, 200),
+        ("error200", Reason.SCHEMA_MISMATCH, 200),
+        ("empty", Reason.SCHEMA_MISMATCH, 200),
+        ("model404", Reason.MODEL_UNAVAILABLE, 404),
+    ],
+)
+async def test_each_failure_fails_over(
+    up: Upstream, scenario: str, reason: Reason, status: int
+) -> None:
+    async with router(
+        prov("bad", up.url(scenario), api_key_env="TEST_KEY"), prov("good", up.url("backup"))
+    ) as r:
+        result = await r.achat(HELLO)
+    first, last = result.trace
+    assert (first.provider, first.reason, first.status) == ("bad", reason, status)
+    assert (last.provider, last.reason) == ("good", Reason.OK)
+    assert result.response["choices"][0]["message"]["content"] == "hello from backup"
+    assert KEY not in repr(result.trace)
+
+
+async def test_connect_refused_moves_on_without_waiting_for_read_timeout(up: Upstream) -> None:
+    slow_read = {"connect": 1000, "read": 20000}
+    async with router(
+        prov("dead", refused_url(), timeout=slow_read), prov("good", up.url("backup"))
+    ) as r:
+        start = time.perf_counter()
+        result = await r.achat(HELLO)
+        elapsed = time.perf_counter() - start
+    assert reasons(result.trace) == ["dead:connect_failed", "good:ok"]
+    assert result.trace[0].detail == "connection refused"
+    assert elapsed < 2  # far below the 20 s read timeout: it never waited for it
+
+
+async def test_read_timeout_is_a_timeout(up: Upstream) -> None:
+    async with router(
+        prov("hang", up.url("hang"), timeout={"connect": 500, "read": 200}),
+        prov("good", up.url("backup")),
+    ) as r:
+        result = await r.achat(HELLO)
+    assert reasons(result.trace) == ["hang:timeout", "good:ok"]
+    assert 150 < result.trace[0].ms < 2000
+
+
+async def test_chain_of_hanging_providers_ends_within_the_deadline(up: Upstream) -> None:
+    hang = {"timeout": {"connect": 500, "read": 10000}}
+    async with router(
+        *(prov(f"h{i}", up.url("hang"), **hang) for i in range(3)), deadline_ms=600
+    ) as r:
+        start = time.perf_counter()
+        with pytest.raises(AllProvidersFailed) as info:
+            await r.achat(HELLO)
+        elapsed = time.perf_counter() - start
+    assert elapsed < 1.5
+    trace = info.value.attempts
+    assert [a.provider for a in trace] == ["h0", "h1", "h2"]
+    assert all(a.reason is Reason.TIMEOUT for a in trace)
+    assert trace[0].detail == "deadline"
+    assert trace[-1].detail == "deadline"
+
+
+async def test_per_request_deadline_overrides_config(up: Upstream) -> None:
+    async with router(prov("hang", up.url("hang"), timeout={"read": 10000})) as r:
+        start = time.perf_counter()
+        with pytest.raises(AllProvidersFailed):
+            await r.achat({**HELLO, "agent_reach": {"deadline_ms": 300}})
+        assert time.perf_counter() - start < 1.2
+
+
+async def test_rate_limited_is_skipped_until_retry_after(up: Upstream) -> None:
+    clock = Clock()
+    config = {
+        "health": {"mode": "off"},
+        "providers": [prov("rl", up.url("ratelimit")), prov("good", up.url("backup"))],
+    }
+    async with Router(config, clock=clock, environ={}) as r:
+        first = await r.achat(HELLO)
+        assert reasons(first.trace) == ["rl:rate_limited", "good:ok"]
+        clock.now += 6  # Retry-After: 7
+        second = await r.achat(HELLO)
+        assert reasons(second.trace) == ["rl:circuit_open", "good:ok"]
+        assert second.trace[0].ms == 0
+        clock.now += 2
+        third = await r.achat(HELLO)
+        assert reasons(third.trace) == ["rl:rate_limited", "good:ok"]
+
+
+async def test_auth_failure_opens_the_circuit_for_the_auth_cooldown(up: Upstream) -> None:
+    clock = Clock()
+    config = {
+        "health": {"mode": "off"},
+        "circuit": {"auth_cooldown_s": 100},
+        "providers": [prov("bad", up.url("auth")), prov("good", up.url("backup"))],
+    }
+    async with Router(config, clock=clock, environ={}) as r:
+        await r.achat(HELLO)
+        clock.now += 99
+        assert reasons((await r.achat(HELLO)).trace)[0] == "bad:circuit_open"
+        clock.now += 2
+        assert reasons((await r.achat(HELLO)).trace)[0] == "bad:auth_failed"
+
+
+async def test_circuit_opens_after_failures_and_last_resort_still_tries(up: Upstream) -> None:
+    clock = Clock()
+    config = {
+        "health": {"mode": "off"},
+        "circuit": {"failures": 3, "cooldown_s": 30},
+        "providers": [prov("sw", up.url("switch")), prov("dead", refused_url())],
+    }
+    up.switch = "server"
+    async with Router(config, clock=clock, environ={}) as r:
+        for _ in range(3):
+            with pytest.raises(AllProvidersFailed):
+                await r.achat(HELLO)
+        up.switch = "ok"
+        result = await r.achat(HELLO)
+        assert reasons(result.trace) == ["sw:circuit_open", "dead:circuit_open", "sw:ok"]
+        assert result.trace[-1].last_resort
+        # the last-resort success closed the circuit again
+        assert reasons((await r.achat(HELLO)).trace) == ["sw:ok"]
+
+
+async def test_half_open_trial_after_cooldown(up: Upstream) -> None:
+    clock = Clock()
+    config = {
+        "health": {"mode": "off"},
+        "circuit": {"failures": 1, "cooldown_s": 10},
+        "providers": [prov("sw", up.url("switch")), prov("good", up.url("backup"))],
+    }
+    up.switch = "server"
+    async with Router(config, clock=clock, environ={}) as r:
+        await r.achat(HELLO)
+        assert reasons((await r.achat(HELLO)).trace)[0] == "sw:circuit_open"
+        clock.now += 11
+        up.switch = "ok"
+        assert reasons((await r.achat(HELLO)).trace) == ["sw:ok"]
+
+
+async def test_missing_key_is_auth_failed_and_sends_nothing(up: Upstream) -> None:
+    async with router(
+        prov("nokey", up.url("ok"), api_key_env="NOT_SET_ANYWHERE"),
+        prov("good", up.url("backup")),
+    ) as r:
+        result = await r.achat(HELLO)
+    assert reasons(result.trace) == ["nokey:auth_failed", "good:ok"]
+    assert result.trace[0].detail == "NOT_SET_ANYWHERE is not set"
+    assert up.bodies("ok") == []
+
+
+async def test_auth_header_scheme_and_query(up: Upstream) -> None:
+    async with router(
+        prov("bearer", up.url("ok"), api_key_env="TEST_KEY"),
+    ) as r:
+        await r.achat(HELLO)
+    assert up.received[-1].headers["Authorization"] == f"Bearer {KEY}"
+    async with router(
+        prov("xkey", up.url("ok"), api_key_env="TEST_KEY", auth_header="x-api-key"),
+    ) as r:
+        await r.achat(HELLO)
+    assert up.received[-1].headers["x-api-key"] == KEY
+    assert "Authorization" not in up.received[-1].headers
+    async with router(prov("q", up.url("ok"), api_key_env="TEST_KEY", auth_query="key")) as r:
+        await r.achat(HELLO)
+    assert "Authorization" not in up.received[-1].headers
+
+
+async def test_request_building_model_map_max_tokens_extra_body(up: Upstream) -> None:
+    async with router(
+        prov(
+            "a",
+            up.url("ok"),
+            model_map={"big": "gpt-test"},
+            max_tokens_field="max_completion_tokens",
+            extra_body={"user": "agent-reach", "metadata": {"team": "x"}},
+        ),
+        prov("o", up.url("ollama", "ollama"), format="ollama"),
+        fallback_order=["a"],
+    ) as r:
+        await r.achat({**HELLO, "model": "big", "max_tokens": 64, "temperature": 0.2})
+        body = up.bodies("ok")[-1]
+        assert body["model"] == "gpt-test"
+        assert body["max_completion_tokens"] == 64
+        assert "max_tokens" not in body
+        assert body["user"] == "agent-reach"
+        assert body["metadata"] == {"team": "x"}
+        assert body["stream"] is False
+        assert "agent_reach" not in body
+        await r.achat(
+            {
+                **HELLO,
+                "model": "qwen2:72b",
+                "max_tokens": 32,
+                "stop": "END",
+                "agent_reach": {"provider_route": "o"},
+            }
+        )
+    sent = up.bodies("ollama")[-1]
+    assert sent["options"] == {"num_predict": 32, "stop": ["END"]}
+    assert sent["stream"] is False
+    assert sent["messages"] == [{"role": "user", "content": "hi"}]
+
+
+async def test_ollama_is_normalized_with_usage(up: Upstream) -> None:
+    async with router(prov("o", up.url("ollama", "ollama"), format="ollama")) as r:
+        result = await r.achat({**HELLO, "model": "qwen2:72b"})
+    resp = result.response
+    assert_valid(COMPLETION, resp)
+    assert resp["object"] == "chat.completion"
+    assert resp["id"].startswith("chatcmpl-")
+    assert resp["model"] == "qwen2:72b"
+    assert resp["choices"][0]["message"] == {
+        "role": "assistant",
+        "content": "hello from ollama",
+        "refusal": None,
+    }
+    assert resp["usage"] == {"prompt_tokens": 26, "completion_tokens": 298, "total_tokens": 324}
+
+
+async def test_raw_response_when_schema_compatibility_is_off(up: Upstream) -> None:
+    async with router(prov("o", up.url("ollama", "ollama"), format="ollama")) as r:
+        result = await r.achat({**HELLO, "agent_reach": {"response_schema_compatibility": False}})
+    assert result.response["message"]["content"] == "hello from ollama"
+    assert "choices" not in result.response
+
+
+async def test_retries_try_the_same_provider_again(up: Upstream) -> None:
+    async with router(prov("f", up.url("flaky"), retries=1)) as r:
+        await r.achat(HELLO)  # the first flaky call succeeds
+        result = await r.achat(HELLO)
+    assert reasons(result.trace) == ["f:server_error", "f:ok"]
+
+
+async def test_models_field_skips_other_models(up: Upstream) -> None:
+    async with router(prov("a", up.url("ok"), models=["m1"]), prov("b", up.url("backup"))) as r:
+        result = await r.achat({**HELLO, "model": "m9"})
+        assert reasons(result.trace) == ["a:model_unavailable", "b:ok"]
+        await r.achat({**HELLO, "agent_reach": {"fallback_order": ["a"]}})
+    assert up.bodies("ok")[-1]["model"] == "m1"  # no model asked: the first of `models`
+
+
+@pytest.mark.parametrize("mode", ["cached", "per_request", "off"])
+async def test_health_modes(up: Upstream, mode: str) -> None:
+    async with router(prov("a", up.url("ok")), health={"mode": mode, "ttl_s": 60}) as r:
+        for _ in range(3):
+            await r.achat(HELLO)
+    assert len(up.health_hits) == {"cached": 1, "per_request": 3, "off": 0}[mode]
+
+
+@pytest.mark.parametrize("scenario", ["html-health", "down-health"])
+async def test_failed_health_check_is_unhealthy(up: Upstream, scenario: str) -> None:
+    async with router(
+        prov("a", up.url(scenario)), prov("b", up.url("backup")), health={"mode": "cached"}
+    ) as r:
+        result = await r.achat(HELLO)
+    assert reasons(result.trace) == ["a:unhealthy", "b:ok"]
+    assert up.bodies(scenario) == []
+
+
+async def test_health_check_model_list(up: Upstream) -> None:
+    async with router(
+        prov("a", up.url("ok")), prov("b", up.url("backup")), health={"mode": "cached"}
+    ) as r:
+        listed = await r.achat({**HELLO, "model": "m2"})
+        with pytest.raises(AllProvidersFailed) as info:
+            await r.achat({**HELLO, "model": "not-there"})
+    assert reasons(listed.trace) == ["a:ok"]
+    assert reasons(info.value.attempts) == ["a:model_unavailable", "b:model_unavailable"]
+    # the ollama list implies :latest
+    async with router(
+        prov("o", up.url("ollama", "ollama"), format="ollama"), health={"mode": "cached"}
+    ) as r:
+        assert (await r.achat({**HELLO, "model": "llama3.2"})).provider == "o"
+
+
+async def test_health_check_refused_is_connect_failed(up: Upstream) -> None:
+    async with router(
+        prov("dead", refused_url()), prov("b", up.url("backup")), health={"mode": "cached"}
+    ) as r:
+        first = await r.achat(HELLO)
+        second = await r.achat(HELLO)
+    assert reasons(first.trace) == ["dead:connect_failed", "b:ok"]
+    assert reasons(second.trace) == ["dead:unhealthy", "b:ok"]
+
+
+@pytest.mark.parametrize(
+    ("level", "scenario", "ok"),
+    [
+        ("lenient", "nousage", True),
+        ("usage", "nousage", False),
+        ("usage", "ok", True),
+        ("strict", "ok", True),
+    ],
+)
+async def test_validation_levels(up: Upstream, level: str, scenario: str, ok: bool) -> None:
+    async with router(prov("a", up.url(scenario), validation=level)) as r:
+        if ok:
+            await r.achat({**HELLO, "model": "gpt-test"})
+        else:
+            with pytest.raises(AllProvidersFailed) as info:
+                await r.achat({**HELLO, "model": "gpt-test"})
+            assert info.value.attempts[0].reason is Reason.SCHEMA_MISMATCH
+
+
+async def test_strict_validation_accepts_the_model_map_target(up: Upstream) -> None:
+    async with router(
+        prov(
+            "o",
+            up.url("ollama", "ollama"),
+            format="ollama",
+            validation="strict",
+            model_map={"qwen2.5-72b": "qwen2:72b"},
+        ),
+    ) as r:
+        # Ollama's body has no object: chat.completion, so strict rejects it
+        with pytest.raises(AllProvidersFailed) as info:
+            await r.achat({**HELLO, "model": "qwen2.5-72b"})
+    assert "object: chat.completion" in info.value.attempts[0].detail
+    async with router(
+        prov("a", up.url("ok"), validation="strict", model_map={"alias": "gpt-test"})
+    ) as r:
+        assert (await r.achat({**HELLO, "model": "alias"})).provider == "a"
+
+
+async def test_all_failed_carries_every_attempt_without_secrets(up: Upstream) -> None:
+    async with router(
+        prov("a", up.url("auth"), api_key_env="TEST_KEY"), prov("b", up.url("server"))
+    ) as r:
+        with pytest.raises(AllProvidersFailed) as info:
+            await r.achat(HELLO)
+    assert reasons(info.value.attempts) == ["a:auth_failed", "b:server_error"]
+    assert up.received[0].headers["Authorization"] == f"Bearer {KEY}"  # it was sent...
+    detail = info.value.attempts[0].detail
+    assert detail == ECHOED_KEY_PREFIX + "***"  # ...and the echo is redacted
+    assert KEY not in str(info.value)
+
+
+async def test_request_errors(up: Upstream) -> None:
+    async with router(prov("a", up.url("ok"))) as r:
+        with pytest.raises(RequestError):
+            await r.achat({"messages": []})
+        with pytest.raises(RequestError):
+            await r.achat({**HELLO, "agent_reach": {"fallback_order": ["nope"]}})
+        with pytest.raises(RequestError) as info:
+            await r.achat({**HELLO, "agent_reach": {"provider_route": "nope"}})
+        assert info.value.status == 404
+
+
+def test_sync_chat(up: Upstream) -> None:
+    r = router(prov("a", up.url("ok")))
+    assert r.chat(HELLO).provider == "a"
+    assert r.chat(HELLO).provider == "a"  # a second event loop works too
+
+
+# -- streaming ---------------------------------------------------------------------------------
+
+
+async def collect(r: Router, request: dict[str, Any]) -> tuple[str, list[dict[str, Any]], Any]:
+    stream = await r.open_stream(request)
+    chunks = [c async for c in stream]
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    return text, chunks, stream
+
+
+async def test_stream_ok_chunks_are_valid(up: Upstream) -> None:
+    async with router(prov("a", up.url("ok"))) as r:
+        text, chunks, stream = await collect(r, HELLO)
+    assert text == "hello from ok"
+    assert stream.provider == "a"
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    for c in chunks:
+        assert_valid(CHUNK, c)
+
+
+async def test_stream_ollama_ndjson_becomes_openai_chunks(up: Upstream) -> None:
+    async with router(prov("o", up.url("ollama", "ollama"), format="ollama")) as r:
+        text, chunks, _ = await collect(r, {**HELLO, "model": "qwen2:72b"})
+    assert text == "hello from ollama"
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    assert chunks[-1]["usage"]["total_tokens"] == 324
+    for c in chunks:
+        assert_valid(CHUNK, c)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "reason"),
+    [
+        ("streamerr", Reason.SERVER_ERROR),
+        ("streamempty", Reason.SCHEMA_MISMATCH),
+        ("auth", Reason.AUTH_FAILED),
+        ("html", Reason.SCHEMA_MISMATCH),
+    ],
+)
+async def test_stream_fails_over_before_the_first_chunk(
+    up: Upstream, scenario: str, reason: Reason
+) -> None:
+    async with router(prov("bad", up.url(scenario)), prov("good", up.url("backup"))) as r:
+        text, _chunks, stream = await collect(r, HELLO)
+    assert text == "hello from ok"  # nothing from the failed attempt reached the caller
+    assert [(a.provider, a.reason) for a in stream.trace] == [("bad", reason), ("good", "ok")]
+
+
+async def test_stream_cut_after_first_chunk_is_an_error_not_a_truncation(up: Upstream) -> None:
+    async with router(prov("cut", up.url("streamcut")), prov("good", up.url("backup"))) as r:
+        stream = await r.open_stream(HELLO)
+        got = []
+        with pytest.raises(StreamInterrupted) as info:
+            async for c in stream:
+                got.append(c)
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in got) == "partial answer"
+    trace = info.value.attempts
+    assert [(a.provider, a.reason) for a in trace] == [("cut", "ok"), ("cut", "server_error")]
+    assert "after the first chunk" in trace[-1].detail
+
+
+async def test_stream_chunk_gap_over_read_timeout(up: Upstream) -> None:
+    async with router(prov("gap", up.url("streamgap"), timeout={"read": 300})) as r:
+        stream = await r.open_stream(HELLO)
+        with pytest.raises(StreamInterrupted) as info:
+            async for _ in stream:
+                pass
+    assert info.value.attempts[-1].reason is Reason.TIMEOUT
+
+
+async def test_astream_yields_chunks(up: Upstream) -> None:
+    async with router(prov("a", up.url("ok"))) as r:
+        chunks = [c async for c in r.astream(HELLO)]
+    assert len(chunks) >= 3
+
+
+async def test_leaving_a_stream_early_closes_it(up: Upstream) -> None:
+    async with router(prov("gap", up.url("streamgap"), timeout={"read": 5000})) as r:
+        stream = await r.open_stream(HELLO)
+        start = time.perf_counter()
+        consumer = asyncio.ensure_future(stream.__aiter__().__anext__())
+        await asyncio.sleep(0.05)
+        consumer.cancel()
+        await stream.aclose()
+        assert time.perf_counter() - start < 1
+
+
+def test_error_body_shape_is_valid() -> None:
+    from agent_reach import completion
+
+    assert_valid(
+        ERROR, completion.error("all providers failed", "all_providers_failed", attempts=[])
+    )

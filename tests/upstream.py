@@ -1,0 +1,330 @@
+"""Simulated providers on 127.0.0.1 for the tests: one aiohttp server, one scenario per path.
+
+`/s/<scenario>/v1/chat/completions` (OpenAI), `/s/<scenario>/api/chat` (Ollama) and their
+health URLs `/s/<scenario>/v1/models`, `/s/<scenario>/api/tags`. The server runs in its own
+thread with its own loop, so that both in-process tests and CLI subprocesses can reach it.
+Every chat request it receives is recorded (headers and JSON body) for assertions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+ECHOED_KEY_PREFIX = "Incorrect API key provided: "
+
+
+def completion(content: str, model: str = "gpt-test") -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+    }
+
+
+def sse(obj: Any) -> bytes:
+    return b"data: " + (obj if isinstance(obj, bytes) else orjson.dumps(obj)) + b"\n\n"
+
+
+def chunk(
+    content: str | None = None, finish: str | None = None, role: bool = False
+) -> dict[str, Any]:
+    delta: dict[str, Any] = {}
+    if role:
+        delta["role"] = "assistant"
+    if content is not None:
+        delta["content"] = content
+    return {
+        "id": "chatcmpl-stream",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": "gpt-test",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+@dataclass
+class Received:
+    scenario: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class Upstream:
+    """A running simulated-provider server."""
+
+    port: int = 0
+    received: list[Received] = field(default_factory=list)
+    health_hits: list[str] = field(default_factory=list)
+    loop: asyncio.AbstractEventLoop | None = None
+    switch: str = "ok"  # what the `switch` scenario does: the name of another scenario
+
+    def url(self, scenario: str, kind: str = "openai") -> str:
+        tail = "/api/chat" if kind == "ollama" else "/v1/chat/completions"
+        return f"http://127.0.0.1:{self.port}/s/{scenario}{tail}"
+
+    def bodies(self, scenario: str) -> list[Any]:
+        return [r.body for r in self.received if r.scenario == scenario]
+
+    def clear(self) -> None:
+        self.received.clear()
+        self.health_hits.clear()
+        self.switch = "ok"
+
+    # -- handlers ----------------------------------------------------------------------------
+
+    async def models(self, request: web.Request) -> web.StreamResponse:
+        scenario = request.match_info["scenario"]
+        self.health_hits.append(scenario)
+        if scenario == "html-health":
+            return web.Response(text="<html>Welcome</html>", content_type="text/html")
+        if scenario == "down-health":
+            return web.json_response({"error": "maintenance"}, status=503)
+        if scenario == "auth":
+            return await self.s_auth(request, None, False)
+        if request.path.endswith("/api/tags"):
+            return web.json_response(
+                {"models": [{"name": "qwen2:72b"}, {"name": "llama3.2:latest"}]}
+            )
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [{"id": "gpt-test", "object": "model"}, {"id": "m2", "object": "model"}],
+            }
+        )
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        scenario = request.match_info["scenario"]
+        raw = await request.read()
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            body = None
+        self.received.append(Received(scenario, request.path, dict(request.headers), body))
+        stream = bool(body and body.get("stream"))
+        handler = getattr(self, "s_" + scenario.replace("-", "_"), None)
+        if handler is None:
+            return web.json_response({"error": f"no scenario {scenario}"}, status=404)
+        return await handler(request, body, stream)
+
+    async def s_ok(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        if stream:
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            await resp.write(b": keep-alive\n\n")
+            await resp.write(sse(chunk(role=True)))
+            for word in ("hello ", "from ", "ok"):
+                await resp.write(sse(chunk(word)))
+            await resp.write(sse(chunk(finish="stop")))
+            await resp.write(sse(b"[DONE]"))
+            return resp
+        return web.json_response(completion("hello from ok", body.get("model") or "gpt-test"))
+
+    async def s_backup(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        if stream:
+            return await self.s_ok(request, body, stream)
+        return web.json_response(completion("hello from backup", body.get("model") or "gpt-test"))
+
+    async def s_ollama(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        model = body.get("model") or "qwen2:72b"
+        if stream:
+            resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+            await resp.prepare(request)
+            for word in ("hello ", "from ", "ollama"):
+                line = {
+                    "model": model,
+                    "message": {"role": "assistant", "content": word},
+                    "done": False,
+                }
+                await resp.write(orjson.dumps(line) + b"\n")
+            done = {
+                "model": model,
+                "message": {"role": "assistant", "content": ""},
+                "done": True,
+                "done_reason": "stop",
+                "prompt_eval_count": 26,
+                "eval_count": 298,
+            }
+            await resp.write(orjson.dumps(done) + b"\n")
+            return resp
+        return web.json_response(
+            {
+                "model": model,
+                "created_at": "2026-11-30T00:00:00Z",
+                "message": {"role": "assistant", "content": "hello from ollama"},
+                "done_reason": "stop",
+                "done": True,
+                "prompt_eval_count": 26,
+                "eval_count": 298,
+            }
+        )
+
+    async def s_auth(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        # Like real providers, echo the key back: agent-reach must never show it.
+        key = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        error = {
+            "message": ECHOED_KEY_PREFIX + key,
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+        }
+        return web.json_response({"error": error}, status=401)
+
+    async def s_ratelimit(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}
+        return web.json_response({"error": error}, status=429, headers={"Retry-After": "7"})
+
+    async def s_server(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        return web.json_response(
+            {"error": {"message": "internal error", "type": "server_error"}}, status=500
+        )
+
+    async def s_badreq(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        error = {
+            "message": "This model's maximum context length is 131072 tokens",
+            "type": "invalid_request_error",
+            "code": "context_length_exceeded",
+        }
+        return web.json_response({"error": error}, status=400)
+
+    async def s_html(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        return web.Response(
+            text="<!doctype html><html><body>Welcome to nginx!</body></html>",
+            content_type="text/html",
+        )
+
+    async def s_brokenjson(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        return web.Response(body=b'{"choices": [{"message": ', content_type="application/json")
+
+    async def s_error200(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        return web.json_response({"error": {"message": "something went wrong", "code": "E1000"}})
+
+    async def s_switch(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        handler = getattr(self, "s_" + self.switch)
+        return await handler(request, body, stream)
+
+    async def s_empty(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        return web.json_response(completion(""))
+
+    async def s_nousage(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        out = completion("no usage here")
+        del out["usage"]
+        return web.json_response(out)
+
+    async def s_model404(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        return web.json_response({"error": 'model "x" not found, try pulling it first'}, status=404)
+
+    async def s_hang(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        await asyncio.sleep(30)
+        return web.json_response(completion("too late"))
+
+    async def s_flaky(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        # Fails every other request: 500, ok, 500, ok, ...
+        n = sum(1 for r in self.received if r.scenario == "flaky")
+        if n % 2:
+            return await self.s_server(request, body, stream)
+        return web.json_response(completion("hello from flaky"))
+
+    async def s_streamcut(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(sse(chunk("partial ", role=True)))
+        await resp.write(sse(chunk("answer")))
+        await asyncio.sleep(0.05)
+        assert request.transport is not None
+        request.transport.close()  # the connection dies mid-answer
+        return resp
+
+    async def s_streamgap(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(sse(chunk("first ", role=True)))
+        await asyncio.sleep(30)
+        return resp
+
+    async def s_streamerr(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(sse(chunk(role=True)))
+        await resp.write(sse({"error": {"message": "overloaded", "type": "server_error"}}))
+        return resp
+
+    async def s_streamempty(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(sse(chunk(role=True)))
+        await resp.write(sse(chunk(finish="stop")))
+        await resp.write(sse(b"[DONE]"))
+        return resp
+
+    # -- running -----------------------------------------------------------------------------
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/s/{scenario}/v1/models", self.models)
+        app.router.add_get("/s/{scenario}/api/tags", self.models)
+        app.router.add_post("/s/{scenario}/v1/chat/completions", self.chat)
+        app.router.add_post("/s/{scenario}/api/chat", self.chat)
+        return app
+
+    def start(self) -> None:
+        ready = threading.Event()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self.loop = loop
+            runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=0.1)
+            loop.run_until_complete(runner.setup())
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            loop.run_until_complete(site.start())
+            self.port = runner.addresses[0][1]
+            self._runner = runner
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        ready.wait(10)
+
+    def stop(self) -> None:
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+
+
+def refused_url() -> str:
+    """An endpoint on a port where nothing listens."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1/chat/completions"
