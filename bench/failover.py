@@ -39,7 +39,9 @@ def free_port() -> int:
 def config(up: str, dead: str | None, defaults: bool) -> dict[str, Any]:
     providers = []
     if dead:
-        providers.append({"name": "dead", "endpoint": dead, "timeout": {"connect": 1000, "read": 30000}})
+        providers.append(
+            {"name": "dead", "endpoint": dead, "timeout": {"connect": 1000, "read": 30000}}
+        )
     providers.append({"name": "live", "endpoint": up})
     top: dict[str, Any] = {"providers": providers}
     if not defaults:
