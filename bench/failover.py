@@ -43,7 +43,7 @@ def config(up: str, dead: str | None, defaults: bool) -> dict[str, Any]:
             {"name": "dead", "endpoint": dead, "timeout": {"connect": 1000, "read": 30000}}
         )
     providers.append({"name": "live", "endpoint": up})
-    top: dict[str, Any] = {"providers": providers}
+    top: dict[str, Any] = {"providers": providers, "state": "memory://"}
     if not defaults:
         top["health"] = {"mode": "off"}
         top["circuit"] = {"failures": 10**9}
@@ -86,6 +86,7 @@ async def deadline_chain(port: int) -> tuple[float, list[str]]:
     hang = f"http://127.0.0.1:{port}/hang/v1/chat/completions"
     cfg = {
         "health": {"mode": "off"},
+        "state": "memory://",
         "deadline_ms": 500,
         "providers": [
             {"name": f"hang{i}", "endpoint": hang, "timeout": {"read": 10000}} for i in range(3)

@@ -22,7 +22,13 @@ def prov(name: str, url: str, **fields: Any) -> dict[str, Any]:
 
 
 def router(*providers: dict[str, Any], environ: dict[str, str] | None = None, **top: Any) -> Router:
-    config = {"version": "0.3.2", "health": {"mode": "off"}, "providers": list(providers), **top}
+    config = {
+        "version": "0.3.2",
+        "health": {"mode": "off"},
+        "state": "memory://",
+        "providers": list(providers),
+        **top,
+    }
     return Router(config, environ=environ or {"TEST_KEY": KEY})
 
 
@@ -129,6 +135,7 @@ async def test_rate_limited_is_skipped_until_retry_after(up: Upstream) -> None:
     clock = Clock()
     config = {
         "health": {"mode": "off"},
+        "state": "memory://",
         "providers": [prov("rl", up.url("ratelimit")), prov("good", up.url("backup"))],
     }
     async with Router(config, clock=clock, environ={}) as r:
@@ -147,6 +154,7 @@ async def test_auth_failure_opens_the_circuit_for_the_auth_cooldown(up: Upstream
     clock = Clock()
     config = {
         "health": {"mode": "off"},
+        "state": "memory://",
         "circuit": {"auth_cooldown_s": 100},
         "providers": [prov("bad", up.url("auth")), prov("good", up.url("backup"))],
     }
@@ -162,6 +170,7 @@ async def test_circuit_opens_after_failures_and_last_resort_still_tries(up: Upst
     clock = Clock()
     config = {
         "health": {"mode": "off"},
+        "state": "memory://",
         "circuit": {"failures": 3, "cooldown_s": 30},
         "providers": [prov("sw", up.url("switch")), prov("dead", refused_url())],
     }
@@ -182,6 +191,7 @@ async def test_half_open_trial_after_cooldown(up: Upstream) -> None:
     clock = Clock()
     config = {
         "health": {"mode": "off"},
+        "state": "memory://",
         "circuit": {"failures": 1, "cooldown_s": 10},
         "providers": [prov("sw", up.url("switch")), prov("good", up.url("backup"))],
     }

@@ -29,7 +29,7 @@ from .health import HealthMonitor
 from .outcomes import Outcome, Transport, classify, mismatch
 from .request import ChatRequest
 from .routing import Skip, Walk, attempt_order, health_verdict, precheck, retry_delay
-from .state import MemoryStore, StateStore
+from .state import StateStore, open_store
 from .trace import Attempt, Reason, Result
 from .transport import CLIENT_ERRORS, kind_of, new_session, timeouts
 
@@ -58,7 +58,7 @@ class Engine:
         env = os.environ if environ is None else environ
         self.backends = {p.name: Backend.prepare(p, env) for p in config.providers}
         self.table = config.route_table()
-        self.store: StateStore = store or MemoryStore()
+        self.store: StateStore = store or open_store(config.state)
         self.health = HealthMonitor(config.health.mode, config.health.ttl_s)
         self.clock = clock
         self.observers: list[Observer] = []

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from ..upstream import ECHOED_KEY_PREFIX, Upstream, refused_url
 
 BIN = str(Path(sys.executable).parent / "agent-reach")
 KEY = "sk-live-cli-4f1d2c3b5a697887-TOPSECRET"
+HOME = tempfile.mkdtemp(prefix="agent-reach-home-")
 
 
 def run(
@@ -31,7 +33,7 @@ def run(
     if config is not None:
         cmd += ["--config", str(config)]
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_REACH")}
-    full_env.update({"CLI_KEY": KEY, "HOME": "/nonexistent-home"}, **(env or {}))
+    full_env.update({"CLI_KEY": KEY, "HOME": HOME}, **(env or {}))
     return subprocess.run(
         [*cmd, *args],
         input=stdin,
@@ -44,7 +46,13 @@ def run(
 
 
 def config_file(tmp_path: Path, *providers: dict[str, Any], **top: Any) -> Path:
-    data = {"version": "0.3.2", "health": {"mode": "off"}, "providers": list(providers), **top}
+    data = {
+        "version": "0.3.2",
+        "health": {"mode": "off"},
+        "state": f"sqlite:///{tmp_path}/state.db",  # each test its own, shared by its runs
+        "providers": list(providers),
+        **top,
+    }
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -157,15 +165,43 @@ def test_unhealthy_and_circuit_and_missing_key(up: Upstream, tmp_path: Path) -> 
 
 
 def test_rate_limited_with_retry_after_then_circuit_open(up: Upstream, tmp_path: Path) -> None:
-    # Within one process (a route with the provider twice is deduplicated), so use two
-    # requests through the library-backed CLI state: in-memory state lives per process, so the
-    # skip is shown by the `--json` trace of a request whose route repeats nothing.
+    # Circuits live in the state file, so the second CLI run remembers the first one's 429.
     cfg = config_file(tmp_path, p("rl", up.url("ratelimit")), p("backup", up.url("backup")))
-    result = run("chat", "--json", "-p", "hi", config=cfg)
+    first = run("chat", "--json", "-p", "hi", config=cfg)
+    assert first.returncode == 0, first.stderr
+    trace = json.loads(first.stdout)["trace"]
+    assert (trace[0]["reason"], trace[0]["status"]) == ("rate_limited", 429)
+    second = run("chat", "-v", "-p", "hi", config=cfg)
+    assert second.returncode == 0, second.stderr
+    lines = second.stderr.splitlines()
+    assert lines[0].startswith("Skipping rl: circuit_open — open after rate_limited, ")
+    assert lines[0].endswith(" s left")
+    left = int(lines[0].rsplit(", ", 1)[1].split()[0])
+    assert 4 <= left <= 7  # Retry-After: 7
+    assert lines[1].startswith("Fallback to backup, success!")
+    assert len(up.bodies("ratelimit")) == 1  # the second run sent it nothing
+
+
+def test_circuit_opens_across_runs_and_last_resort(up: Upstream, tmp_path: Path) -> None:
+    cfg = config_file(
+        tmp_path,
+        p("flaky", up.url("switch")),
+        p("dead", refused_url()),
+        circuit={"failures": 2, "cooldown_s": 60},
+    )
+    up.switch = "server"
+    for _ in range(2):
+        assert run("chat", "-p", "hi", config=cfg).returncode == 1
+    up.switch = "ok"
+    result = run("chat", "-v", "-p", "hi", config=cfg)
     assert result.returncode == 0, result.stderr
-    trace = json.loads(result.stdout)["trace"]
-    assert trace[0]["reason"] == "rate_limited"
-    assert trace[0]["status"] == 429
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("Skipping flaky: circuit_open — open after server_error")
+    assert lines[1].startswith("Skipping dead: circuit_open — open after connect_failed")
+    assert lines[2].startswith("Last resort: flaky… success!") or lines[2].startswith(
+        "Last resort: flaky, success!"
+    )
+    assert result.stdout == "hello from ok\n"
 
 
 def test_last_resort_and_all_failed_exit_1(up: Upstream, tmp_path: Path) -> None:

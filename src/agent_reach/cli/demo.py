@@ -100,6 +100,7 @@ def _config(port: int, refused: int) -> dict[str, Any]:
     return {
         "version": "0.3.2",
         "health": {"mode": "cached", "ttl_s": 30},
+        "state": "memory://",  # the demo never touches your real state file
         "providers": [
             {
                 "name": "deepseek-official",
