@@ -207,6 +207,14 @@ def test_walk_defers_to_last_resort() -> None:
     assert walk.next() is None
 
 
+def test_walk_without_last_resort() -> None:
+    walk = Walk(["a", "b"], last_resort=False)
+    assert walk.next() == ("a", False)
+    walk.defer("a")
+    assert walk.next() == ("b", False)
+    assert walk.next() is None
+
+
 def test_walk_drain() -> None:
     walk = Walk(["a", "b", "c"])
     walk.next()

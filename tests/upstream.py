@@ -75,6 +75,7 @@ class Upstream:
     health_hits: list[str] = field(default_factory=list)
     loop: asyncio.AbstractEventLoop | None = None
     switch: str = "ok"  # what the `switch` scenario does: the name of another scenario
+    cancelled: list[str] = field(default_factory=list)  # requests whose client went away
 
     def url(self, scenario: str, kind: str = "openai") -> str:
         tail = "/api/chat" if kind == "ollama" else "/v1/chat/completions"
@@ -86,6 +87,7 @@ class Upstream:
     def clear(self) -> None:
         self.received.clear()
         self.health_hits.clear()
+        self.cancelled.clear()
         self.switch = "ok"
 
     # -- handlers ----------------------------------------------------------------------------
@@ -235,8 +237,16 @@ class Upstream:
         return web.json_response({"error": 'model "x" not found, try pulling it first'}, status=404)
 
     async def s_hang(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
-        await asyncio.sleep(30)
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            self.cancelled.append("hang")
+            raise
         return web.json_response(completion("too late"))
+
+    async def s_slow(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        await asyncio.sleep(0.6)
+        return web.json_response(completion("hello from slow"))
 
     async def s_flaky(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         # Fails every other request: 500, ok, 500, ok, ...
@@ -301,7 +311,9 @@ class Upstream:
         def run() -> None:
             loop = asyncio.new_event_loop()
             self.loop = loop
-            runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=0.1)
+            runner = web.AppRunner(
+                self.app(), access_log=None, shutdown_timeout=0.1, handler_cancellation=True
+            )
             loop.run_until_complete(runner.setup())
             site = web.TCPSite(runner, "127.0.0.1", 0)
             loop.run_until_complete(site.start())

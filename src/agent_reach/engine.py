@@ -100,8 +100,20 @@ class Engine:
 
     # -- the loop ----------------------------------------------------------------------------
 
-    async def _drive(self, req: ChatRequest, send: Send[T]) -> tuple[T, str, list[Attempt]]:
-        walk = Walk(self.order(req))
+    async def step(self, req: ChatRequest, provider: str) -> tuple[Attempt, dict[str, Any] | None]:
+        """One provider, one attempt, no failover (spec §9 step mode): the attempt and, when it
+        succeeded, the response."""
+        try:
+            response, _, trace = await self._drive(req, self._send, order=(provider,))
+        except AllProvidersFailed as exc:
+            return exc.attempts[-1], None
+        return trace[-1], response
+
+    async def _drive(
+        self, req: ChatRequest, send: Send[T], order: tuple[str, ...] | None = None
+    ) -> tuple[T, str, list[Attempt]]:
+        """Walk the request's providers (or exactly `order`, without last resort)."""
+        walk = Walk(self.order(req) if order is None else order, last_resort=order is None)
         trace: list[Attempt] = []
         deadline = time.perf_counter() + (req.deadline_ms or self.config.deadline_ms) / 1000
         route = req.route_label

@@ -72,6 +72,12 @@ class HealthMonitor:
         cached = self.results.get(backend.name)
         if self.mode != "per_request" and cached and now - cached.checked_at < self.ttl_s:
             return cached, False
+        return await self.refresh(session, backend, now, remaining_s), True
+
+    async def refresh(
+        self, session: aiohttp.ClientSession, backend: Backend, now: float, remaining_s: float
+    ) -> Health:
+        """Probe now (joining a probe already in flight) and remember the result."""
         task = self._inflight.get(backend.name)
         if task is None:
             task = asyncio.ensure_future(probe(session, backend, now, remaining_s))
@@ -79,7 +85,7 @@ class HealthMonitor:
             task.add_done_callback(functools.partial(self._forget, backend.name))
         result = await asyncio.shield(task)
         self.results[backend.name] = result
-        return result, True
+        return result
 
     def _forget(self, name: str, _task: asyncio.Task[Health]) -> None:
         self._inflight.pop(name, None)

@@ -65,12 +65,13 @@ def main(ctx: click.Context, config_path: str | None) -> None:
 
 
 def _register() -> None:
-    from . import chat, check, config_cmd, demo
+    from . import chat, check, config_cmd, demo, serve
 
     main.add_command(chat.chat)
     main.add_command(check.check)
     main.add_command(config_cmd.config)
     main.add_command(demo.demo)
+    main.add_command(serve.serve)
 
 
 _register()

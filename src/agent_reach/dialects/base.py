@@ -75,7 +75,7 @@ class Dialect(ABC):
     content_path: ClassVar[str] = "message.content"
     max_tokens_field: ClassVar[str] = "max_tokens"
 
-    def url(self, endpoint: str, model: str, stream: bool) -> str:  # noqa: ARG002
+    def url(self, endpoint: str, model: str, stream: bool) -> str:
         """The URL to POST to (some formats put the model or the stream flag in it)."""
         return endpoint
 

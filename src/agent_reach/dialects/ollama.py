@@ -137,7 +137,7 @@ class OllamaDecoder(Decoder):
         super().__init__(ctx)
         self.started = False
 
-    def feed(self, event: str | None, data: bytes) -> list[dict[str, Any]]:  # noqa: ARG002
+    def feed(self, event: str | None, data: bytes) -> list[dict[str, Any]]:
         obj = loads(data)
         if not isinstance(obj, dict):
             raise Mismatch("stream line is not a JSON object")

@@ -1,0 +1,72 @@
+"""`agent-reach serve`: the OpenAI-compatible proxy."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from . import expected_errors
+
+
+@click.command()
+@click.option("--host", help="Address to listen on (default: server.host, 127.0.0.1).")
+@click.option("--port", type=click.IntRange(0, 65535), help="Port (default: server.port, 8000).")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Processes sharing the port (SO_REUSEPORT), for several cores.",
+)
+@click.option(
+    "--shutdown-timeout",
+    type=click.FloatRange(0),
+    default=10.0,
+    show_default=True,
+    help="Seconds to finish in-flight requests on SIGTERM.",
+)
+@click.option("--reuse-port", is_flag=True, hidden=True)
+@click.option("--quiet", is_flag=True, hidden=True)
+@click.pass_obj
+@expected_errors
+def serve(
+    obj: dict[str, Any],
+    host: str | None,
+    port: int | None,
+    workers: int,
+    shutdown_timeout: float,
+    reuse_port: bool,
+    quiet: bool,
+) -> None:
+    """Serve /v1/chat/completions (and more) with failover, for any OpenAI SDK."""
+    from ..router import Router
+
+    router = Router.from_config(obj["config_path"])
+    server = router.config.server
+    host = host or server.host
+    port = server.port if port is None else port
+    if workers > 1:
+        from ..server import run_workers
+
+        config_args = ["--config", router.config.source] if obj["config_path"] else []
+        sys.exit(run_workers(config_args, host, port, workers))
+    import asyncio
+
+    from ..server import run
+
+    try:
+        asyncio.run(
+            run(
+                router,
+                host,
+                port,
+                reuse_port=reuse_port,
+                shutdown_s=shutdown_timeout,
+                announce=not quiet,
+            )
+        )
+    except OSError as exc:  # e.g. the port is taken
+        click.echo(f"agent-reach: cannot serve on {host}:{port}: {exc.strerror or exc}", err=True)
+        sys.exit(2)

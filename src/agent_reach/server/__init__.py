@@ -1,0 +1,89 @@
+"""`agent-reach serve`: the proxy, in one process or as N workers sharing one port.
+
+One process runs one event loop. With `--workers N` the parent starts N copies of itself that
+all bind the same port with SO_REUSEPORT (the kernel spreads connections across them) and
+passes SIGTERM / SIGINT on to them. SIGTERM makes a worker stop accepting, finish what is in
+flight (at most `shutdown_s` seconds) and exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+from ..router import Router
+
+
+def api_keys(var: str | None) -> frozenset[str]:
+    """The client keys from the variable `server.api_keys_env` names (comma-separated)."""
+    value = os.environ.get(var, "") if var else ""
+    return frozenset(k.strip() for k in value.split(",") if k.strip())
+
+
+async def run(
+    router: Router,
+    host: str,
+    port: int,
+    *,
+    reuse_port: bool = False,
+    shutdown_s: float = 10.0,
+    announce: bool = True,
+) -> None:
+    """Serve until SIGTERM or SIGINT, then drain in-flight requests and stop."""
+    from aiohttp import web
+
+    from .app import Proxy
+
+    proxy = Proxy(router, api_keys=api_keys(router.config.server.api_keys_env))
+    runner = web.AppRunner(
+        proxy.app(), access_log=None, handler_cancellation=True, shutdown_timeout=shutdown_s
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None, backlog=2048)
+    await site.start()
+    if announce:
+        bound = runner.addresses[0]
+        auth = "on" if proxy.api_keys else "off"
+        print(
+            f"agent-reach: serving on http://{bound[0]}:{bound[1]} "
+            f"({len(router.config.providers)} providers, client auth {auth}, pid {os.getpid()})",
+            flush=True,
+        )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def run_workers(argv_config: list[str], host: str, port: int, workers: int) -> int:
+    """Start `workers` processes on one port and wait for them; the exit code of the worst."""
+    port = port or free_port(host)
+    cmd = [sys.executable, "-m", "agent_reach", *argv_config, "serve", "--host", host]
+    procs = [
+        subprocess.Popen([*cmd, "--port", str(port), "--reuse-port", "--quiet"])
+        for _ in range(workers)
+    ]
+    print(f"agent-reach: serving on http://{host}:{port} with {workers} workers", flush=True)
+
+    def forward(sig: int, _frame: object) -> None:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(sig)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    return max(p.wait() for p in procs)

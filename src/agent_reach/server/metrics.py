@@ -1,0 +1,84 @@
+"""Prometheus metrics (spec §12), fed by engine events: the hot path knows nothing of them."""
+
+from __future__ import annotations
+
+import itertools
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from ..events import AttemptEvent, CircuitEvent, Event, RequestEvent
+from ..trace import CIRCUIT_FAILURES, Reason
+
+_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+_SKIPS = frozenset({Reason.CIRCUIT_OPEN, Reason.UNHEALTHY, Reason.QUOTA_EXHAUSTED})
+
+
+class Metrics:
+    """The proxy's metrics in a registry of their own; call it with every engine event."""
+
+    def __init__(self, providers: list[str]) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "agent_reach_requests",
+            "Requests by route and outcome.",
+            ["route", "outcome"],
+            registry=r,
+        )
+        self.attempts = Counter(
+            "agent_reach_attempts",
+            "Attempts by provider and reason.",
+            ["provider", "reason"],
+            registry=r,
+        )
+        self.attempt_seconds = Histogram(
+            "agent_reach_attempt_seconds",
+            "Duration of attempts that reached a provider.",
+            ["provider"],
+            buckets=_BUCKETS,
+            registry=r,
+        )
+        self.failovers = Counter(
+            "agent_reach_failovers",
+            "Moves from one provider to the next, with the reason.",
+            ["from_provider", "to_provider", "reason"],
+            registry=r,
+        )
+        self.provider_up = Gauge(
+            "agent_reach_provider_up",
+            "1 if the provider's last attempt succeeded, else 0.",
+            ["provider"],
+            registry=r,
+        )
+        self.circuit_open = Gauge(
+            "agent_reach_circuit_open",
+            "1 while the provider's circuit is open.",
+            ["provider"],
+            registry=r,
+        )
+        for name in providers:
+            self.circuit_open.labels(name).set(0)
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, AttemptEvent):
+            a = event.attempt
+            self.attempts.labels(a.provider, a.reason.value).inc()
+            if a.ms and a.reason not in _SKIPS:
+                self.attempt_seconds.labels(a.provider).observe(a.ms / 1000)
+            if a.ok:
+                self.provider_up.labels(a.provider).set(1)
+            elif a.reason in CIRCUIT_FAILURES or a.reason is Reason.AUTH_FAILED:
+                self.provider_up.labels(a.provider).set(0)
+        elif isinstance(event, RequestEvent):
+            outcome = "ok" if event.provider else "failed"
+            self.requests.labels(event.route, outcome).inc()
+            trace = event.trace
+            for prev, nxt in itertools.pairwise(trace):
+                if not prev.ok and prev.provider != nxt.provider:
+                    self.failovers.labels(prev.provider, nxt.provider, prev.reason.value).inc()
+        elif isinstance(event, CircuitEvent):
+            self.circuit_open.labels(event.provider).set(1 if event.opened else 0)
+
+    def render(self) -> bytes:
+        """The text exposition format."""
+        return generate_latest(self.registry)

@@ -1,0 +1,51 @@
+"""Recent per-provider outcomes and latencies for `/agent-reach/v1/status`, fed by events."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from ..events import AttemptEvent, Event
+from ..trace import Reason
+
+_SKIPS = frozenset(
+    {Reason.CIRCUIT_OPEN, Reason.UNHEALTHY, Reason.QUOTA_EXHAUSTED, Reason.MODEL_UNAVAILABLE}
+)
+
+
+class RecentAttempts:
+    """The last `window` attempts that reached each provider: (ok, ms)."""
+
+    def __init__(self, window: int = 1000) -> None:
+        self.window = window
+        self.by_provider: dict[str, deque[tuple[bool, float]]] = {}
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, AttemptEvent) and event.attempt.reason not in _SKIPS:
+            a = event.attempt
+            if a.status is None and a.ms == 0:  # e.g. a missing key: nothing was sent
+                return
+            ring = self.by_provider.get(a.provider)
+            if ring is None:
+                ring = self.by_provider[a.provider] = deque(maxlen=self.window)
+            ring.append((a.ok, a.ms))
+
+    def summary(self, provider: str) -> dict[str, Any]:
+        ring = self.by_provider.get(provider) or ()
+        if not ring:
+            return {"attempts": 0, "success_rate": None, "latency_ms": None}
+        ok = [ms for good, ms in ring if good]
+        return {
+            "attempts": len(ring),
+            "success_rate": round(len(ok) / len(ring), 4),
+            "latency_ms": _percentiles(ok) if ok else None,
+        }
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+    return {"p50": at(0.50), "p95": at(0.95), "p99": at(0.99)}
