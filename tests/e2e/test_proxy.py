@@ -495,7 +495,8 @@ def test_sigterm_drains_in_flight_requests(upstream: Upstream, tmp_path: Path) -
     proxy.proc.send_signal(signal.SIGTERM)
     thread.join(10)
     assert results == ["hello from slow"]
-    assert stop(proxy) == 0
+    assert proxy.proc.wait(10) == 0  # it drained, then exited cleanly
+    stop(proxy)
 
 
 def test_workers_share_one_port(upstream: Upstream, tmp_path: Path) -> None:
