@@ -32,6 +32,7 @@ fmt: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/failover.py
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/proxy.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

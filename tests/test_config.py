@@ -204,6 +204,18 @@ def test_yaml_syntax_error_has_a_line(tmp_path: Path) -> None:
     assert "invalid YAML" in msg
 
 
-def test_every_known_format_loads() -> None:
-    for fmt in ("openai", "ollama"):
-        config_from_data({"providers": [{"name": "a", "endpoint": "http://h/x", "format": fmt}]})
+@pytest.mark.parametrize(
+    ("fmt", "header", "scheme"),
+    [
+        ("openai", "Authorization", "Bearer"),
+        ("ollama", "Authorization", "Bearer"),
+        ("dashscope", "Authorization", "Bearer"),
+        ("minimax", "Authorization", "Bearer"),
+        ("ernie", "Authorization", "Bearer"),
+        ("anthropic", "x-api-key", ""),
+        ("gemini", "x-goog-api-key", ""),
+    ],
+)
+def test_every_format_loads_with_its_auth_default(fmt: str, header: str, scheme: str) -> None:
+    cfg = config_from_data({"providers": [{"name": "a", "endpoint": "http://h/x", "format": fmt}]})
+    assert (cfg.providers[0].auth_header, cfg.providers[0].auth_scheme) == (header, scheme)

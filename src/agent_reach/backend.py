@@ -28,6 +28,7 @@ class Backend:
     dialect: Dialect
     shape: Shape
     headers: dict[str, str]
+    stream_headers: dict[str, str]
     health_url: str | None
     health_headers: dict[str, str]
     connect_s: float
@@ -38,7 +39,7 @@ class Backend:
     @classmethod
     def prepare(cls, spec: Provider, environ: os._Environ[str] | dict[str, str]) -> Backend:
         """Resolve everything that does not change between requests."""
-        dialect = dialects.get(spec.format)
+        dialect = dialects.get(spec.format).for_endpoint(spec.endpoint)
         key = environ.get(spec.api_key_env) if spec.api_key_env else None
         auth: dict[str, str] = {}
         if key and spec.auth_header and not spec.auth_query:
@@ -53,6 +54,7 @@ class Backend:
             dialect=dialect,
             shape=Shape(sc.choices_path or "", sc.content_path or "", sc.model_field),
             headers=headers,
+            stream_headers={**headers, **dialect.stream_headers()},
             health_url=health_url,
             health_headers={**dialect.headers(), **auth} if same_origin else {},
             connect_s=spec.timeout.connect / 1000,

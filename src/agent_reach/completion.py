@@ -22,6 +22,12 @@ _FINISH_ALIASES = {
     "sensitive": "content_filter",
     "safety": "content_filter",
     "blocked": "content_filter",
+    "refusal": "content_filter",  # Anthropic
+    "recitation": "content_filter",  # Gemini, and the rest of its safety stops
+    "blocklist": "content_filter",
+    "prohibited_content": "content_filter",
+    "spii": "content_filter",
+    "image_safety": "content_filter",
 }
 
 

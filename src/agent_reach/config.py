@@ -47,6 +47,7 @@ MaxTokensField = Literal[
     "num_predict",
     "tokens_to_generate",
     "max_output_tokens",
+    "maxOutputTokens",
 ]
 
 
@@ -85,7 +86,7 @@ class Provider(_Model):
     format: Literal["openai", "ollama", "dashscope", "minimax", "ernie", "anthropic", "gemini"] = (
         "openai"
     )
-    auth_header: str = "Authorization"
+    auth_header: str | None = None
     auth_scheme: str | None = None
     api_key_env: str = ""
     auth_query: str | None = None
@@ -133,10 +134,12 @@ class Provider(_Model):
     def _format_defaults(self) -> Provider:
         dialect = dialects.get(self.format)
         sc = self.schema_compatibility
+        header = dialect.auth_header if self.auth_header is None else self.auth_header
         filled = {
+            "auth_header": header,
             "auth_scheme": self.auth_scheme
             if self.auth_scheme is not None
-            else ("Bearer" if self.auth_header.lower() == "authorization" else ""),
+            else ("Bearer" if header.lower() == "authorization" else ""),
             "health_check": self.health_check
             if self.health_check is not None
             else dialect.health_check,

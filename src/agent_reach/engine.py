@@ -262,7 +262,7 @@ class Engine:
                 resp = await self.session.post(
                     backend.url(model, True),
                     data=backend.body(req.body, model, True),
-                    headers=backend.headers,
+                    headers=backend.stream_headers,
                     timeout=timeouts(backend.connect_s, backend.read_s, remaining_s),
                     allow_redirects=False,
                 )

@@ -18,6 +18,11 @@ __all__ = ["FORMATS", "Context", "Decoder", "Dialect", "Mismatch", "ProviderErro
 _MODULES = {
     "openai": "openai",
     "ollama": "ollama",
+    "dashscope": "dashscope",
+    "minimax": "minimax",
+    "ernie": "ernie",
+    "anthropic": "anthropic",
+    "gemini": "gemini",
 }
 FORMATS = tuple(_MODULES)
 _loaded: dict[str, Dialect] = {}
