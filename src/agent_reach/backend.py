@@ -11,11 +11,13 @@ from urllib.parse import quote, urljoin, urlsplit
 
 import orjson
 
-from . import dialects, validation
+from . import dialects, hooks, validation
 from .config import Provider
 from .dialects import Context, Dialect, Mismatch, Shape
+from .hooks import Hook, HookError
 from .outcomes import OK, ErrorInfo, Outcome, classify, mismatch
 from .routing import Health
+from .trace import Reason
 
 REDACTED = "***"
 
@@ -35,9 +37,17 @@ class Backend:
     read_s: float
     key: str | None = field(default=None, repr=False)
     missing_key: str | None = None  # the key variable's name when it is not set
+    preprocess: Hook | None = None
+    postprocess: Hook | None = None
 
     @classmethod
-    def prepare(cls, spec: Provider, environ: os._Environ[str] | dict[str, str]) -> Backend:
+    def prepare(
+        cls,
+        spec: Provider,
+        environ: os._Environ[str] | dict[str, str],
+        preprocess: Hook | None = None,
+        postprocess: Hook | None = None,
+    ) -> Backend:
         """Resolve everything that does not change between requests."""
         dialect = dialects.get(spec.format).for_endpoint(spec.endpoint)
         key = environ.get(spec.api_key_env) if spec.api_key_env else None
@@ -61,7 +71,13 @@ class Backend:
             read_s=max(spec.timeout.read * scale, 1.0) / 1000,
             key=key or None,
             missing_key=spec.api_key_env if spec.api_key_env and not key else None,
+            preprocess=preprocess,
+            postprocess=postprocess,
         )
+
+    @property
+    def has_hooks(self) -> bool:
+        return self.preprocess is not None or self.postprocess is not None
 
     @property
     def name(self) -> str:
@@ -128,7 +144,9 @@ class Backend:
         if error is not None:
             return classify(status=status, error=error, now=now), None
         try:
-            normalized = self.dialect.normalize(body, self.context(model, int(now)))
+            body, normalized = self._transform(body, model, int(now))
+        except HookError as exc:
+            return Outcome(Reason.HOOK_ERROR, status, str(exc)), None
         except Mismatch as exc:
             return mismatch(str(exc), status), None
         accepted = {m for m in (requested, model) if m}
@@ -136,6 +154,17 @@ class Backend:
         if problem:
             return mismatch(problem, status), None
         return Outcome(OK.reason, status), body if raw_response else normalized
+
+    def _transform(self, body: Any, model: str, created: int) -> tuple[Any, dict[str, Any]]:
+        """(raw body after `preprocess_hook`, normalized completion): the dialect normalizes,
+        unless a `post_process_hook` makes the completion itself."""
+        if self.preprocess is not None:
+            body = hooks.run(self.preprocess, body, "preprocess_hook", (dict, list))
+        if self.postprocess is None:
+            return body, self.dialect.normalize(body, self.context(model, created))
+        made = hooks.run(self.postprocess, body, "post_process_hook", dict)
+        ctx = Context(model, created, Shape("choices", "message.content"))
+        return body, dialects.get("openai").normalize(made, ctx)
 
     def judge_health(
         self, *, status: int, content_type: str, raw: bytes, now: float, ms: float

@@ -257,6 +257,7 @@ class Config(_Model):
     providers: list[Provider] = Field(min_length=1)
 
     _source: str = PrivateAttr(default="<dict>")
+    _hooks: dict[tuple[str, str], Any] = PrivateAttr(default_factory=dict)
 
     @property
     def source(self) -> str:
@@ -304,6 +305,10 @@ class Config(_Model):
             self.fallback_order,
             {name: route.providers for name, route in self.routes.items()},
         )
+
+    def hook(self, provider: str, field: str) -> Any:
+        """The loaded function of a provider's `preprocess_hook` / `post_process_hook`."""
+        return self._hooks.get((provider, field))
 
     def provider(self, name: str) -> Provider:
         """The provider called `name` (KeyError if there is none)."""
@@ -382,7 +387,26 @@ def config_from_data(data: Any, *, source: str = "<dict>") -> Config:
     except ValidationError as exc:
         raise ConfigError(_describe(exc, data), file=source) from None
     config._source = source
+    config._hooks = _load_hooks(config, source)
     return config
+
+
+def _load_hooks(config: Config, source: str) -> dict[tuple[str, str], Any]:
+    """Import every hook once, now, so that a missing one is a config error."""
+    from . import hooks
+
+    base = Path(source).parent if source != "<dict>" else Path.cwd()
+    loaded = {}
+    for i, p in enumerate(config.providers):
+        for field in ("preprocess_hook", "post_process_hook"):
+            ref = getattr(p, field)
+            if ref:
+                try:
+                    loaded[(p.name, field)] = hooks.load(ref, base)
+                except ValueError as exc:
+                    where = f"provider {p.name!r} (providers[{i}]), field {field!r}"
+                    raise ConfigError(f"{where}: {exc}", file=source) from None
+    return loaded
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

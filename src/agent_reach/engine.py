@@ -14,6 +14,7 @@ import asyncio
 import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import aiohttp
@@ -56,7 +57,15 @@ class Engine:
     ) -> None:
         self.config = config
         env = os.environ if environ is None else environ
-        self.backends = {p.name: Backend.prepare(p, env) for p in config.providers}
+        self.backends = {
+            p.name: Backend.prepare(
+                p,
+                env,
+                config.hook(p.name, "preprocess_hook"),
+                config.hook(p.name, "post_process_hook"),
+            )
+            for p in config.providers
+        }
         self.table = config.route_table()
         self.store: StateStore = store or open_store(config.state)
         self.health = HealthMonitor(config.health.mode, config.health.ttl_s)
@@ -253,6 +262,15 @@ class Engine:
         self, backend: Backend, req: ChatRequest, model: str, remaining_s: float
     ) -> tuple[Outcome, LiveStream | None, bytes | None]:
         """One streamed try, up to its first content chunk (spec §10 "Streaming")."""
+        if backend.has_hooks:  # hooks transform whole answers: ask for one, replay it
+            outcome, body, raw = await self._send(
+                backend, replace(req, raw_response=False), model, remaining_s
+            )
+            return (
+                outcome,
+                None if body is None else LiveStream.replay(completion.as_chunks(body)),
+                raw,
+            )
         limit = asyncio.timeout(remaining_s)
         resp: aiohttp.ClientResponse | None = None
         live: LiveStream | None = None
