@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from .services import RedisServer
 from .upstream import Upstream
 
 SCHEMAS = json.loads((Path(__file__).parent / "data" / "openai-chat-schemas.json").read_text())
@@ -39,3 +40,20 @@ def upstream() -> Iterator[Upstream]:
 def up(upstream: Upstream) -> Upstream:
     upstream.clear()
     return upstream
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """A running, empty Redis."""
+    if redis_server.proc is None:  # a test killed it
+        redis_server.start()
+    redis_server.flush()
+    return redis_server.url

@@ -1,31 +1,118 @@
-"""State stores: the SQLite file shared by processes, and failing safe."""
+"""State stores: shared between instances, de-duplicating, logging, and failing safe."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
+from agent_reach import Router
 from agent_reach.breaker import CLOSED, CircuitState
-from agent_reach.state import MemoryStore, open_store
+from agent_reach.state import LoggedAttempt, MemoryStore, open_store
+from agent_reach.state.cached import CachedStore
+from agent_reach.state.redis import RedisStore
 from agent_reach.state.sqlite import SQLiteStore
 
+from .services import RedisServer
+from .upstream import Upstream
+
 OPEN = CircuitState(3, 1_900_000_000.0, False, "server_error")
+NOW = time.time()
+
+Factory = Callable[[], CachedStore]
 
 
-async def test_sqlite_is_shared_between_stores(tmp_path: Path) -> None:
-    path = tmp_path / "sub" / "state.db"
-    a, b = SQLiteStore(str(path), refresh_s=0), SQLiteStore(str(path), refresh_s=0)
+@pytest.fixture(params=["sqlite", "redis"])
+async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Factory]:
+    """Stores of one kind that share one backend."""
+    url = (
+        f"sqlite:///{tmp_path}/state.db"
+        if request.param == "sqlite"
+        else request.getfixturevalue("redis_url")
+    )
+    stores: list[CachedStore] = []
+
+    def new() -> CachedStore:
+        store = open_store(url)
+        assert isinstance(store, CachedStore)
+        store.refresh_s = 0  # always re-read, so the tests see each other's writes at once
+        stores.append(store)
+        return store
+
+    yield new
+    for store in stores:
+        await store.aclose()
+
+
+async def settle(*stores: CachedStore) -> None:
+    """Wait until queued writes have reached the backend."""
+    for store in stores:
+        await store._flush()
+        if store._queue is not None:
+            await store._queue.join()
+
+
+async def test_circuits_are_shared(make: Factory) -> None:
+    a, b = make(), make()
     assert await b.circuit("p") == CLOSED
     await a.set_circuit("p", OPEN)
-    await a.aclose()
+    await settle(a)
+    await b.refresh()
     assert await b.circuit("p") == OPEN
     await b.set_circuit("p", CLOSED)
-    await b.aclose()
-    c = SQLiteStore(str(path))
-    assert await c.circuit("p") == CLOSED
-    await c.aclose()
+    await settle(b)
+    await a.refresh()
+    assert await a.circuit("p") == CLOSED
+
+
+async def test_usage_counters_are_shared(make: Factory) -> None:
+    a, b = make(), make()
+    assert await a.add_usage("p", "day:2026-11-30|req", 3, 3600) == 3
+    await settle(a)
+    await b.add_usage("p", "day:2026-11-30|req", 2, 3600)
+    await settle(b)
+    await a.refresh()
+    assert await a.usage("p", "day:2026-11-30|req") == 5
+    assert await b.usage("p", "day:2026-11-30|req") == 5
+    assert await a.usage("p", "day:2026-12-01|req") == 0
+
+
+async def test_claims_deduplicate_across_instances(make: Factory) -> None:
+    a, b = make(), make()
+    now = time.time()
+    assert await a.claim("alert:x", now + 0.3, now)
+    assert not await b.claim("alert:x", now + 0.3, now)
+    assert not await a.claim("alert:x", now + 0.3, now)
+    await asyncio.sleep(0.4)
+    now = time.time()
+    assert await b.claim("alert:x", now + 60, now)  # the first claim has expired
+
+
+async def test_attempt_log_is_batched_and_read_back(make: Factory) -> None:
+    a = make()
+    now = time.time()
+    for i in range(5):
+        a.record(LoggedAttempt(now - 5 + i, f"r{i}", "default", "p", "ok", 200, 1.5 * i))
+    await asyncio.sleep(a.flush_s + 0.3)  # the batch is written without anyone asking
+    b = make()
+    got = await b.attempts(now - 4)
+    assert [x.request for x in got] == ["r1", "r2", "r3", "r4"]
+    assert got[0] == LoggedAttempt(now - 4, "r1", "default", "p", "ok", 200, 1.5)
+
+
+async def test_memory_store_has_the_same_interface() -> None:
+    m = MemoryStore()
+    await m.set_circuit("p", OPEN)
+    assert await m.circuit("p") == OPEN
+    assert await m.add_usage("p", "k", 2, 10) == 2
+    assert await m.claim("c", NOW + 5, NOW)
+    assert not await m.claim("c", NOW + 5, NOW)
+    m.record(LoggedAttempt(NOW, "r", "default", "p", "ok", 200, 1.0))
+    assert len(await m.attempts(NOW - 1)) == 1
 
 
 async def test_sqlite_unavailable_logs_once_and_keeps_working(
@@ -33,15 +120,43 @@ async def test_sqlite_unavailable_logs_once_and_keeps_working(
 ) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    store = SQLiteStore(str(blocker / "state.db"), refresh_s=0)
+    store = SQLiteStore(str(blocker / "state.db"))
     with caplog.at_level(logging.WARNING, logger="agent_reach"):
         assert await store.circuit("p") == CLOSED
         await store.set_circuit("p", OPEN)
         assert await store.circuit("p") == OPEN  # in memory
-        assert await store.circuit("q") == CLOSED
+        assert await store.add_usage("p", "k", 1, 10) == 1
+        await settle(store)
         await store.aclose()
-    warnings = [r for r in caplog.records if "unavailable" in r.getMessage()]
+    warnings = [r.getMessage() for r in caplog.records if "is down" in r.getMessage()]
     assert len(warnings) == 1
+    assert "routing on in-memory state" in warnings[0]
+
+
+async def test_redis_down_then_back(
+    redis_server: RedisServer, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = RedisStore(redis_url)
+    store.refresh_s = 0
+    store.retry_s = 0.2
+    with caplog.at_level(logging.WARNING, logger="agent_reach"):
+        await store.set_circuit("p", OPEN)
+        await settle(store)
+        redis_server.kill()
+        start = time.perf_counter()
+        for _ in range(20):
+            assert await store.circuit("p") == OPEN  # the view keeps answering
+            await store.add_usage("p", "k", 1, 60)
+        assert time.perf_counter() - start < 3
+        redis_server.start()
+        await asyncio.sleep(0.3)
+        await store.set_circuit("q", OPEN)
+        await settle(store)
+        await store.aclose()
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("is down" in m for m in messages) == 1
+    assert any("is back" in m for m in messages)
+    assert "redis://127.0.0.1" in next(m for m in messages if "is down" in m)
 
 
 def test_open_store_by_url(tmp_path: Path) -> None:
@@ -52,3 +167,22 @@ def test_open_store_by_url(tmp_path: Path) -> None:
     home = open_store("sqlite:///~/.agent-reach/state.db")
     assert isinstance(home, SQLiteStore)
     assert home.path == Path("~/.agent-reach/state.db").expanduser()
+    assert isinstance(open_store("redis://127.0.0.1:1/0"), RedisStore)
+
+
+def test_sync_chat_keeps_shared_state_between_event_loops(tmp_path: Path, up: Upstream) -> None:
+    config = {
+        "state": f"sqlite:///{tmp_path}/s.db",
+        "health": {"mode": "off"},
+        "circuit": {"failures": 1, "cooldown_s": 60},
+        "providers": [
+            {"name": "bad", "endpoint": up.url("server")},
+            {"name": "good", "endpoint": up.url("backup")},
+        ],
+    }
+    request = {"messages": [{"role": "user", "content": "hi"}]}
+    first = Router(config).chat(request)
+    assert [a.reason for a in first.trace] == ["server_error", "ok"]
+    again = Router(config)  # a new router, as a new process would have
+    assert [a.reason for a in again.chat(request).trace] == ["circuit_open", "ok"]
+    assert [a.reason for a in again.chat(request).trace] == ["circuit_open", "ok"]

@@ -16,6 +16,7 @@ from .config import Provider
 from .dialects import Context, Dialect, Mismatch, Shape
 from .hooks import Hook, HookError
 from .outcomes import OK, ErrorInfo, Outcome, classify, mismatch
+from .quota import Budget
 from .routing import Health
 from .trace import Reason
 
@@ -39,6 +40,7 @@ class Backend:
     missing_key: str | None = None  # the key variable's name when it is not set
     preprocess: Hook | None = None
     postprocess: Hook | None = None
+    budgets: tuple[Budget, ...] = ()
 
     @classmethod
     def prepare(
@@ -73,6 +75,7 @@ class Backend:
             missing_key=spec.api_key_env if spec.api_key_env and not key else None,
             preprocess=preprocess,
             postprocess=postprocess,
+            budgets=spec.budgets,
         )
 
     @property

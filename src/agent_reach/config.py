@@ -14,6 +14,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from datetime import tzinfo
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from urllib.parse import urlsplit
@@ -28,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-from . import dialects
+from . import dialects, quota
 from .errors import ConfigError
 from .routing import RouteTable
 from .validation import Level
@@ -49,6 +50,19 @@ MaxTokensField = Literal[
     "max_output_tokens",
     "maxOutputTokens",
 ]
+
+
+def zone_of(name: str) -> tzinfo:
+    """A time zone by IANA name (`UTC`, `Asia/Shanghai`); ValueError if unknown."""
+    from datetime import UTC
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    if name.upper() == "UTC":
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {name!r} (expected e.g. UTC, Asia/Shanghai)") from None
 
 
 def _http_url(value: str) -> str:
@@ -116,6 +130,19 @@ class Provider(_Model):
         return data
 
     _endpoint = field_validator("endpoint")(_http_url)
+
+    @field_validator("metadata")
+    @classmethod
+    def _budgets(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if "rate_limit" in value:
+            quota.parse(value["rate_limit"])  # ValueError says what a budget looks like
+        return value
+
+    @property
+    def budgets(self) -> tuple[quota.Budget, ...]:
+        """The budgets of `metadata.rate_limit` (spec §12)."""
+        rate = self.metadata.get("rate_limit")
+        return quota.parse(rate) if rate else ()
 
     @field_validator("format")
     @classmethod
@@ -200,23 +227,32 @@ class CircuitConfig(_Model):
 Threshold = Annotated[float, Field(gt=0, le=1)]
 
 
-class LogAlert(_Model):
+AlertEvent = Literal[
+    "quota_threshold", "quota_exhausted", "circuit_opened", "circuit_closed", "all_providers_failed"
+]
+
+
+class _Sink(_Model):
+    """What every alert sink has: when quota alerts start, which events, how often."""
+
+    threshold: Threshold = 0.8  # quota_threshold fires at this share of a budget
+    events: list[AlertEvent] | None = None  # None: all
+    repeat_after_s: Annotated[float, Field(ge=0)] = 300.0  # non-quota events, per provider
+
+
+class LogAlert(_Sink):
     type: Literal["log"]
-    threshold: Threshold = 0.8
-    events: list[str] | None = None
 
 
-class WebhookAlert(_Model):
+class WebhookAlert(_Sink):
     type: Literal["webhook"]
     url: str
-    threshold: Threshold = 0.8
-    events: list[str] | None = None
     timeout_ms: Ms = 3000
 
     _url = field_validator("url")(_http_url)
 
 
-class EmailAlert(_Model):
+class EmailAlert(_Sink):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     type: Literal["email"]
@@ -227,8 +263,6 @@ class EmailAlert(_Model):
     starttls: bool = True
     username_env: str | None = None
     password_env: str | None = None
-    threshold: Threshold = 0.8
-    events: list[str] | None = None
 
 
 Alert = Annotated[Union[LogAlert, WebhookAlert, EmailAlert], Field(discriminator="type")]  # noqa: UP007
@@ -253,6 +287,8 @@ class Config(_Model):
     deadline_ms: Ms = 60000
     alerts: list[Alert] = []
     state: str = "sqlite:///~/.agent-reach/state.db"
+    retention_days: Annotated[float, Field(gt=0)] = 7.0  # how long the attempt log keeps
+    quota_tz: str = "UTC"  # the time zone of budget windows (calendar days, hours)
     server: ServerConfig = ServerConfig()
     providers: list[Provider] = Field(min_length=1)
 
@@ -271,6 +307,17 @@ class Config(_Model):
         if not re.fullmatch(r"0\.3(\.\d+)?", text):
             raise ValueError(f"protocol version {text!r} is not supported; expected 0.3.x")
         return text
+
+    @field_validator("quota_tz")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        zone_of(value)
+        return value
+
+    @property
+    def tz(self) -> tzinfo:
+        """`quota_tz` as a time zone."""
+        return zone_of(self.quota_tz)
 
     @field_validator("state")
     @classmethod

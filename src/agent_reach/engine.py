@@ -11,10 +11,11 @@ Streams fail over until the first content chunk; after it, a failure ends the st
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import aiohttp
@@ -25,12 +26,13 @@ from .config import Config
 from .dialects import Mismatch, ProviderError
 from .dialects.base import framer
 from .errors import AllProvidersFailed, StreamInterrupted
-from .events import AttemptEvent, CircuitEvent, Event, Observer, RequestEvent
+from .events import AttemptEvent, CircuitEvent, Event, Observer, QuotaEvent, RequestEvent
 from .health import HealthMonitor
 from .outcomes import Outcome, Transport, classify, mismatch
+from .quota import Budget
 from .request import ChatRequest
 from .routing import Skip, Walk, attempt_order, health_verdict, precheck, retry_delay
-from .state import StateStore, open_store
+from .state import LoggedAttempt, StateStore, open_store
 from .trace import Attempt, Reason, Result
 from .transport import CLIENT_ERRORS, kind_of, new_session, timeouts
 
@@ -41,6 +43,15 @@ Send = Callable[
 ]
 
 _STREAM_FAILURES = (*CLIENT_ERRORS, ProviderError, Mismatch)
+
+
+@dataclass(slots=True)
+class Run:
+    """One request on its way: its id, route label and the trace so far."""
+
+    id: str
+    route: str
+    trace: list[Attempt] = field(default_factory=list)
 
 
 class Engine:
@@ -67,11 +78,14 @@ class Engine:
             for p in config.providers
         }
         self.table = config.route_table()
-        self.store: StateStore = store or open_store(config.state)
+        retention_s = config.retention_days * 86400
+        self.store: StateStore = store or open_store(config.state, retention_s=retention_s)
         self.health = HealthMonitor(config.health.mode, config.health.ttl_s)
         self.clock = clock
-        self.observers: list[Observer] = []
+        self.observers: list[Observer] = [self._log_attempt]
         self._session: aiohttp.ClientSession | None = None
+        self._ids = itertools.count(1)
+        self._id_prefix = os.urandom(4).hex()
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -98,14 +112,14 @@ class Engine:
 
     async def chat(self, req: ChatRequest) -> Result:
         """One non-streamed request with failover."""
-        response, provider, trace = await self._drive(req, self._send)
-        return Result(response, provider, trace)
+        response, provider, run = await self._drive(req, self._send)
+        return Result(response, provider, run.trace)
 
     async def stream(self, req: ChatRequest) -> ChatStream:
         """A streamed request, returned once a provider has produced its first content chunk
         (every failure before that fails over)."""
-        live, provider, trace = await self._drive(req, self._open)
-        return ChatStream(self, req, self.backends[provider], live, trace)
+        live, provider, run = await self._drive(req, self._open)
+        return ChatStream(self, self.backends[provider], live, run)
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -113,41 +127,38 @@ class Engine:
         """One provider, one attempt, no failover (spec §9 step mode): the attempt and, when it
         succeeded, the response."""
         try:
-            response, _, trace = await self._drive(req, self._send, order=(provider,))
+            response, _, run = await self._drive(req, self._send, order=(provider,))
         except AllProvidersFailed as exc:
             return exc.attempts[-1], None
-        return trace[-1], response
+        return run.trace[-1], response
 
     async def _drive(
         self, req: ChatRequest, send: Send[T], order: tuple[str, ...] | None = None
-    ) -> tuple[T, str, list[Attempt]]:
+    ) -> tuple[T, str, Run]:
         """Walk the request's providers (or exactly `order`, without last resort)."""
         walk = Walk(self.order(req) if order is None else order, last_resort=order is None)
-        trace: list[Attempt] = []
+        run = Run(f"{self._id_prefix}-{next(self._ids)}", req.route_label)
         deadline = time.perf_counter() + (req.deadline_ms or self.config.deadline_ms) / 1000
-        route = req.route_label
         while (step := walk.next()) is not None:
             name, last_resort = step
             backend = self.backends[name]
             if time.perf_counter() >= deadline:
                 for rest in (name, *walk.drain()):
-                    self._record(route, trace, Attempt(rest, Reason.TIMEOUT, detail="deadline"))
+                    self._record(run, Attempt(rest, Reason.TIMEOUT, detail="deadline"))
                 break
             model = backend.model_for(req.model)
             if not last_resort:
-                skip = await self._precheck(backend, req, model, deadline, route, trace)
+                skip = await self._precheck(backend, req, model, deadline, run)
                 if skip is not None:
                     if skip.deferrable:
                         walk.defer(name)
                     continue
-            payload = await self._tries(
-                backend, req, model, deadline, last_resort, route, trace, send
-            )
+            payload = await self._tries(backend, req, model, deadline, last_resort, run, send)
             if payload is not None:
-                self._emit(RequestEvent(route, name, tuple(trace), req.stream))
-                return payload, name, trace
-        self._emit(RequestEvent(route, None, tuple(trace), req.stream))
-        raise AllProvidersFailed(trace)
+                self._emit(RequestEvent(run.route, name, tuple(run.trace), req.stream, run.id))
+                return payload, name, run
+        self._emit(RequestEvent(run.route, None, tuple(run.trace), req.stream, run.id))
+        raise AllProvidersFailed(run.trace)
 
     async def _precheck(
         self,
@@ -155,8 +166,7 @@ class Engine:
         req: ChatRequest,
         model: str,
         deadline: float,
-        route: str,
-        trace: list[Attempt],
+        run: Run,
     ) -> Skip | None:
         """Skip decisions (spec §4 steps 1-2), the health check, and the circuit's admission."""
         now = self.clock()
@@ -165,6 +175,7 @@ class Engine:
             serves_model=backend.serves(req.model),
             model=req.model,
             circuit=circuit,
+            exhausted=await self._exhausted(backend, now),
             missing_key=backend.missing_key,
             now=now,
         )
@@ -177,11 +188,11 @@ class Engine:
                 verdict = health_verdict(health, model=model, probed_now=probed, now=now)
                 if verdict is not None:
                     ms = health.ms if probed else 0.0
-                    self._record(route, trace, self._attempt(backend, verdict, ms, False))
+                    self._record(run, self._attempt(backend, verdict, ms, False))
                     await self._update_circuit(backend, verdict)
                     return Skip(verdict.reason, verdict.detail)
         else:
-            self._record(route, trace, Attempt(backend.name, skip.reason, None, 0.0, skip.detail))
+            self._record(run, Attempt(backend.name, skip.reason, None, 0.0, skip.detail))
             return skip
         lease = (backend.connect_s + backend.read_s) * (backend.spec.retries + 1)
         _, leased = breaker.admit(circuit, now, max(lease, 1.0))
@@ -196,8 +207,7 @@ class Engine:
         model: str,
         deadline: float,
         last_resort: bool,
-        route: str,
-        trace: list[Attempt],
+        run: Run,
         send: Send[T],
     ) -> T | None:
         """Send to one provider, retrying as its `retries` say; the payload, or None."""
@@ -205,13 +215,15 @@ class Engine:
         while True:
             start = time.perf_counter()
             if start >= deadline:
-                self._record(route, trace, Attempt(backend.name, Reason.TIMEOUT, detail="deadline"))
+                self._record(run, Attempt(backend.name, Reason.TIMEOUT, detail="deadline"))
                 return None
             outcome, payload, raw = await send(backend, req, model, deadline - start)
             ms = (time.perf_counter() - start) * 1000
             attempt = self._attempt(backend, outcome, ms, last_resort)
-            self._record(route, trace, attempt, backend.excerpt(raw))
+            self._record(run, attempt, backend.excerpt(raw))
             await self._update_circuit(backend, outcome)
+            if backend.budgets and outcome.reason is not Reason.CONNECT_FAILED:
+                await self._count(backend, payload if isinstance(payload, dict) else None)
             if outcome.reason is Reason.OK:
                 return payload
             delay = retry_delay(
@@ -346,11 +358,50 @@ class Engine:
             last_resort,
         )
 
-    def _record(
-        self, route: str, trace: list[Attempt], attempt: Attempt, raw: str | None = None
-    ) -> None:
-        trace.append(attempt)
-        self._emit(AttemptEvent(route, attempt, raw))
+    def _record(self, run: Run, attempt: Attempt, raw: str | None = None) -> None:
+        run.trace.append(attempt)
+        self._emit(AttemptEvent(run.route, attempt, raw, run.id))
+
+    def _log_attempt(self, event: Event) -> None:
+        """The attempt log (spec §12), written by the store in batches."""
+        if isinstance(event, AttemptEvent):
+            a = event.attempt
+            self.store.record(
+                LoggedAttempt(
+                    self.clock(),
+                    event.request,
+                    event.route,
+                    a.provider,
+                    a.reason.value,
+                    a.status,
+                    a.ms,
+                    a.last_resort,
+                )
+            )
+
+    # -- budgets (spec §12) ----------------------------------------------------------------
+
+    def _windows(self, backend: Backend, now: float) -> list[tuple[Budget, str]]:
+        tz = self.config.tz
+        return [(b, f"{b.key(now, tz)}|{b.unit}") for b in backend.budgets]
+
+    async def _exhausted(self, backend: Backend, now: float) -> str | None:
+        """Which budget of the provider is used up in its current window, if any."""
+        for budget, key in self._windows(backend, now):
+            if await self.store.usage(backend.name, key) >= budget.limit:
+                return f"{budget} used up until the {budget.window} ends"
+        return None
+
+    async def _count(self, backend: Backend, response: dict[str, Any] | None) -> None:
+        """Count one request (and its tokens) into the provider's budgets."""
+        now = self.clock()
+        tokens = ((response or {}).get("usage") or {}).get("total_tokens")
+        for budget, key in self._windows(backend, now):
+            amount = 1 if budget.unit == "req" else tokens if isinstance(tokens, int) else 0
+            if amount:
+                ttl = budget.ends(now, self.config.tz) - now
+                used = await self.store.add_usage(backend.name, key, amount, ttl)
+                self._emit(QuotaEvent(backend.name, budget, key, used, now))
 
     def _emit(self, event: Event) -> None:
         for observer in self.observers:
@@ -444,19 +495,15 @@ class ChatStream:
     `StreamInterrupted`; leaving early (or a cancelled task) closes the upstream at once.
     """
 
-    def __init__(
-        self,
-        engine: Engine,
-        req: ChatRequest,
-        backend: Backend,
-        live: LiveStream,
-        trace: list[Attempt],
-    ) -> None:
+    def __init__(self, engine: Engine, backend: Backend, live: LiveStream, run: Run) -> None:
         self.engine = engine
-        self.req = req
         self.backend = backend
         self.live = live
-        self.trace = trace
+        self.run = run
+
+    @property
+    def trace(self) -> list[Attempt]:
+        return self.run.trace
 
     @property
     def provider(self) -> str:
@@ -473,7 +520,7 @@ class ChatStream:
             cut = Outcome(outcome.reason, outcome.status, detail)
             ms = (time.perf_counter() - start) * 1000
             attempt = self.engine._attempt(self.backend, cut, ms, False)
-            self.engine._record(self.req.route_label, self.trace, attempt)
+            self.engine._record(self.run, attempt)
             await self.engine._update_circuit(self.backend, cut)
             raise StreamInterrupted(
                 self.trace,

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .breaker import CircuitState
+from .quota import Budget
 from .trace import Attempt
 
 
@@ -18,6 +19,7 @@ class AttemptEvent:
     route: str
     attempt: Attempt
     raw: str | None = None
+    request: str = ""  # the id of the request it belongs to
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +30,22 @@ class RequestEvent:
     provider: str | None
     trace: tuple[Attempt, ...]
     stream: bool
+    request: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaEvent:
+    """A provider's use of one budget grew to `used` in the window `key`."""
+
+    provider: str
+    budget: Budget
+    key: str
+    used: int
+    now: float
+
+    @property
+    def ratio(self) -> float:
+        return self.used / self.budget.limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,5 +57,5 @@ class CircuitEvent:
     state: CircuitState
 
 
-Event = AttemptEvent | RequestEvent | CircuitEvent
+Event = AttemptEvent | RequestEvent | CircuitEvent | QuotaEvent
 Observer = Callable[[Event], None]

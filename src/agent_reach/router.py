@@ -6,7 +6,7 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Callable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import Config, config_from_data, load_config
 from .engine import ChatStream, Engine
@@ -14,6 +14,9 @@ from .events import Observer
 from .request import ChatRequest
 from .state import StateStore
 from .trace import Result
+
+if TYPE_CHECKING:
+    from .alerts import Alerts
 
 
 class Router:
@@ -40,6 +43,14 @@ class Router:
         if clock is not None:
             kwargs["clock"] = clock
         self.engine = Engine(self.config, **kwargs)
+        self.alerts: Alerts | None = None
+        if self.config.alerts:
+            from .alerts import Alerts
+
+            self.alerts = Alerts(
+                self.config, self.engine.store, self.engine.clock, environ or os.environ
+            )
+            self.subscribe(self.alerts)
 
     @classmethod
     def from_config(cls, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> Router:
@@ -65,8 +76,14 @@ class Router:
     async def _chat_once(self, request: dict[str, Any]) -> Result:
         try:
             return await self.achat(request)
-        finally:
-            await self.engine.aclose()
+        finally:  # this event loop ends here: nothing may be left running in it
+            await self._settle()
+            await self.engine.store.flush()
+
+    async def _settle(self) -> None:
+        if self.alerts is not None:
+            await self.alerts.drain()
+        await self.engine.aclose()
 
     async def open_stream(self, request: dict[str, Any]) -> ChatStream:
         """A stream that has produced its first content chunk; `.provider` and `.trace` say
@@ -80,8 +97,8 @@ class Router:
             yield chunk
 
     async def aclose(self) -> None:
-        """Close connections and the state store."""
-        await self.engine.aclose()
+        """Deliver pending alerts, then close connections and the state store."""
+        await self._settle()
         await self.engine.store.aclose()
 
     async def __aenter__(self) -> Router:

@@ -154,12 +154,16 @@ def precheck(
     circuit: CircuitState,
     missing_key: str | None,
     now: float,
+    exhausted: str | None = None,
 ) -> Skip | None:
-    """The skip decisions that need no network (spec §4 steps 1-2), or None to go on."""
+    """The skip decisions that need no network (spec §4 steps 1-2), or None to go on.
+    `exhausted` says which budget is used up, if one is."""
     if not serves_model:
         return Skip(Reason.MODEL_UNAVAILABLE, f"does not serve model {model!r}")
     if circuit.is_open(now):
         return Skip(Reason.CIRCUIT_OPEN, opened_detail(circuit, now))
+    if exhausted:
+        return Skip(Reason.QUOTA_EXHAUSTED, exhausted)
     if missing_key:
         return Skip(Reason.AUTH_FAILED, f"{missing_key} is not set")
     return None

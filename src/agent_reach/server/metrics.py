@@ -6,7 +6,7 @@ import itertools
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from ..events import AttemptEvent, CircuitEvent, Event, RequestEvent
+from ..events import AttemptEvent, CircuitEvent, Event, QuotaEvent, RequestEvent
 from ..trace import CIRCUIT_FAILURES, Reason
 
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -56,6 +56,12 @@ class Metrics:
             ["provider"],
             registry=r,
         )
+        self.quota_used = Gauge(
+            "agent_reach_quota_used_ratio",
+            "Share of the provider's tightest budget used.",
+            ["provider"],
+            registry=r,
+        )
         for name in providers:
             self.circuit_open.labels(name).set(0)
 
@@ -78,6 +84,8 @@ class Metrics:
                     self.failovers.labels(prev.provider, nxt.provider, prev.reason.value).inc()
         elif isinstance(event, CircuitEvent):
             self.circuit_open.labels(event.provider).set(1 if event.opened else 0)
+        elif isinstance(event, QuotaEvent):
+            self.quota_used.labels(event.provider).set(min(event.ratio, 1.0))
 
     def render(self) -> bytes:
         """The text exposition format."""

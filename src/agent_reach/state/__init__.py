@@ -1,17 +1,21 @@
-"""Where remembered provider state lives (spec §12): circuits now; quotas and the attempt log
-join later. The engine talks to the small async `StateStore` interface only.
+"""Where remembered provider state lives (spec §12): circuits, quota counters, alert claims and
+the attempt log. The engine talks to the small async `StateStore` interface only.
 
 `open_store(url)` picks the backend from the config's `state:`:
-- `memory://`       this process only;
-- `sqlite:///PATH`  a file shared by every process on the machine (the default,
-                    `~/.agent-reach/state.db`): successive CLI runs remember open circuits.
-A store never fails a request: when its backend is unavailable it says so once in the log and
-the router keeps routing on in-memory state.
+- `memory://`          this process only;
+- `sqlite:///PATH`     a file shared by every process on one machine (the default,
+                       `~/.agent-reach/state.db`): successive CLI runs and a local proxy share
+                       circuits and quotas;
+- `redis://HOST:PORT/DB` one view for several proxy instances on several machines.
+Shared stores keep an in-memory view that requests read, and sync it with the backend off the
+request path (`cached.CachedStore`). A store never fails a request: when its backend is down it
+says so once in the log and routing goes on with the in-memory view.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Protocol
 
 from ..breaker import CircuitState
@@ -20,26 +24,66 @@ from .memory import MemoryStore
 log = logging.getLogger("agent_reach")
 
 
+@dataclass(frozen=True, slots=True)
+class LoggedAttempt:
+    """One line of the attempt log (what `agent-reach report` reads)."""
+
+    ts: float  # unix seconds when the attempt ended
+    request: str  # the request it belongs to
+    route: str
+    provider: str
+    reason: str
+    status: int | None
+    ms: float
+    last_resort: bool = False
+
+
 class StateStore(Protocol):
-    """Shared provider state. Implementations must never raise into a request."""
+    """Shared provider state. Implementations never raise into a request."""
 
     async def circuit(self, provider: str) -> CircuitState: ...
 
     async def set_circuit(self, provider: str, state: CircuitState) -> None: ...
 
+    async def usage(self, provider: str, key: str) -> int:
+        """How much of a budget window (`key`) the provider has used."""
+        ...
+
+    async def add_usage(self, provider: str, key: str, amount: int, ttl_s: float) -> int:
+        """Count `amount` into a budget window; the total as far as this process knows."""
+        ...
+
+    async def claim(self, key: str, until: float, now: float) -> bool:
+        """True for the first caller to claim `key` until `until` (de-duplicates alerts)."""
+        ...
+
+    def record(self, attempt: LoggedAttempt) -> None:
+        """Add to the attempt log, without waiting (written in batches)."""
+        ...
+
+    async def attempts(self, since: float) -> list[LoggedAttempt]:
+        """The logged attempts that ended at or after `since`, oldest first."""
+        ...
+
+    async def flush(self) -> None:
+        """Write what is pending now."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
-def open_store(url: str) -> StateStore:
+def open_store(url: str, *, retention_s: float = 7 * 86400) -> StateStore:
     """The store for a `state:` URL (validated by the config)."""
     if url.startswith("sqlite://"):
         from .sqlite import SQLiteStore
 
-        return SQLiteStore(url.removeprefix("sqlite:///").removeprefix("sqlite://"))
-    if url.startswith("memory://"):
-        return MemoryStore()
-    log.warning("agent-reach: state %s is not supported by this version; using memory", url)
+        path = url.removeprefix("sqlite:///").removeprefix("sqlite://")
+        return SQLiteStore(path, retention_s=retention_s)
+    if url.startswith(("redis://", "rediss://")):
+        from .redis import RedisStore
+
+        return RedisStore(url, retention_s=retention_s)
     return MemoryStore()
 
 
-__all__ = ["MemoryStore", "StateStore", "open_store"]
+__all__ = ["LoggedAttempt", "MemoryStore", "StateStore", "open_store"]

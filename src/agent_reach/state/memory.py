@@ -1,15 +1,24 @@
-"""State in this process only (`state: memory://`)."""
+"""State in this process only (`state: memory://`), and the in-memory view of shared stores."""
 
 from __future__ import annotations
 
+from collections import deque
+from typing import TYPE_CHECKING
+
 from ..breaker import CLOSED, CircuitState
+
+if TYPE_CHECKING:
+    from . import LoggedAttempt
 
 
 class MemoryStore:
-    """Circuits in a dict."""
+    """Circuits, budget counters, claims and a bounded attempt log, in dicts."""
 
-    def __init__(self) -> None:
+    def __init__(self, log_size: int = 100_000) -> None:
         self.circuits: dict[str, CircuitState] = {}
+        self.used: dict[tuple[str, str], int] = {}
+        self.claims: dict[str, float] = {}
+        self.log: deque[LoggedAttempt] = deque(maxlen=log_size)
 
     async def circuit(self, provider: str) -> CircuitState:
         return self.circuits.get(provider, CLOSED)
@@ -19,6 +28,30 @@ class MemoryStore:
             self.circuits.pop(provider, None)
         else:
             self.circuits[provider] = state
+
+    async def usage(self, provider: str, key: str) -> int:
+        return self.used.get((provider, key), 0)
+
+    async def add_usage(self, provider: str, key: str, amount: int, ttl_s: float) -> int:
+        total = self.used.get((provider, key), 0) + amount
+        self.used[(provider, key)] = total
+        return total
+
+    async def claim(self, key: str, until: float, now: float) -> bool:
+        if self.claims.get(key, 0.0) > now:
+            return False
+        self.claims = {k: t for k, t in self.claims.items() if t > now}  # stays small
+        self.claims[key] = until
+        return True
+
+    def record(self, attempt: LoggedAttempt) -> None:
+        self.log.append(attempt)
+
+    async def attempts(self, since: float) -> list[LoggedAttempt]:
+        return [a for a in self.log if a.ts >= since]
+
+    async def flush(self) -> None:
+        return None
 
     async def aclose(self) -> None:
         return None

@@ -1,119 +1,165 @@
 """State in a SQLite file shared by the processes of one machine (`state: sqlite:///PATH`).
 
-Reads come from an in-memory copy that is refreshed from the file at most every `refresh_s`
-(one short query), so the request path does no disk I/O; writes update the copy at once and
-go to the file on a single worker thread, in order. The file uses WAL, so readers never block
-the writer. `aclose` waits for pending writes, so a CLI run's circuits are on disk when it
-exits. If the file cannot be used, the store logs it once and keeps working in memory.
+One worker thread owns the connection, so the event loop never blocks on the disk. The file
+uses WAL (readers never block the writer) and short transactions; several CLI runs, a library
+user and a proxy on one machine share circuits, budget counters and the attempt log. Rows of
+the log older than the retention, and counters of ended windows, are deleted now and then.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import sqlite3
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..breaker import CLOSED, CircuitState
-from .memory import MemoryStore
+from . import LoggedAttempt
+from .cached import CachedStore
 
-log = logging.getLogger("agent_reach")
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS circuits (
-    provider   TEXT PRIMARY KEY,
-    failures   INTEGER NOT NULL,
-    open_until REAL NOT NULL,
-    trial      INTEGER NOT NULL,
-    cause      TEXT NOT NULL
-)
+    provider TEXT PRIMARY KEY, failures INTEGER NOT NULL, open_until REAL NOT NULL,
+    trial INTEGER NOT NULL, cause TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS usage (
+    provider TEXT NOT NULL, key TEXT NOT NULL, amount INTEGER NOT NULL, expires REAL NOT NULL,
+    PRIMARY KEY (provider, key));
+CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, until REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS attempts (
+    ts REAL NOT NULL, request TEXT NOT NULL, route TEXT NOT NULL, provider TEXT NOT NULL,
+    reason TEXT NOT NULL, status INTEGER, ms REAL NOT NULL, last_resort INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS attempts_ts ON attempts (ts);
 """
+_PRUNE_EVERY_S = 600.0
 
 
-class SQLiteStore(MemoryStore):
-    """Circuits in a SQLite file, cached in memory."""
+class SQLiteStore(CachedStore):
+    """Circuits, budgets, claims and the attempt log in one SQLite file."""
 
-    def __init__(self, path: str, refresh_s: float = 1.0) -> None:
-        super().__init__()
+    def __init__(self, path: str, retention_s: float = 7 * 86400) -> None:
         self.path = Path(path).expanduser()
-        self.refresh_s = refresh_s
+        super().__init__(str(self.path), retention_s)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="agent-reach-sqlite")
         self._conn: sqlite3.Connection | None = None
-        self._loaded_at = float("-inf")
-        self._pending: set[Future[None]] = set()
-        self._down = False
+        self._pruned_at = 0.0
 
-    async def circuit(self, provider: str) -> CircuitState:
-        if not self._down and time.monotonic() - self._loaded_at >= self.refresh_s:
-            self._loaded_at = time.monotonic()
-            rows = await self._run(self._load)
-            if rows is not None:
-                self.circuits = rows
-        return await super().circuit(provider)
-
-    async def set_circuit(self, provider: str, state: CircuitState) -> None:
-        await super().set_circuit(provider, state)
-        if not self._down:
-            future = self._executor.submit(self._guarded, self._save, provider, state)
-            self._pending.add(future)
-            future.add_done_callback(self._pending.discard)
-
-    async def aclose(self) -> None:
-        pending = [asyncio.wrap_future(f) for f in list(self._pending)]
-        if pending:
-            await asyncio.gather(*pending)
-        await asyncio.wrap_future(self._executor.submit(self._close))
-        self._executor.shutdown(wait=True)
-
-    # -- on the worker thread ------------------------------------------------------------------
-
-    async def _run(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.wrap_future(self._executor.submit(self._guarded, fn, *args))
-
-    def _guarded(self, fn: Any, *args: Any) -> Any:
-        if self._down:
-            return None
-        try:
-            return fn(*args)
-        except (sqlite3.Error, OSError) as exc:
-            self._down = True
-            log.warning(
-                "agent-reach: state store %s is unavailable (%s); routing on in-memory state",
-                self.path,
-                exc,
-            )
-            return None
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.wrap_future(self._executor.submit(fn, *args))
 
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=2.0, isolation_level=None)
+            conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(_SCHEMA)
+            conn.executescript(_SCHEMA)
             self._conn = conn
         return self._conn
 
-    def _load(self) -> dict[str, CircuitState]:
-        rows = self._db().execute(
-            "SELECT provider, failures, open_until, trial, cause FROM circuits"
-        )
-        return {p: CircuitState(f, o, bool(t), c) for p, f, o, t, c in rows}
+    # -- primitives, each one short transaction on the worker thread ----------------------------
 
-    def _save(self, provider: str, state: CircuitState) -> None:
-        db = self._db()
-        if state == CLOSED:
-            db.execute("DELETE FROM circuits WHERE provider = ?", (provider,))
-        else:
-            db.execute(
-                "INSERT OR REPLACE INTO circuits VALUES (?, ?, ?, ?, ?)",
-                (provider, state.failures, state.open_until, int(state.trial), state.cause),
+    async def _load(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
+        def load() -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
+            db = self._db()
+            circuits = {
+                p: CircuitState(f, o, bool(t), c)
+                for p, f, o, t, c in db.execute(
+                    "SELECT provider, failures, open_until, trial, cause FROM circuits"
+                )
+            }
+            used = {
+                (p, k): n
+                for p, k, n in db.execute(
+                    "SELECT provider, key, amount FROM usage WHERE expires > ?", (time.time(),)
+                )
+            }
+            return circuits, used
+
+        return await self._run(load)
+
+    async def _save_circuit(self, provider: str, state: CircuitState) -> None:
+        def save() -> None:
+            if state == CLOSED:
+                self._db().execute("DELETE FROM circuits WHERE provider = ?", (provider,))
+            else:
+                self._db().execute(
+                    "INSERT OR REPLACE INTO circuits VALUES (?, ?, ?, ?, ?)",
+                    (provider, state.failures, state.open_until, int(state.trial), state.cause),
+                )
+
+        await self._run(save)
+
+    async def _incr(self, provider: str, key: str, amount: int, ttl_s: float) -> int:
+        def incr() -> int:
+            row = (
+                self._db()
+                .execute(
+                    "INSERT INTO usage VALUES (?, ?, ?, ?) ON CONFLICT (provider, key) "
+                    "DO UPDATE SET amount = amount + excluded.amount RETURNING amount",
+                    (provider, key, amount, time.time() + ttl_s),
+                )
+                .fetchone()
             )
+            return int(row[0])
 
-    def _close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        return await self._run(incr)
+
+    async def _append(self, records: list[LoggedAttempt]) -> None:
+        def append() -> None:
+            db = self._db()
+            db.execute("BEGIN")
+            db.executemany(
+                "INSERT INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (r.ts, r.request, r.route, r.provider, r.reason, r.status, r.ms, r.last_resort)
+                    for r in records
+                ],
+            )
+            db.execute("COMMIT")
+            now = time.time()
+            if now - self._pruned_at > _PRUNE_EVERY_S:
+                self._pruned_at = now
+                db.execute("DELETE FROM attempts WHERE ts < ?", (now - self.retention_s,))
+                db.execute("DELETE FROM usage WHERE expires < ?", (now,))
+                db.execute("DELETE FROM claims WHERE until < ?", (now,))
+
+        await self._run(append)
+
+    async def _read(self, since: float) -> list[LoggedAttempt]:
+        def read() -> list[LoggedAttempt]:
+            rows = self._db().execute(
+                "SELECT ts, request, route, provider, reason, status, ms, last_resort "
+                "FROM attempts WHERE ts >= ? ORDER BY ts",
+                (since,),
+            )
+            return [
+                LoggedAttempt(ts, request, route, provider, reason, status, ms, bool(last))
+                for ts, request, route, provider, reason, status, ms, last in rows
+            ]
+
+        return await self._run(read)
+
+    async def _claim(self, key: str, until: float, now: float) -> bool:
+        def claim() -> bool:
+            cur = self._db().execute(
+                "INSERT INTO claims VALUES (?, ?) ON CONFLICT (key) "
+                "DO UPDATE SET until = excluded.until WHERE claims.until <= ?",
+                (key, until, now),
+            )
+            return cur.rowcount == 1
+
+        return await self._run(claim)
+
+    async def _close(self) -> None:
+        def close() -> None:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+        await self._run(close)
+        self._executor.shutdown(wait=True)

@@ -1,0 +1,57 @@
+"""Budgets from `metadata.rate_limit` (spec §12): parsing and windows. Pure.
+
+`100req/day`, `60req/min`, `1000req/hour` count requests sent to the provider; `200000tok/day`
+counts the tokens of its answers (`usage.total_tokens`). Several budgets may be given as a list
+or comma-separated. A window is a calendar minute, hour or day in the config's `quota_tz`
+(UTC by default); it is named by a key such as `day:2026-11-30`, so every process that shares
+a store counts in the same window, and a new window starts from zero.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, tzinfo
+from typing import Any
+
+_BUDGET = re.compile(r"^\s*(\d+)\s*(req|requests?|tok|tokens?)\s*/\s*(min|minute|hour|h|day|d)\s*$")
+_WINDOWS = {"min": "min", "minute": "min", "hour": "hour", "h": "hour", "day": "day", "d": "day"}
+_FORMAT = {"min": "%Y-%m-%dT%H:%M", "hour": "%Y-%m-%dT%H", "day": "%Y-%m-%d"}
+_STEP = {"min": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """One budget: `limit` requests (or tokens) per calendar `window`."""
+
+    limit: int
+    unit: str  # "req" or "tok"
+    window: str  # "min", "hour" or "day"
+
+    def __str__(self) -> str:
+        return f"{self.limit}{self.unit}/{self.window}"
+
+    def key(self, now: float, tz: tzinfo) -> str:
+        """The name of the window that `now` (unix seconds) falls in."""
+        return f"{self.window}:{datetime.fromtimestamp(now, tz).strftime(_FORMAT[self.window])}"
+
+    def ends(self, now: float, tz: tzinfo) -> float:
+        """When the window that `now` falls in ends (unix seconds)."""
+        local = datetime.fromtimestamp(now, tz)
+        start = datetime.strptime(local.strftime(_FORMAT[self.window]), _FORMAT[self.window])
+        return (start.replace(tzinfo=tz) + _STEP[self.window]).timestamp()
+
+
+def parse(value: Any) -> tuple[Budget, ...]:
+    """The budgets in a `rate_limit` value; ValueError names what is wrong."""
+    items = value if isinstance(value, list) else str(value).split(",")
+    budgets = []
+    for item in items:
+        m = _BUDGET.match(str(item))
+        if not m:
+            raise ValueError(
+                f"rate_limit {item!r} is not like 100req/day, 60req/min or 200000tok/day"
+            )
+        unit = "req" if m.group(2).startswith("req") else "tok"
+        budgets.append(Budget(int(m.group(1)), unit, _WINDOWS[m.group(3)]))
+    return tuple(budgets)

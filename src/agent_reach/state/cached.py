@@ -1,0 +1,228 @@
+"""The common part of the shared stores (SQLite, Redis): an in-memory view that requests read,
+kept in sync with the backend off the request path.
+
+- Reads: the view, refreshed from the backend at most every `refresh_s`; the first read of a
+  process waits for the first load (a fresh CLI run must see what earlier runs left), later
+  refreshes run in the background.
+- Writes: applied to the view at once, then queued for one writer task that sends them to the
+  backend in order. A circuit written here is not overwritten by a refresh until its write has
+  landed. Budget counters merge by maximum (within a window they only grow).
+- The attempt log is buffered and written in batches (every `flush_s` or `batch` records).
+- When the backend fails, the store logs it once, keeps serving from the view, and tries again
+  after `retry_s`; when it answers again, it says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..breaker import CircuitState
+from . import LoggedAttempt
+from .memory import MemoryStore
+
+log = logging.getLogger("agent_reach")
+
+
+class CachedStore(MemoryStore, ABC):
+    """A shared store seen through a local view; subclasses provide the backend primitives."""
+
+    refresh_s = 1.0
+    flush_s = 0.5
+    batch = 500
+    retry_s = 5.0
+
+    def __init__(self, where: str, retention_s: float) -> None:
+        super().__init__()
+        self.where = where  # for log lines: a path, or a URL without its password
+        self.retention_s = retention_s
+        self._loaded_at = float("-inf")
+        self._refreshing: asyncio.Task[None] | None = None
+        self._queue: asyncio.Queue[Callable[[], Awaitable[Any]]] | None = None
+        self._writer: asyncio.Task[None] | None = None
+        self._dirty: dict[str, int] = {}  # circuits with writes in flight
+        self._buffer: list[LoggedAttempt] = []
+        self._flusher: asyncio.TimerHandle | None = None
+        self._down_until = 0.0
+
+    # -- the backend ---------------------------------------------------------------------------
+
+    @abstractmethod
+    async def _load(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
+        """Every circuit and every live budget counter."""
+
+    @abstractmethod
+    async def _save_circuit(self, provider: str, state: CircuitState) -> None: ...
+
+    @abstractmethod
+    async def _incr(self, provider: str, key: str, amount: int, ttl_s: float) -> int:
+        """Add to a counter; its new total."""
+
+    @abstractmethod
+    async def _append(self, records: list[LoggedAttempt]) -> None: ...
+
+    @abstractmethod
+    async def _read(self, since: float) -> list[LoggedAttempt]: ...
+
+    @abstractmethod
+    async def _claim(self, key: str, until: float, now: float) -> bool: ...
+
+    @abstractmethod
+    async def _close(self) -> None: ...
+
+    # -- failing safe --------------------------------------------------------------------------
+
+    @property
+    def down(self) -> bool:
+        return time.monotonic() < self._down_until
+
+    async def _safe(self, work: Awaitable[Any]) -> Any:
+        """Run a backend call; None (and a log line the first time) when the backend fails."""
+        if self.down:
+            if asyncio.iscoroutine(work):
+                work.close()
+            return None
+        try:
+            result = await work
+        except Exception as exc:
+            if self._down_until == 0.0:
+                log.warning(
+                    "agent-reach: state store %s is down (%s: %s); routing on in-memory state",
+                    self.where,
+                    type(exc).__name__,
+                    exc,
+                )
+            self._down_until = time.monotonic() + self.retry_s
+            return None
+        if self._down_until:
+            log.warning("agent-reach: state store %s is back", self.where)
+            self._down_until = 0.0
+        return result
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    async def _sync(self) -> None:
+        now = time.monotonic()
+        if now - self._loaded_at < self.refresh_s:
+            return
+        first = self._loaded_at == float("-inf")
+        self._loaded_at = now
+        if first:
+            await self._refresh()
+        elif self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.create_task(self._refresh())
+
+    async def refresh(self) -> None:
+        """Re-read the backend now (for views that must be current, such as `status`)."""
+        self._loaded_at = time.monotonic()
+        await self._refresh()
+
+    async def _refresh(self) -> None:
+        loaded = await self._safe(self._load())
+        if loaded is None:
+            return
+        circuits, used = loaded
+        for name in set(self.circuits) | set(circuits):
+            if name not in self._dirty:
+                await MemoryStore.set_circuit(self, name, circuits.get(name, CircuitState()))
+        for key, total in used.items():
+            self.used[key] = max(total, self.used.get(key, 0))
+
+    async def circuit(self, provider: str) -> CircuitState:
+        await self._sync()
+        return await super().circuit(provider)
+
+    async def usage(self, provider: str, key: str) -> int:
+        await self._sync()
+        return await super().usage(provider, key)
+
+    async def attempts(self, since: float) -> list[LoggedAttempt]:
+        await self._flush()
+        return list(await self._safe(self._read(since)) or [])
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def _enqueue(self, work: Callable[[], Awaitable[Any]]) -> None:
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            self._writer = asyncio.create_task(self._write_forever(self._queue))
+        self._queue.put_nowait(work)
+
+    async def _write_forever(self, queue: asyncio.Queue[Callable[[], Awaitable[Any]]]) -> None:
+        while True:
+            work = await queue.get()
+            try:
+                await self._safe(work())
+            finally:
+                queue.task_done()
+
+    async def set_circuit(self, provider: str, state: CircuitState) -> None:
+        await super().set_circuit(provider, state)
+        self._dirty[provider] = self._dirty.get(provider, 0) + 1
+
+        async def write() -> None:
+            try:
+                await self._save_circuit(provider, state)
+            finally:
+                left = self._dirty.get(provider, 1) - 1
+                if left:
+                    self._dirty[provider] = left
+                else:
+                    self._dirty.pop(provider, None)
+
+        self._enqueue(write)
+
+    async def add_usage(self, provider: str, key: str, amount: int, ttl_s: float) -> int:
+        total = await super().add_usage(provider, key, amount, ttl_s)
+
+        async def write() -> None:
+            shared = await self._incr(provider, key, amount, ttl_s)
+            self.used[(provider, key)] = max(shared, self.used.get((provider, key), 0))
+
+        self._enqueue(write)
+        return total
+
+    async def claim(self, key: str, until: float, now: float) -> bool:
+        if self.down:
+            return await super().claim(key, until, now)
+        shared = await self._safe(self._claim(key, until, now))
+        return await super().claim(key, until, now) if shared is None else bool(shared)
+
+    def record(self, attempt: LoggedAttempt) -> None:
+        self._buffer.append(attempt)
+        if len(self._buffer) >= self.batch:
+            self._enqueue(self._flush)
+        elif self._flusher is None:
+            loop = asyncio.get_running_loop()
+            self._flusher = loop.call_later(self.flush_s, self._enqueue, self._flush)
+
+    async def _flush(self) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+            self._flusher = None
+        if self._buffer:
+            records, self._buffer = self._buffer, []
+            await self._safe(self._append(records))
+
+    async def flush(self) -> None:
+        """Write what is pending (waiting a few seconds at most) and stop the background tasks,
+        which start again on the next use (perhaps in another event loop)."""
+        await self._flush()
+        if self._queue is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._queue.join(), 3.0)
+        for task in (self._writer, self._refreshing):
+            if task is not None:
+                task.cancel()
+        self._queue = self._writer = self._refreshing = None
+
+    async def aclose(self) -> None:
+        """Write what is pending, then close the backend."""
+        await self.flush()
+        with contextlib.suppress(Exception):
+            await self._close()
