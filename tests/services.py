@@ -34,8 +34,19 @@ class RedisServer:
             raise RuntimeError("redis-server is not installed (.ci/run installs it with apt-get)")
         self.port = self.port or free_port()
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.workdir)],
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
             stdout=subprocess.DEVNULL,
         )
         deadline = time.time() + 10

@@ -124,7 +124,13 @@ async def test_circuit_and_all_failed_alerts_with_webhook_retries(
         "state": "memory://",
         "health": {"mode": "off"},
         "circuit": {"failures": 1, "cooldown_s": 60},
-        "alerts": [{"type": "webhook", "url": receiver.url, "events": ["circuit_opened", "all_providers_failed"]}],
+        "alerts": [
+            {
+                "type": "webhook",
+                "url": receiver.url,
+                "events": ["circuit_opened", "all_providers_failed"],
+            }
+        ],
         "providers": [{"name": "down", "endpoint": up.url("server")}],
     }
     async with Router(cfg) as router:
@@ -141,7 +147,9 @@ async def test_circuit_and_all_failed_alerts_with_webhook_retries(
     assert failed[0]["attempts"][0]["reason"] == "server_error"
 
 
-async def test_failing_sink_never_affects_routing(up: Upstream, caplog: pytest.LogCaptureFixture) -> None:
+async def test_failing_sink_never_affects_routing(
+    up: Upstream, caplog: pytest.LogCaptureFixture
+) -> None:
     cfg = config(up, f"http://127.0.0.1:{free_port()}/nothing-listens")
     cfg["providers"][0]["metadata"] = {"rate_limit": "1req/day"}
     async with Router(cfg) as router:
@@ -178,24 +186,41 @@ def mailbox(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[tuple[Ma
     box = Mailbox()
     port = free_port()
     controller = Controller(
-        box, hostname="127.0.0.1", port=port, tls_context=server_ctx, require_starttls=True,
-        authenticator=_auth, auth_require_tls=True,
+        box,
+        hostname="127.0.0.1",
+        port=port,
+        tls_context=server_ctx,
+        require_starttls=True,
+        authenticator=_auth,
+        auth_require_tls=True,
     )
     controller.start()
     yield box, port
     controller.stop()
 
 
-async def test_email_alert_over_starttls_with_login(up: Upstream, mailbox: tuple[Mailbox, int]) -> None:
+async def test_email_alert_over_starttls_with_login(
+    up: Upstream, mailbox: tuple[Mailbox, int]
+) -> None:
     box, port = mailbox
     cfg = {
         "state": "memory://",
         "health": {"mode": "off"},
-        "alerts": [{
-            "type": "email", "smtp_host": "127.0.0.1", "smtp_port": port, "from": "agent-reach@example.test",
-            "to": ["oncall@example.test"], "starttls": True, "username_env": "SMTP_USER", "password_env": "SMTP_PASS",
-        }],
-        "providers": [{"name": "free", "endpoint": up.url("ok"), "metadata": {"rate_limit": "1req/day"}}],
+        "alerts": [
+            {
+                "type": "email",
+                "smtp_host": "127.0.0.1",
+                "smtp_port": port,
+                "from": "agent-reach@example.test",
+                "to": ["oncall@example.test"],
+                "starttls": True,
+                "username_env": "SMTP_USER",
+                "password_env": "SMTP_PASS",
+            }
+        ],
+        "providers": [
+            {"name": "free", "endpoint": up.url("ok"), "metadata": {"rate_limit": "1req/day"}}
+        ],
     }
     env = {"SMTP_USER": "alerts", "SMTP_PASS": "s3cret"}
     async with Router(cfg, environ=env) as router:
@@ -205,7 +230,12 @@ async def test_email_alert_over_starttls_with_login(up: Upstream, mailbox: tuple
         if len(box.messages) >= 2:
             break
         await asyncio.sleep(0.02)
-    subjects = sorted(m.content.decode().split("Subject: ", 1)[1].split("\n", 1)[0].strip() for m in box.messages)  # type: ignore[union-attr]
-    assert subjects == ["[agent-reach] quota_exhausted: free", "[agent-reach] quota_threshold: free"]
+    subjects = sorted(
+        m.content.decode().split("Subject: ", 1)[1].split("\n", 1)[0].strip() for m in box.messages
+    )  # type: ignore[union-attr]
+    assert subjects == [
+        "[agent-reach] quota_exhausted: free",
+        "[agent-reach] quota_threshold: free",
+    ]
     assert box.messages[0].rcpt_tos == ["oncall@example.test"]
     assert "s3cret" not in box.messages[0].content.decode()  # type: ignore[union-attr]
