@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint fmt bench clean
+.PHONY: install demo test lint fmt bench chaos clean
 
 install: $(STAMP)
 
@@ -33,6 +33,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/failover.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/proxy.py
+
+chaos: $(STAMP)
+	$(BIN)/python bench/chaos.py --seconds 120
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

@@ -513,3 +513,55 @@ def test_error_body_shape_is_valid() -> None:
     assert_valid(
         ERROR, completion.error("all providers failed", "all_providers_failed", attempts=[])
     )
+
+
+# -- hedging (spec §4.3) ----------------------------------------------------------------------
+
+
+async def test_hedge_starts_the_next_provider_and_cancels_the_loser(up: Upstream) -> None:
+    async with router(
+        prov("slow", up.url("slow"), hedge_after_ms=100), prov("fast", up.url("backup"))
+    ) as r:
+        start = time.perf_counter()
+        result = await r.achat(HELLO)
+        elapsed = time.perf_counter() - start
+    assert result.provider == "fast"
+    assert elapsed < 0.45  # the slow provider would take 0.6 s
+    assert reasons(result.trace) == ["fast:ok", "slow:timeout"]
+    assert result.trace[1].detail == "hedged: cancelled, another provider answered first"
+    for _ in range(100):
+        if up.cancelled:
+            break
+        await asyncio.sleep(0.01)
+    assert up.cancelled == ["slow"]  # the losing request was really cancelled upstream
+
+
+async def test_no_hedge_when_the_first_answers_in_time(up: Upstream) -> None:
+    async with router(
+        prov("a", up.url("ok"), hedge_after_ms=500), prov("b", up.url("backup"))
+    ) as r:
+        result = await r.achat(HELLO)
+    assert reasons(result.trace) == ["a:ok"]
+    assert up.bodies("backup") == []
+
+
+async def test_hedge_on_a_route_and_for_streams(up: Upstream) -> None:
+    routes = {"hedged": {"providers": ["slow", "fast"], "hedge_after_ms": 100}}
+    async with router(
+        prov("slow", up.url("slow")), prov("fast", up.url("backup")), routes=routes
+    ) as r:
+        plain = await r.achat({**HELLO, "agent_reach": {"provider_route": "slow"}})
+        assert plain.provider == "slow"  # no hedging outside the route
+        start = time.perf_counter()
+        text, _, stream = await collect(r, {**HELLO, "agent_reach": {"provider_route": "hedged"}})
+        assert time.perf_counter() - start < 0.45
+    assert text == "hello from ok"
+    assert stream.provider == "fast"
+
+
+async def test_a_fast_failure_fails_over_before_the_hedge(up: Upstream) -> None:
+    async with router(
+        prov("bad", up.url("server"), hedge_after_ms=300), prov("b", up.url("backup"))
+    ) as r:
+        result = await r.achat(HELLO)
+    assert reasons(result.trace) == ["bad:server_error", "b:ok"]

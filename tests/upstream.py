@@ -245,7 +245,13 @@ class Upstream:
         return web.json_response(completion("too late"))
 
     async def s_slow(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
-        await asyncio.sleep(0.6)
+        try:
+            await asyncio.sleep(0.6)
+        except asyncio.CancelledError:
+            self.cancelled.append("slow")
+            raise
+        if stream:
+            return await self.s_ok(request, body, stream)
         return web.json_response(completion("hello from slow"))
 
     async def s_flaky(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:

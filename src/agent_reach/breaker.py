@@ -46,6 +46,16 @@ class CircuitState:
     def is_open(self, now: float) -> bool:
         return now < self.open_until
 
+    def view(self, now: float) -> dict[str, object]:
+        """The circuit as status views show it: state, failures, seconds left, cause."""
+        state = "closed" if self.closed else ("open" if self.is_open(now) else "half_open")
+        return {
+            "state": state,
+            "failures": self.failures,
+            "open_for_s": round(max(0.0, self.open_until - now), 1),
+            "cause": self.cause or None,
+        }
+
 
 CLOSED = CircuitState()
 

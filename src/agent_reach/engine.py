@@ -43,6 +43,7 @@ Send = Callable[
 ]
 
 _STREAM_FAILURES = (*CLIENT_ERRORS, ProviderError, Mismatch)
+HEDGE_LOST = "agent-reach: hedge lost"
 
 
 @dataclass(slots=True)
@@ -78,6 +79,7 @@ class Engine:
             for p in config.providers
         }
         self.table = config.route_table()
+        self._hedge_ms = {n: r.hedge_after_ms for n, r in config.routes.items() if r.hedge_after_ms}
         retention_s = config.retention_days * 86400
         self.store: StateStore = store or open_store(config.state, retention_s=retention_s)
         self.health = HealthMonitor(config.health.mode, config.health.ttl_s)
@@ -141,24 +143,85 @@ class Engine:
         deadline = time.perf_counter() + (req.deadline_ms or self.config.deadline_ms) / 1000
         while (step := walk.next()) is not None:
             name, last_resort = step
-            backend = self.backends[name]
             if time.perf_counter() >= deadline:
                 for rest in (name, *walk.drain()):
                     self._record(run, Attempt(rest, Reason.TIMEOUT, detail="deadline"))
                 break
-            model = backend.model_for(req.model)
-            if not last_resort:
-                skip = await self._precheck(backend, req, model, deadline, run)
-                if skip is not None:
-                    if skip.deferrable:
-                        walk.defer(name)
-                    continue
-            payload = await self._tries(backend, req, model, deadline, last_resort, run, send)
+            hedge_ms = self._hedge_ms.get(req.provider_route or "") or (
+                self.backends[name].spec.hedge_after_ms
+            )
+            if hedge_ms and order is None:
+                payload, name = await self._hedged(
+                    name, last_resort, hedge_ms / 1000, req, deadline, run, send, walk
+                )
+            else:
+                payload = await self._turn(name, last_resort, req, deadline, run, send, walk)
             if payload is not None:
                 self._emit(RequestEvent(run.route, name, tuple(run.trace), req.stream, run.id))
                 return payload, name, run
         self._emit(RequestEvent(run.route, None, tuple(run.trace), req.stream, run.id))
         raise AllProvidersFailed(run.trace)
+
+    async def _turn(
+        self,
+        name: str,
+        last_resort: bool,
+        req: ChatRequest,
+        deadline: float,
+        run: Run,
+        send: Send[T],
+        walk: Walk,
+    ) -> T | None:
+        """One provider's turn: its skip checks (unless last resort), then its tries."""
+        backend = self.backends[name]
+        model = backend.model_for(req.model)
+        if not last_resort:
+            skip = await self._precheck(backend, req, model, deadline, run)
+            if skip is not None:
+                if skip.deferrable:
+                    walk.defer(name)
+                return None
+        return await self._tries(backend, req, model, deadline, last_resort, run, send)
+
+    async def _hedged(
+        self,
+        name: str,
+        last_resort: bool,
+        hedge_s: float,
+        req: ChatRequest,
+        deadline: float,
+        run: Run,
+        send: Send[T],
+        walk: Walk,
+    ) -> tuple[T | None, str]:
+        """Spec §4.3: when `name` has not answered after `hedge_s`, the next provider starts
+        too; the first valid answer wins and the other try is cancelled."""
+        tasks = {
+            asyncio.ensure_future(
+                self._turn(name, last_resort, req, deadline, run, send, walk)
+            ): name
+        }
+        done, _ = await asyncio.wait(tasks, timeout=hedge_s)
+        if not done and (step := walk.next()) is not None:
+            extra = self._turn(step[0], step[1], req, deadline, run, send, walk)
+            tasks[asyncio.ensure_future(extra)] = step[0]
+        winner: tuple[T, str] | None = None
+        try:
+            while tasks and winner is None:
+                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    provider, payload = tasks.pop(task), task.result()
+                    if payload is not None and winner is None:
+                        winner = (payload, provider)
+                    elif isinstance(payload, LiveStream):  # a second stream that also started
+                        await payload.aclose()
+        finally:
+            for task in tasks:
+                task.cancel(HEDGE_LOST)
+            for late in await asyncio.gather(*tasks, return_exceptions=True):
+                if isinstance(late, LiveStream):
+                    await late.aclose()
+        return winner if winner is not None else (None, name)
 
     async def _precheck(
         self,
@@ -217,7 +280,16 @@ class Engine:
             if start >= deadline:
                 self._record(run, Attempt(backend.name, Reason.TIMEOUT, detail="deadline"))
                 return None
-            outcome, payload, raw = await send(backend, req, model, deadline - start)
+            try:
+                outcome, payload, raw = await send(backend, req, model, deadline - start)
+            except asyncio.CancelledError as exc:
+                if exc.args[:1] == (HEDGE_LOST,):  # honest about the try that lost the race
+                    ms = (time.perf_counter() - start) * 1000
+                    lost = Outcome(
+                        Reason.TIMEOUT, None, "hedged: cancelled, another provider answered first"
+                    )
+                    self._record(run, self._attempt(backend, lost, ms, last_resort))
+                raise
             ms = (time.perf_counter() - start) * 1000
             attempt = self._attempt(backend, outcome, ms, last_resort)
             self._record(run, attempt, backend.excerpt(raw))
@@ -287,6 +359,7 @@ class Engine:
         resp: aiohttp.ClientResponse | None = None
         live: LiveStream | None = None
         status: int | None = None
+        handed_over = False
         try:
             async with limit:
                 resp = await self.session.post(
@@ -301,7 +374,6 @@ class Engine:
                 if not 200 <= status < 300 or ctype == "application/json" or "html" in ctype:
                     # An error, or a whole answer to a stream request: judge it as one.
                     raw = await resp.read()
-                    resp.release()
                     outcome, body = backend.judge(
                         status=status,
                         content_type=ctype,
@@ -320,15 +392,17 @@ class Engine:
                     resp, framer(backend.dialect.framing), backend.dialect.decoder(ctx)
                 )
                 if not await live.first_content():
-                    await live.aclose()
                     return mismatch("stream ended without content", status), None, None
+                handed_over = True
                 return Outcome(Reason.OK, status), live, None
         except _STREAM_FAILURES as exc:
-            if live is not None:
-                await live.aclose()
-            elif resp is not None:
-                resp.close()
             return self._stream_failure(exc, limit, status), None, None
+        finally:  # also on cancellation: nothing of a failed try stays open
+            if not handed_over:
+                if live is not None:
+                    await live.aclose()
+                elif resp is not None:
+                    resp.close()
 
     def _transport_failure(self, exc: BaseException, limit: asyncio.Timeout) -> Outcome:
         kind, text = (Transport.DEADLINE, "") if limit.expired() else kind_of(exc)
@@ -391,6 +465,20 @@ class Engine:
             if await self.store.usage(backend.name, key) >= budget.limit:
                 return f"{budget} used up until the {budget.window} ends"
         return None
+
+    async def quota_use(self, name: str) -> list[dict[str, Any]]:
+        """The provider's budgets and how much of each its current window has used."""
+        now = self.clock()
+        return [
+            {
+                "budget": str(budget),
+                "window": key.rpartition("|")[0],
+                "used": (used := await self.store.usage(name, key)),
+                "limit": budget.limit,
+                "ratio": round(used / budget.limit, 4),
+            }
+            for budget, key in self._windows(self.backends[name], now)
+        ]
 
     async def _count(self, backend: Backend, response: dict[str, Any] | None) -> None:
         """Count one request (and its tokens) into the provider's budgets."""

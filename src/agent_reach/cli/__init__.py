@@ -65,13 +65,19 @@ def main(ctx: click.Context, config_path: str | None) -> None:
 
 
 def _register() -> None:
-    from . import chat, check, config_cmd, demo, serve
+    from . import chat, check, config_cmd, demo, drill, init_cmd, probe, providers, report, serve
 
     main.add_command(chat.chat)
     main.add_command(check.check)
     main.add_command(config_cmd.config)
     main.add_command(demo.demo)
+    main.add_command(drill.drill)
+    main.add_command(init_cmd.init)
+    main.add_command(probe.probe)
+    main.add_command(providers.providers)
     main.add_command(serve.serve)
+    main.add_command(report.report)
+    main.add_command(report.status)
 
 
 _register()

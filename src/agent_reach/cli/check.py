@@ -121,9 +121,10 @@ def _models(models: frozenset[str]) -> str:
 
 
 def _table(rows: list[Row]) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
+
+    from .render import print_table
 
     table = Table("provider", "reachable", "health", "models", "latency")
     for r in rows:
@@ -131,4 +132,4 @@ def _table(rows: list[Row]) -> None:
         table.add_row(
             r.provider, r.reachable, f"[{style}]{escape(r.health)}[/]", r.models, r.latency
         )
-    Console(soft_wrap=False).print(table)
+    print_table(table)

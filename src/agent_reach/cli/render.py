@@ -63,3 +63,13 @@ def failure_lines(exc: AllProvidersFailed) -> list[str]:
     """What the CLI prints to stderr when every provider failed."""
     head = str(exc).split(" (", 1)[0] if exc.attempts else str(exc)
     return [f"agent-reach: {head}", *(attempt_line(a) for a in exc.attempts)]
+
+
+def print_table(table: object) -> None:
+    """Print a rich table: as wide as the terminal, or wide enough not to cut when piped."""
+    import sys
+
+    from rich.console import Console
+
+    width = None if sys.stdout.isatty() else 240
+    Console(soft_wrap=False, width=width).print(table)

@@ -253,14 +253,12 @@ class Proxy:
         return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})
 
     async def status(self, request: web.Request) -> web.Response:
+        await self.engine.store.refresh()
         now = self.engine.clock()
         providers = []
         for name, backend in self.engine.backends.items():
             circuit = await self.engine.store.circuit(name)
             health = self.engine.health.results.get(name)
-            state = (
-                "closed" if circuit.closed else ("open" if circuit.is_open(now) else "half_open")
-            )
             providers.append(
                 {
                     "name": name,
@@ -274,13 +272,8 @@ class Proxy:
                         "detail": backend.redact(health.outcome.detail),
                         "models": sorted(health.models) if health.models is not None else None,
                     },
-                    "circuit": {
-                        "state": state,
-                        "failures": circuit.failures,
-                        "open_for_s": round(max(0.0, circuit.open_until - now), 1),
-                        "cause": circuit.cause or None,
-                    },
-                    "quota": None,
+                    "circuit": circuit.view(now),
+                    "quota": await self.engine.quota_use(name),
                     **self.recent.summary(name),
                 }
             )

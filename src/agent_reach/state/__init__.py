@@ -69,6 +69,10 @@ class StateStore(Protocol):
         """Write what is pending now."""
         ...
 
+    async def refresh(self) -> None:
+        """Re-read the shared view now (for views that must be current)."""
+        ...
+
     async def aclose(self) -> None: ...
 
 

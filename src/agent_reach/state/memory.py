@@ -53,5 +53,8 @@ class MemoryStore:
     async def flush(self) -> None:
         return None
 
+    async def refresh(self) -> None:
+        return None
+
     async def aclose(self) -> None:
         return None

@@ -1,0 +1,413 @@
+"""`make chaos`: the proxy in front of providers that misbehave at random, for a bounded time.
+
+    .venv/bin/python bench/chaos.py [--seconds 120] [--concurrency 8] [--json]
+
+Four simulated providers switch, every `--switch` seconds, to one of: ok, slow first byte,
+refusing/resetting connections, hanging, 500, 429 with Retry-After, 401, an HTML 200, broken
+JSON, an error inside a 200, and a stream cut after its first chunk. A fifth provider sits in a
+network namespace that answers nothing, not even ARP, so its packets are silently dropped
+(root only; skipped with a printed reason elsewhere). Real OpenAI SDK clients send a mix of streamed and plain requests through
+`agent-reach serve` the whole time. At the end it prints, and checks:
+- success rate of the requests during which at least one provider stayed healthy: 100%
+  (a stream that its provider cut after the first chunk is counted apart: it must end with a
+  visible error event, never silently);
+- requests that took longer than the deadline: 0;
+- silent truncations (a stream that ended with neither [DONE] nor an error event): 0;
+- tracebacks or unhandled errors in the proxy's log: 0;
+- the proxy's RSS and open file descriptors before and after.
+Exit 0 when every check holds. Traffic goes only to 127.0.0.1 and the namespace it creates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import openai
+from aiohttp import web
+
+AGENT_REACH = str(Path(sys.executable).parent / "agent-reach")
+HEALTHY = ("ok", "slow")
+BROKEN = ("reset", "hang", "500", "429", "401", "html", "brokenjson", "error200", "cut")
+DEADLINE_MS = 6000
+COMPLETION = {
+    "id": "chatcmpl-chaos",
+    "object": "chat.completion",
+    "created": 1_700_000_000,
+    "model": "chaos",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "pong"}, "finish_reason": "stop"}
+    ],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+}
+
+
+def _chunk(text: str | None, finish: str | None = None) -> bytes:
+    delta = {} if text is None else {"content": text}
+    body = {
+        "id": "chatcmpl-chaos",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": "chaos",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+class Simulated:
+    """One misbehaving provider; `mode` says how it answers right now."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.mode = "ok"
+        self.port = 0
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        mode, stream = self.mode, bool(body.get("stream"))
+        if mode == "reset":
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response()
+        if mode == "hang":
+            await asyncio.sleep(60)
+        if mode == "slow":
+            await asyncio.sleep(0.3)
+        if mode in ("500", "429", "401"):
+            headers = {"Retry-After": "1"} if mode == "429" else {}
+            return web.json_response(
+                {"error": {"message": mode, "type": "chaos"}}, status=int(mode), headers=headers
+            )
+        if mode == "html":
+            return web.Response(text="<html>maintenance</html>", content_type="text/html")
+        if mode == "brokenjson":
+            return web.Response(body=b'{"choices": [', content_type="application/json")
+        if mode == "error200":
+            return web.json_response({"error": {"message": "something odd", "code": "E1"}})
+        if not stream:
+            return web.json_response(COMPLETION)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(_chunk("po"))
+        if mode == "cut":
+            assert request.transport is not None
+            request.transport.close()
+            return resp
+        await resp.write(_chunk("ng"))
+        await resp.write(_chunk(None, "stop"))
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+
+    async def models(self, _: web.Request) -> web.Response:
+        if self.mode in HEALTHY:
+            return web.json_response(
+                {"object": "list", "data": [{"id": "chaos", "object": "model"}]}
+            )
+        return web.json_response({"error": "down"}, status=503)
+
+
+class Providers:
+    """The simulated providers, served from a thread with its own event loop."""
+
+    def __init__(self, count: int) -> None:
+        self.sims = [Simulated(f"sim{i}") for i in range(count)]
+        self.timeline: list[tuple[float, frozenset[str]]] = []
+        self.loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
+        self.thread.start()
+        ready.wait(10)
+        self.mark()
+
+    def _run(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        for sim in self.sims:
+            app = web.Application()
+            app.router.add_post("/v1/chat/completions", sim.handle)
+            app.router.add_get("/v1/models", sim.models)
+            runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+            self.loop.run_until_complete(runner.setup())
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            self.loop.run_until_complete(site.start())
+            sim.port = runner.addresses[0][1]
+        ready.set()
+        self.loop.run_forever()
+
+    def mark(self) -> None:
+        healthy = frozenset(s.name for s in self.sims if s.mode in HEALTHY)
+        self.timeline.append((time.monotonic(), healthy))
+
+    def shuffle(self, rng: random.Random) -> None:
+        """New modes for all; most of the time at least one provider stays healthy."""
+        for sim in self.sims:
+            sim.mode = rng.choice(BROKEN + HEALTHY)
+        if rng.random() < 0.85 and not any(s.mode in HEALTHY for s in self.sims):
+            rng.choice(self.sims).mode = rng.choice(HEALTHY)
+        self.mark()
+
+    def healthy_throughout(self, start: float, end: float) -> bool:
+        """Whether one provider was healthy during the whole of [start, end]."""
+        alive: frozenset[str] | None = None
+        for i, (t, healthy) in enumerate(self.timeline):
+            nxt = self.timeline[i + 1][0] if i + 1 < len(self.timeline) else float("inf")
+            if nxt <= start or t >= end:
+                continue
+            alive = healthy if alive is None else alive & healthy
+        return bool(alive)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+class Blackhole:
+    """A host in a network namespace of our own whose packets are silently dropped: a connect
+    to it gets no answer at all, not even a refusal, until the connect timeout."""
+
+    def __init__(self) -> None:
+        self.ns = f"arc{os.getpid() % 100000}"
+        self.address = "169.254.77.2"
+        self.reason = ""
+        if os.geteuid() != 0 or not shutil.which("ip"):
+            self.reason = "needs root and iproute2"
+            return
+        a, b = f"{self.ns}a", f"{self.ns}b"
+        steps = [
+            ["ip", "netns", "add", self.ns],
+            ["ip", "link", "add", a, "type", "veth", "peer", "name", b],
+            ["ip", "link", "set", b, "netns", self.ns],
+            ["ip", "addr", "add", "169.254.77.1/30", "dev", a],
+            ["ip", "link", "set", a, "up"],
+            ["ip", "netns", "exec", self.ns, "ip", "addr", "add", f"{self.address}/30", "dev", b],
+            ["ip", "netns", "exec", self.ns, "ip", "link", "set", b, "up"],
+            # Its interface answers no ARP, so nothing sent to it is ever delivered or answered:
+            # a silent drop that needs no netfilter or netem support in the kernel.
+            ["ip", "netns", "exec", self.ns, "ip", "link", "set", "dev", b, "arp", "off"],
+        ]
+        for step in steps:
+            done = subprocess.run(step, capture_output=True, text=True, check=False)
+            if done.returncode:
+                self.reason = f"{' '.join(step[:4])}…: {done.stderr.strip()}"
+                self.remove()
+                return
+
+    @property
+    def available(self) -> bool:
+        return not self.reason
+
+    def remove(self) -> None:
+        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True, check=False)
+        subprocess.run(["ip", "link", "del", f"{self.ns}a"], capture_output=True, check=False)
+
+
+@dataclass
+class Tally:
+    requests: int = 0
+    ok: int = 0
+    covered: int = 0  # requests during which some provider stayed healthy
+    covered_ok: int = 0
+    visible_cuts: int = 0  # streams cut after the first chunk, ended with an error event
+    silent_truncations: int = 0
+    over_deadline: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
+    slowest_ms: float = 0.0
+
+
+async def client_loop(
+    base: str, providers: Providers, stop_at: float, tally: Tally, rng: random.Random
+) -> None:
+    client = openai.AsyncOpenAI(base_url=base + "/v1", api_key="chaos", max_retries=0, timeout=30)
+    messages = [{"role": "user", "content": "ping"}]
+    try:
+        while time.monotonic() < stop_at:
+            stream = rng.random() < 0.5
+            start = time.monotonic()
+            outcome = "ok"
+            try:
+                if stream:
+                    async with client.chat.completions.with_streaming_response.create(
+                        model="chaos",
+                        messages=messages,
+                        stream=True,  # type: ignore[arg-type]
+                    ) as resp:
+                        lines = [line async for line in resp.iter_lines() if line]
+                    last = lines[-1] if lines else ""
+                    if last == "data: [DONE]":
+                        outcome = "ok"
+                    elif '"error"' in last:
+                        outcome = "cut"
+                    else:
+                        outcome = "silent"
+                else:
+                    await client.chat.completions.create(model="chaos", messages=messages)  # type: ignore[arg-type]
+            except openai.APIStatusError as exc:
+                outcome = f"http_{exc.status_code}"
+            except openai.APIError as exc:
+                outcome = type(exc).__name__
+            end = time.monotonic()
+            ms = (end - start) * 1000
+            tally.requests += 1
+            tally.slowest_ms = max(tally.slowest_ms, ms)
+            tally.over_deadline += ms > DEADLINE_MS + 1000
+            covered = providers.healthy_throughout(start, end)
+            if outcome == "ok":
+                tally.ok += 1
+            elif outcome == "cut":
+                tally.visible_cuts += 1
+            elif outcome == "silent":
+                tally.silent_truncations += 1
+            else:
+                tally.failures[outcome] = tally.failures.get(outcome, 0) + 1
+            if covered and outcome != "cut":
+                tally.covered += 1
+                tally.covered_ok += outcome == "ok"
+    finally:
+        await client.close()
+
+
+def proc_facts(pid: int) -> dict[str, int]:
+    rss = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1]) // 1024
+    return {"rss_mb": rss, "open_fds": len(os.listdir(f"/proc/{pid}/fd"))}
+
+
+async def drive(args: argparse.Namespace) -> dict[str, Any]:
+    rng = random.Random(args.seed)
+    providers = Providers(4)
+    hole = Blackhole()
+    workdir = Path(tempfile.mkdtemp(prefix="agent-reach-chaos-"))
+    provider_cfg = [
+        {"name": s.name, "endpoint": f"http://127.0.0.1:{s.port}/v1/chat/completions"}
+        for s in providers.sims
+    ]
+    if hole.available:
+        provider_cfg.insert(
+            1, {"name": "blackhole", "endpoint": f"http://{hole.address}:8080/v1/chat/completions"}
+        )
+    config = {
+        "health": {"mode": "cached", "ttl_s": 1},
+        "state": "memory://",
+        "deadline_ms": DEADLINE_MS,
+        "circuit": {"failures": 2, "cooldown_s": 2, "auth_cooldown_s": 3},
+        "defaults": {"timeout": {"connect": 300, "read": 700}},
+        "providers": provider_cfg,
+    }
+    (workdir / "chaos.json").write_text(json.dumps(config))
+    log_path = workdir / "proxy.log"
+    env = {k: v for k, v in os.environ.items() if k != "AGENT_REACH_API_KEYS"}
+    with log_path.open("w") as log:
+        proxy = subprocess.Popen(
+            [AGENT_REACH, "--config", str(workdir / "chaos.json"), "serve", "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env=env,
+        )
+    assert proxy.stdout is not None
+    port = int(proxy.stdout.readline().split("http://", 1)[1].split()[0].rsplit(":", 1)[1])
+    base = f"http://127.0.0.1:{port}"
+    tally = Tally()
+    try:
+        warm = openai.AsyncOpenAI(base_url=base + "/v1", api_key="chaos", max_retries=0)
+        for _ in range(50):
+            await warm.chat.completions.create(
+                model="chaos", messages=[{"role": "user", "content": "hi"}]
+            )
+        await warm.close()
+        before = proc_facts(proxy.pid)
+        stop_at = time.monotonic() + args.seconds
+
+        async def switcher() -> None:
+            while time.monotonic() < stop_at:
+                await asyncio.sleep(args.switch)
+                providers.shuffle(rng)
+            for sim in providers.sims:  # end calm, so that idle resources can be compared
+                sim.mode = "ok"
+            providers.mark()
+
+        await asyncio.gather(
+            switcher(),
+            *(
+                client_loop(base, providers, stop_at, tally, random.Random(rng.random()))
+                for _ in range(args.concurrency)
+            ),
+        )
+        await asyncio.sleep(1.0)
+        after = proc_facts(proxy.pid)
+    finally:
+        proxy.send_signal(signal.SIGTERM)
+        proxy.wait(20)
+        proxy.stdout.close()
+        providers.stop()
+        if hole.available:
+            hole.remove()
+    text = log_path.read_text()
+    unhandled = sum(
+        text.count(marker)
+        for marker in ("Traceback", "Error handling request", "Unhandled exception")
+    )
+    rate = tally.covered_ok / tally.covered if tally.covered else None
+    return {
+        "seconds": args.seconds,
+        "concurrency": args.concurrency,
+        "blackhole": "on" if hole.available else f"skipped: {hole.reason}",
+        "requests": tally.requests,
+        "answered": tally.ok,
+        "covered_requests": tally.covered,
+        "success_rate_while_one_healthy": rate,
+        "visible_midstream_cuts": tally.visible_cuts,
+        "silent_truncations": tally.silent_truncations,
+        "over_deadline": tally.over_deadline,
+        "slowest_ms": round(tally.slowest_ms),
+        "failures_when_none_healthy": tally.failures,
+        "unhandled_in_log": unhandled,
+        "proxy_before": before,
+        "proxy_after": after,
+        "switches": len(providers.timeline) - 1,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=120)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--switch", type=float, default=0.7, help="seconds between mode changes")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = asyncio.run(drive(args))
+    checks = {
+        "success rate while one provider healthy is 100%": result["success_rate_while_one_healthy"]
+        in (1.0, None),
+        "no request over the deadline": result["over_deadline"] == 0,
+        "no silent truncation": result["silent_truncations"] == 0,
+        "no unhandled error in the log": result["unhandled_in_log"] == 0,
+    }
+    result["checks"] = checks
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        for key, value in result.items():
+            if key != "checks":
+                print(f"{key:32} {value}")
+        for name, ok in checks.items():
+            print(f"{'PASS' if ok else 'FAIL'}  {name}")
+    sys.exit(0 if all(checks.values()) else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""`agent-reach init`: a starter config from the catalog (spec §11).
+
+It keeps the catalog providers whose key variables are set (the first entry of each variable),
+and a local Ollama, in its native format, if `$OLLAMA_HOST` (default
+`http://127.0.0.1:11434`) answers its health check `/api/tags`. It never writes a key, only the
+names of the variables; it never overwrites a file without `--force`; and when nothing is
+usable it writes nothing and exits 1.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from . import expected_errors, fail
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ..catalog import Entry
+
+READ_TIMEOUT_MS = 30000  # a whole LLM answer; the protocol's 3 s default suits health checks
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What `init` did with one catalog entry, and why."""
+
+    entry: Entry
+    kept: bool
+    why: str
+    provider: dict[str, Any] = field(default_factory=dict)  # the config entry, when kept
+
+    def line(self) -> str:
+        """`name: kept (why)` or `name: skipped (why)`."""
+        return f"{self.entry.name}: {'kept' if self.kept else 'skipped'} ({self.why})"
+
+
+def config_target(path: str | None) -> Path:
+    """The config file to write: `path`, else `$AGENT_REACH_CONFIG`, else
+    `~/.agent-reach/config.yaml` (the lookup order of spec §2.1, without requiring the file)."""
+    from ..config import DEFAULT_PATH, ENV_PATH
+
+    return Path(path or os.environ.get(ENV_PATH) or DEFAULT_PATH).expanduser()
+
+
+@click.command()
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+@click.option(
+    "--path",
+    type=click.Path(dir_okay=False),
+    help="Where to write (default: --config, $AGENT_REACH_CONFIG, ~/.agent-reach/config.yaml).",
+)
+@click.pass_obj
+@expected_errors
+def init(obj: dict[str, Any], force: bool, path: str | None) -> None:
+    """Write a starter config: the known providers whose key variables are set, and a local
+    Ollama if one answers. Exit 1 (writing nothing) when none is usable."""
+    import asyncio
+
+    from .. import catalog
+
+    target = config_target(path or obj["config_path"])
+    if target.exists() and not force:
+        fail(f"{target} already exists; use --force to overwrite it", 2)
+    choices = asyncio.run(choose(catalog.load(), dict(os.environ)))
+    for choice in choices:
+        click.echo(choice.line())
+    kept = [c for c in choices if c.kept]
+    if not kept:
+        fail(
+            "nothing usable was found, so nothing was written: set the key variable of a "
+            "provider above (or start Ollama, or point $OLLAMA_HOST at it) and run init again",
+            1,
+        )
+    text = render(kept, json_file=target.suffix.lower() == ".json")
+    _check(text, target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    names = ", ".join(c.entry.name for c in kept)
+    click.echo(f"wrote {target} with {len(kept)} provider(s): {names}")
+    click.echo("next: `agent-reach check`, then `agent-reach chat -v -p Hello`")
+
+
+async def choose(entries: tuple[Entry, ...], environ: Mapping[str, str]) -> list[Choice]:
+    """Keep or skip each catalog entry, in catalog order."""
+    used: dict[str, str] = {}  # key variable -> the entry that has it
+    out: list[Choice] = []
+    for e in entries:
+        if e.key_env:
+            missing = [v for v in (e.key_env, *e.requires) if not environ.get(v)]
+            if e.key_env in used:
+                out.append(Choice(e, False, f"{e.key_env} is already used by {used[e.key_env]}"))
+            elif missing:
+                out.append(Choice(e, False, f"{missing[0]} is not set"))
+            else:
+                used[e.key_env] = e.name
+                out.append(Choice(e, True, f"{e.key_env} is set", e.provider()))
+        elif e.format == "ollama":
+            out.append(await _local_ollama(e, environ))
+        else:
+            why = "a local server: init looks only for Ollama; add it with `probe URL --write NAME`"
+            out.append(Choice(e, False, why))
+    return out
+
+
+async def _local_ollama(entry: Entry, environ: Mapping[str, str]) -> Choice:
+    """The catalog's native Ollama entry, kept when `$OLLAMA_HOST` answers its health check;
+    its models are the ones that Ollama lists."""
+    import time
+
+    from ..backend import Backend
+    from ..catalog import ollama_base
+    from ..config import config_from_data
+    from ..health import probe
+    from ..transport import new_session
+
+    endpoint = ollama_base(environ.get("OLLAMA_HOST")) + "/api/chat"
+    provider = entry.provider(endpoint=endpoint)
+    spec = config_from_data({"providers": [provider]}).providers[0]
+    backend = Backend.prepare(spec, dict(environ))
+    assert backend.health_url is not None
+    async with new_session() as session:
+        health = await probe(session, backend, time.time(), backend.connect_s + backend.read_s)
+    if not health.ok:
+        outcome = health.outcome
+        what = f"{outcome.reason}, {outcome.detail}" if outcome.detail else str(outcome.reason)
+        return Choice(entry, False, f"no Ollama answers at {backend.health_url}: {what}")
+    models = sorted(health.models or ())
+    provider.pop("models", None)
+    if models:
+        provider["models"] = models
+    listed = f"{len(models)} model(s)" if models else "no models pulled yet"
+    return Choice(entry, True, f"Ollama answers at {backend.health_url}, {listed}", provider)
+
+
+def render(kept: list[Choice], json_file: bool = False) -> str:
+    """The config file's text: a short header, defaults, and each provider with its notes (a
+    `.json` file gets the same data as JSON, without the comments)."""
+    import textwrap
+
+    from ..catalog import to_yaml
+    from ..config import PROTOCOL_VERSION
+
+    if json_file:
+        import json
+
+        data = {
+            "version": PROTOCOL_VERSION,
+            "defaults": {"timeout": {"connect": 1000, "read": READ_TIMEOUT_MS}},
+            "providers": [c.provider for c in kept],
+        }
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    lines = [
+        "# agent-reach config, written by `agent-reach init` from the provider catalog.",
+        "# No key is stored here: each provider names the environment variable that holds it.",
+        "# `models` are typical ones: the first is used when a request names none, and a",
+        "# request for a model not listed skips the provider (edit the lists, or add model_map).",
+        f'version: "{PROTOCOL_VERSION}"',
+        "",
+        "defaults:",
+        f"  timeout: {{connect: 1000, read: {READ_TIMEOUT_MS}}}",
+        "",
+        "providers:",
+    ]
+    for c in kept:
+        e = c.entry
+        about = f"{e.title}, level {e.level}" + (f": {e.notes}" if e.notes else "")
+        lines += textwrap.wrap(about, 96, initial_indent="  # ", subsequent_indent="  # ")
+        lines.append(to_yaml([c.provider], indent=2).rstrip("\n"))
+    return "\n".join(lines) + "\n"
+
+
+def _check(text: str, target: Path) -> None:
+    """The text must load as a config (a failure here is a bug, reported as a config error)."""
+    from ..config import config_from_data, parse_text
+
+    data = parse_text(text, json_file=target.suffix.lower() == ".json", file=str(target))
+    config_from_data(data, source=str(target))

@@ -1,0 +1,204 @@
+"""Shared state across processes: proxies on one Redis, CLI runs on one SQLite file, the
+report and status views, and a Redis that dies mid-run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..services import RedisServer
+from ..upstream import Upstream
+from .test_cli import config_file, p, run
+from .test_proxy import MSG, Proxy, start, stop
+
+pytestmark = pytest.mark.slow
+
+
+def proxy_config(upstream: Upstream, state: str) -> dict[str, Any]:
+    return {
+        "version": "0.3.2",
+        "health": {"mode": "off"},
+        "state": state,
+        "circuit": {"failures": 2, "cooldown_s": 120},
+        "providers": [
+            {"name": "flaky", "endpoint": upstream.url("server")},
+            {
+                "name": "free",
+                "endpoint": upstream.url("ok"),
+                "metadata": {"rate_limit": "6req/day"},
+            },
+            {"name": "backup", "endpoint": upstream.url("backup")},
+        ],
+    }
+
+
+def via(proxy: Proxy, *order: str) -> tuple[str, str]:
+    raw = proxy.client().chat.completions.with_raw_response.create(
+        model="m", messages=MSG, extra_headers={"X-Agent-Reach-Fallback-Order": ",".join(order)}
+    )
+    return raw.headers["X-Agent-Reach-Provider"], raw.headers["X-Agent-Reach-Trace"]
+
+
+def test_two_proxies_share_circuit_and_quota_on_redis(
+    upstream: Upstream, redis_url: str, tmp_path: Path
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = start(proxy_config(upstream, redis_url), tmp_path / "a", upstream)
+    b = start(proxy_config(upstream, redis_url), tmp_path / "b", upstream)
+    try:
+        for _ in range(2):  # two failures open flaky's circuit, through A only
+            assert via(a, "flaky", "backup")[0] == "backup"
+        for _ in range(3):
+            assert via(a, "free")[0] == "free"
+            assert via(b, "free")[0] == "free"
+        time.sleep(1.3)  # each instance re-reads the shared view every second
+        _, trace = via(b, "flaky", "backup")
+        assert trace.startswith("flaky:circuit_open:0,backup:ok:")
+        _, trace = via(b, "free", "backup")  # 6 of 6 used, 3 through each instance
+        assert trace.startswith("free:quota_exhausted:0,backup:ok:")
+        for proxy in (a, b):
+            _, body = proxy.get("/agent-reach/v1/status")
+            rows = {r["name"]: r for r in body["providers"]}
+            assert rows["flaky"]["circuit"]["state"] == "open"
+            assert rows["free"]["quota"][0]["used"] == 6
+    finally:
+        stop(a)
+        stop(b)
+
+
+def test_redis_killed_mid_run_keeps_serving(
+    upstream: Upstream, redis_server: RedisServer, redis_url: str, tmp_path: Path
+) -> None:
+    proxy = start(proxy_config(upstream, redis_url), tmp_path, upstream)
+    try:
+        assert via(proxy, "free")[0] == "free"
+        redis_server.kill()
+        answers = [via(proxy, "flaky", "backup")[0] for _ in range(10)]
+        assert answers == ["backup"] * 10
+        start_t = time.perf_counter()
+        assert via(proxy, "backup")[0] == "backup"
+        assert time.perf_counter() - start_t < 1  # no waiting on the dead store
+    finally:
+        stop(proxy)
+        redis_server.start()
+    log = (tmp_path / "proxy.log").read_text()
+    assert log.count("is down") == 1
+    assert "routing on in-memory state" in log
+
+
+def test_two_cli_processes_share_quota_and_circuits_on_sqlite(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    cfg = config_file(
+        tmp_path,
+        p("free", upstream.url("ok"), metadata={"rate_limit": "3req/day", "latency_p95_ms": 1}),
+        p("backup", upstream.url("backup")),
+    )
+    results: list[subprocess.CompletedProcess[str]] = []
+    threads = [
+        threading.Thread(
+            target=lambda: results.append(run("chat", "--json", "-p", "hi", config=cfg))
+        )
+        for _ in range(3)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [json.loads(r.stdout)["provider"] for r in results] == ["free"] * 3
+    fourth = json.loads(run("chat", "--json", "-p", "hi", config=cfg).stdout)
+    assert [a["reason"] for a in fourth["trace"]] == ["quota_exhausted", "ok"]
+    status = json.loads(run("status", "--json", config=cfg).stdout)
+    assert {r["provider"]: r["quota"][0]["used"] for r in status if r["quota"]} == {"free": 3}
+
+
+def test_report_and_status_from_the_attempt_log(upstream: Upstream, tmp_path: Path) -> None:
+    cfg = config_file(
+        tmp_path,
+        p("flaky", upstream.url("server"), metadata={"latency_p95_ms": 5000}),
+        p("ok", upstream.url("ok"), metadata={"latency_p95_ms": 0.001}),  # any p95 breaches
+        circuit={"failures": 3, "cooldown_s": 300},
+    )
+    for _ in range(4):
+        assert run("chat", "-p", "hi", config=cfg).returncode == 0
+    report = json.loads(run("report", "--json", "--since", "1h", config=cfg).stdout)
+    rows = {r["name"]: r for r in report["providers"]}
+    assert (report["requests"], report["answered"]) == (4, 4)
+    assert rows["flaky"]["requests"] == 3  # the 4th request skipped it: its circuit opened
+    assert rows["flaky"]["skipped"] == {"circuit_open": 1}
+    assert rows["flaky"]["success_rate"] == 0.0
+    assert rows["flaky"]["failovers_from"] == 4  # a skip moves the request on as well
+    assert rows["ok"]["failovers_to"] == 4
+    assert (rows["ok"]["requests"], rows["ok"]["success_rate"]) == (4, 1.0)
+    assert rows["ok"]["breach"] is True
+    assert rows["ok"]["p50_ms"] > 0
+    table = run("report", config=cfg)
+    assert "flaky" in table.stdout
+    assert "breach" in table.stdout
+    only = json.loads(run("report", "--json", "--provider", "ok", config=cfg).stdout)
+    assert [r["name"] for r in only["providers"]] == ["ok"]
+    status = json.loads(run("status", "--json", config=cfg).stdout)
+    circuits = {r["provider"]: r["circuit"] for r in status}
+    assert circuits["flaky"]["state"] == "open"
+    assert circuits["flaky"]["cause"] == "server_error"
+    assert circuits["ok"]["state"] == "closed"
+    assert run("report", "--since", "forever", config=cfg).returncode == 2
+
+
+def test_report_html_renders_its_charts_in_chromium(upstream: Upstream, tmp_path: Path) -> None:
+    chromium = shutil.which("chromium")
+    assert chromium, "chromium is not installed (.ci/run installs it with apt-get)"
+    cfg = config_file(tmp_path, p("flaky", upstream.url("flaky")), p("ok", upstream.url("ok")))
+    for _ in range(6):
+        run("chat", "-p", "hi", config=cfg)
+    page = tmp_path / "report.html"
+    result = run("report", "--since", "1h", "--html", str(page), config=cfg)
+    assert result.returncode == 0, result.stderr
+    text = page.read_text()
+    assert "http://" not in text.replace("http://www.w3.org", "")  # self-contained: no CDN
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+        "--virtual-time-budget=3000",
+    ]
+    dom = subprocess.run(
+        [chromium, *flags, "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    # the page's own script counts the chart lines that have a non-empty box after layout
+    drawn = int(dom.split('data-drawn="', 1)[1].split('"', 1)[0])
+    assert drawn >= 2  # success-rate and latency lines, at least one provider each
+    shot = tmp_path / "report.png"
+    subprocess.run(
+        [chromium, *flags, "--window-size=900,900", f"--screenshot={shot}", page.as_uri()],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    blank = tmp_path / "blank.html"
+    blank.write_text("<html><body></body></html>")
+    blank_shot = tmp_path / "blank.png"
+    subprocess.run(
+        [chromium, *flags, "--window-size=900,900", f"--screenshot={blank_shot}", blank.as_uri()],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    assert shot.stat().st_size > 5 * blank_shot.stat().st_size  # far from blank
