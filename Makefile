@@ -18,6 +18,7 @@ demo: $(STAMP)
 	$(BIN)/agent-reach demo
 
 test: $(STAMP)
+	scripts/ensure-services.sh
 	$(BIN)/pytest -q
 
 lint: $(STAMP)

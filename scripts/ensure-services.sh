@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The system programs the tests start themselves: redis-server (shared state) and chromium
+# (the HTML report's charts). Installs the missing ones with apt-get (as root, or with sudo).
+set -euo pipefail
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+[ ${#need[@]} -eq 0 ] && exit 0
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null 2>&1 || { echo "install ${need[*]} (Debian packages) first" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "installing ${need[*]} for the tests" >&2
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${need[@]}"
