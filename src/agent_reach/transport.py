@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import os
 import socket
 import ssl
@@ -32,8 +33,15 @@ def new_session() -> aiohttp.ClientSession:
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _timeout(connect_s: float, read_s: float) -> aiohttp.ClientTimeout:
+    return aiohttp.ClientTimeout(total=None, sock_connect=connect_s, sock_read=read_s)
+
+
 def timeouts(connect_s: float, read_s: float, remaining_s: float) -> aiohttp.ClientTimeout:
     """Separate connect and read timeouts, each capped by what is left of the deadline."""
+    if remaining_s >= connect_s and remaining_s >= read_s:  # the usual case: one shared object
+        return _timeout(connect_s, read_s)
     return aiohttp.ClientTimeout(
         total=None,
         sock_connect=max(0.001, min(connect_s, remaining_s)),

@@ -267,8 +267,7 @@ class AnthropicDecoder(Decoder):
     """Anthropic's named stream events as OpenAI chunks."""
 
     def __init__(self, ctx: Context, dialect: Dialect) -> None:
-        super().__init__(ctx)
-        self.dialect = dialect
+        super().__init__(ctx, dialect)
         self.tools: dict[int, int] = {}  # content block index → tool call index
         self.usage: dict[str, Any] = {}  # message_start's usage, updated by message_delta
 

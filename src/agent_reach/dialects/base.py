@@ -57,12 +57,24 @@ class Decoder(ABC):
     that was cut.
     """
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, dialect: Dialect) -> None:
         self.ctx = ctx
+        self.dialect = dialect
         self.id = completion.new_id()
         self.model = ctx.model
         self.finished = False
         self._opened: set[int] = set()  # choice indexes whose first chunk has gone out
+
+    def frame_object(self, event: str | None, data: bytes) -> dict[str, Any]:
+        """A frame's JSON object: `Mismatch` when it is not one, `ProviderError` when it
+        carries an error (the dialect's `error_of`, or an `event: error`)."""
+        obj = loads(data)
+        if not isinstance(obj, dict):
+            raise Mismatch("stream frame is not a JSON object")
+        err = self.dialect.error_of(obj)
+        if err is not None or event == "error":
+            raise ProviderError(err or ErrorInfo(str(obj)[:300]))
+        return obj
 
     @abstractmethod
     def feed(self, event: str | None, data: bytes) -> list[dict[str, Any]]:

@@ -28,10 +28,8 @@ from .base import (
     Decoder,
     Dialect,
     Mismatch,
-    ProviderError,
     content_at,
     is_default_shape,
-    loads,
     max_tokens_of,
     model_of,
     object_at,
@@ -228,17 +226,11 @@ class DashScopeDecoder(Decoder):
     """DashScope events (incremental output) as OpenAI chunks."""
 
     def __init__(self, ctx: Context, dialect: Dialect) -> None:
-        super().__init__(ctx)
-        self.dialect = dialect
+        super().__init__(ctx, dialect)
         self.calls = False
 
     def feed(self, event: str | None, data: bytes) -> list[dict[str, Any]]:
-        obj = loads(data)
-        if not isinstance(obj, dict):
-            raise Mismatch("stream event is not a JSON object")
-        err = self.dialect.error_of(obj)
-        if err is not None or event == "error":
-            raise ProviderError(err or ErrorInfo(str(obj)[:300]))
+        obj = self.frame_object(event, data)
         if isinstance(obj.get("request_id"), str) and obj["request_id"]:
             self.id = obj["request_id"]
         output = obj.get("output")

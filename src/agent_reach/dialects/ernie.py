@@ -31,11 +31,9 @@ from .base import (
     Decoder,
     Dialect,
     Mismatch,
-    ProviderError,
     bounded,
     content_at,
     functions_of,
-    loads,
     max_tokens_of,
     model_of,
     object_at,
@@ -196,17 +194,11 @@ class ErnieDecoder(Decoder):
     """ERNIE `data:` events (`result` pieces until `is_end`) as OpenAI chunks."""
 
     def __init__(self, ctx: Context, dialect: Dialect) -> None:
-        super().__init__(ctx)
-        self.dialect = dialect
+        super().__init__(ctx, dialect)
         self.called = False
 
     def feed(self, event: str | None, data: bytes) -> list[dict[str, Any]]:
-        obj = loads(data)
-        if not isinstance(obj, dict):
-            raise Mismatch("stream event is not a JSON object")
-        err = self.dialect.error_of(obj)
-        if err is not None or event == "error":
-            raise ProviderError(err or ErrorInfo(str(obj)[:300]))
+        obj = self.frame_object(event, data)
         if "result" not in obj and "is_end" not in obj:
             raise Mismatch("stream event has neither result nor is_end")
         if isinstance(obj.get("id"), str) and obj["id"]:

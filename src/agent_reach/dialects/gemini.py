@@ -48,7 +48,6 @@ from .base import (
     Decoder,
     Dialect,
     Mismatch,
-    ProviderError,
     arguments_of,
     bounded,
     content_at,
@@ -348,17 +347,11 @@ class GeminiDecoder(Decoder):
     """Gemini `alt=sse` events (each a whole GenerateContentResponse) as OpenAI chunks."""
 
     def __init__(self, ctx: Context, dialect: Dialect) -> None:
-        super().__init__(ctx)
-        self.dialect = dialect
+        super().__init__(ctx, dialect)
         self.calls: dict[int, int] = {}  # candidate index → tool calls so far
 
     def feed(self, event: str | None, data: bytes) -> list[dict[str, Any]]:
-        obj = loads(data)
-        if not isinstance(obj, dict):
-            raise Mismatch("stream event is not a JSON object")
-        err = self.dialect.error_of(obj)
-        if err is not None or event == "error":
-            raise ProviderError(err or ErrorInfo(str(obj)[:300]))
+        obj = self.frame_object(event, data)
         if isinstance(obj.get("responseId"), str) and obj["responseId"]:
             self.id = obj["responseId"]
         if isinstance(obj.get("modelVersion"), str) and obj["modelVersion"]:

@@ -39,12 +39,10 @@ from .base import (
     Decoder,
     Dialect,
     Mismatch,
-    ProviderError,
     Shape,
     bounded,
     content_at,
     is_default_shape,
-    loads,
     max_tokens_of,
     model_of,
     object_at,
@@ -210,8 +208,7 @@ class MinimaxDecoder(Decoder):
     """Minimax v1 and v2 stream events as OpenAI chunks."""
 
     def __init__(self, ctx: Context, dialect: Dialect) -> None:
-        super().__init__(ctx)
-        self.dialect = dialect
+        super().__init__(ctx, dialect)
         self.text: dict[int, str] = {}
         self.thought: dict[int, str] = {}
         self.calls: dict[int, int] = {}
@@ -220,12 +217,7 @@ class MinimaxDecoder(Decoder):
         if data.strip() == b"[DONE]":
             self.finished = True
             return []
-        obj = loads(data)
-        if not isinstance(obj, dict):
-            raise Mismatch("stream event is not a JSON object")
-        err = self.dialect.error_of(obj)
-        if err is not None or event == "error":
-            raise ProviderError(err or ErrorInfo(str(obj)[:300]))
+        obj = self.frame_object(event, data)
         rid = obj.get("id") or obj.get("request_id")
         if isinstance(rid, str) and rid:
             self.id = rid

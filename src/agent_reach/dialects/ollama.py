@@ -15,13 +15,9 @@ from .base import (
     Context,
     Decoder,
     Dialect,
-    Mismatch,
-    ProviderError,
     content_at,
-    loads,
     max_tokens_of,
     model_of,
-    openai_error,
     text_of,
 )
 
@@ -129,21 +125,16 @@ class Ollama(Dialect):
         )
 
     def decoder(self, ctx: Context) -> Decoder:
-        return OllamaDecoder(ctx)
+        return OllamaDecoder(ctx, self)
 
 
 class OllamaDecoder(Decoder):
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
+    def __init__(self, ctx: Context, dialect: Dialect) -> None:
+        super().__init__(ctx, dialect)
         self.started = False
 
     def feed(self, event: str | None, data: bytes) -> list[dict[str, Any]]:
-        obj = loads(data)
-        if not isinstance(obj, dict):
-            raise Mismatch("stream line is not a JSON object")
-        err = openai_error(obj)
-        if err is not None:
-            raise ProviderError(err)
+        obj = self.frame_object(event, data)
         msg: dict[str, Any] = obj["message"] if isinstance(obj.get("message"), dict) else {}
         delta: dict[str, Any] = {}
         if not self.started:

@@ -9,15 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from .. import completion
-from ..outcomes import ErrorInfo
 from .base import (
     Context,
     Decoder,
     Dialect,
     Mismatch,
-    ProviderError,
     content_at,
-    loads,
     max_tokens_of,
     model_of,
     text_of,
@@ -120,19 +117,13 @@ class OpenAI(Dialect):
 
 class OpenAIDecoder(Decoder):
     def __init__(self, ctx: Context, dialect: Dialect) -> None:
-        super().__init__(ctx)
-        self.dialect = dialect
+        super().__init__(ctx, dialect)
 
     def feed(self, event: str | None, data: bytes) -> list[dict[str, Any]]:
         if data == b"[DONE]":
             self.finished = True
             return []
-        obj = loads(data)
-        if not isinstance(obj, dict):
-            raise Mismatch("stream frame is not a JSON object")
-        err = self.dialect.error_of(obj)
-        if err is not None or event == "error":
-            raise ProviderError(err or ErrorInfo(str(obj)[:300]))
+        obj = self.frame_object(event, data)
         raw_choices = obj.get("choices")
         usage = _usage(obj.get("usage"))
         choices = []

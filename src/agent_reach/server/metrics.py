@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -18,6 +19,7 @@ class Metrics:
 
     def __init__(self, providers: list[str]) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry
         self.requests = Counter(
             "agent_reach_requests",
@@ -65,19 +67,27 @@ class Metrics:
         for name in providers:
             self.circuit_open.labels(name).set(0)
 
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """`metric.labels(*labels)`, looked up once: the hot path only increments."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
     def __call__(self, event: Event) -> None:
         if isinstance(event, AttemptEvent):
             a = event.attempt
-            self.attempts.labels(a.provider, a.reason.value).inc()
+            self._child(self.attempts, a.provider, a.reason.value).inc()
             if a.ms and a.reason not in _SKIPS:
-                self.attempt_seconds.labels(a.provider).observe(a.ms / 1000)
+                self._child(self.attempt_seconds, a.provider).observe(a.ms / 1000)
             if a.ok:
-                self.provider_up.labels(a.provider).set(1)
+                self._child(self.provider_up, a.provider).set(1)
             elif a.reason in CIRCUIT_FAILURES or a.reason is Reason.AUTH_FAILED:
-                self.provider_up.labels(a.provider).set(0)
+                self._child(self.provider_up, a.provider).set(0)
         elif isinstance(event, RequestEvent):
             outcome = "ok" if event.provider else "failed"
-            self.requests.labels(event.route, outcome).inc()
+            self._child(self.requests, event.route, outcome).inc()
             trace = event.trace
             for prev, nxt in itertools.pairwise(trace):
                 if not prev.ok and prev.provider != nxt.provider:

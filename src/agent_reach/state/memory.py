@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 class MemoryStore:
     """Circuits, budget counters, claims and a bounded attempt log, in dicts."""
 
-    def __init__(self, log_size: int = 100_000) -> None:
+    def __init__(self, log_size: int = 10_000) -> None:
         self.circuits: dict[str, CircuitState] = {}
         self.used: dict[tuple[str, str], int] = {}
         self.claims: dict[str, float] = {}
