@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/failover.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/proxy.py
+	$(BIN)/python bench/peers.py
 
 chaos: $(STAMP)
 	$(BIN)/python bench/chaos.py --seconds 120

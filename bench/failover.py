@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import statistics
 import subprocess
 import sys
@@ -25,15 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from agent_reach import AllProvidersFailed, Router
+from common import free_port, pct
 
 HERE = Path(__file__).parent
 REQUEST = {"model": "bench", "messages": [{"role": "user", "content": "ping"}]}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def config(up: str, dead: str | None, defaults: bool) -> dict[str, Any]:
@@ -56,11 +50,6 @@ async def timed(router: Router, n: int, out: list[float]) -> None:
         result = await router.achat(REQUEST)
         out.append((time.perf_counter() - start) * 1000)
         assert result.provider == "live"
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def run(rounds: int, per_round: int, port: int) -> dict[str, list[float]]:

@@ -1,9 +1,15 @@
 """A fast OpenAI-compatible mock for benchmarks: `python bench/mock_upstream.py` prints its
-port, then answers every POST with a fixed chat.completion (and `GET /v1/models`)."""
+port, then answers every POST with a fixed chat.completion (and `GET /v1/models`).
+
+Under `/sse/` it is a paced streaming upstream instead: every POST is answered with an SSE
+stream of `SSE_CHUNKS` content chunks `SSE_GAP_S` apart (the first at once), a final chunk
+and `data: [DONE]`, so that a proxy's added time to first token and per-chunk gap show.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 
 from aiohttp import web
@@ -14,6 +20,26 @@ BODY = (
     b'"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}'
 )
 HANG_S = 3600
+SSE_CHUNKS = 20
+SSE_GAP_S = 0.005
+
+
+def _sse(delta: dict[str, str], finish: str | None = None) -> bytes:
+    chunk = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
+        "model": "bench",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+
+
+SSE_FRAMES = [
+    _sse({"role": "assistant", "content": f"t{i} "} if i == 0 else {"content": f"t{i} "})
+    for i in range(SSE_CHUNKS)
+]
+SSE_END = _sse({}, "stop") + b"data: [DONE]\n\n"
 
 
 async def chat(_: web.Request) -> web.Response:
@@ -29,11 +55,28 @@ async def models(_: web.Request) -> web.Response:
     return web.json_response({"object": "list", "data": [{"id": "bench", "object": "model"}]})
 
 
+async def paced_stream(request: web.Request) -> web.StreamResponse:
+    await request.read()
+    resp = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
+    await resp.prepare(request)
+    for i, frame in enumerate(SSE_FRAMES):
+        if i:
+            await asyncio.sleep(SSE_GAP_S)
+        await resp.write(frame)
+    await resp.write(SSE_END)
+    await resp.write_eof()
+    return resp
+
+
 async def main() -> None:
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/hang/v1/chat/completions", hang)
     app.router.add_get("/v1/models", models)
+    app.router.add_post("/sse/v1/chat/completions", paced_stream)
+    app.router.add_get("/sse/v1/models", models)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

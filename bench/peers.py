@@ -1,0 +1,924 @@
+"""agent-reach against its peers, side by side in one run on one upstream: direct to the
+upstream, `agent-reach serve`, the LiteLLM proxy and Portkey's open-source gateway.
+
+    .venv/bin/python bench/peers.py [--quick]
+
+- Upstream: nginx answering a fixed chat.completion on loopback (so the upstream is never the
+  bottleneck; its own ceiling is the "direct" column) and bench/mock_upstream.py's paced SSE
+  stream (20 chunks 5 ms apart) for streaming.
+- Peers are installed by this script into bench/.peers/ (git-ignored): LiteLLM in its own
+  venv, Portkey with npm, matplotlib in a venv of its own for the chart. One that cannot be
+  installed or started is left out, and the output says why. Their configs: bench/peers/.
+- Pinning: every proxy under test on CPU 0; nginx, the SSE upstream, wrk and this script's
+  own client on CPU 1.
+- Scenarios: added latency at 1 in flight (interleaved rounds, keep-alive); throughput and p99
+  at 32 and 128 in flight (wrk); primary refusing connections → backup and primary answering
+  500 → backup (added latency vs the backup alone, through the same peer); streaming added
+  TTFB and per-chunk gap (vs direct to the SSE upstream); RSS of the peer's process tree idle
+  and after 100k requests; cold start from spawn to the first 200.
+Results: bench/results/latest.json, latest.md (the table printed at the end), latest.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import itertools
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import string
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from common import (
+    HERE,
+    PATH,
+    RESULTS,
+    Load,
+    Processes,
+    Target,
+    agent_reach_serve,
+    ensure_apt,
+    free_port,
+    interleaved,
+    machine,
+    pin_self,
+    rss_mb,
+    spread,
+    start_mock,
+    timed,
+    wait_until_ok,
+)
+from mock_upstream import BODY as COMPLETION
+from mock_upstream import SSE_CHUNKS, SSE_GAP_S
+
+INSTALLS = HERE / ".peers"  # git-ignored
+CONFIGS = HERE / "peers"
+LITELLM_SPEC = "litellm[proxy]==1.108.7"
+PLOT_SPEC = "matplotlib"
+PROXY_KEY = "sk-bench-proxy"  # what clients present to a proxy
+UPSTREAM_KEY = "sk-bench-upstream"  # what a proxy presents to the upstream
+BIFROST = (
+    "its npm package (@maximhq/bifrost) only downloads a Go binary at first run, and this "
+    "machine reaches no host but the package registries"
+)
+PROXY_CPU, LOAD_CPU = 0, 1
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How much of everything: the full run, or `--quick` to try the script out."""
+
+    latency_requests: int = 2000
+    load_seconds: float = 5.0
+    failover_requests: int = 500
+    streams: int = 40
+    cold_runs: int = 3
+    rss_requests: int = 100_000
+    rss_max_s: float = 75.0
+    phase_max_s: float = 90.0
+
+    @classmethod
+    def quick(cls) -> Settings:
+        return cls(200, 1.0, 50, 5, 1, 5_000, 5.0, 20.0)
+
+
+# -- installs ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Install:
+    ok: bool
+    detail: str  # the version installed, or why it could not be
+    seconds: float = 0.0
+    path: str = ""  # the program, where there is one
+
+
+def _run(cmd: list[str], log: Path, timeout: float, cwd: Path | None = None) -> bool:
+    with log.open("ab") as out:
+        try:
+            return (
+                subprocess.run(
+                    cmd, stdout=out, stderr=out, cwd=cwd, timeout=timeout, check=False
+                ).returncode
+                == 0
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            out.write(f"\n{cmd[0]}: {exc}\n".encode())
+            return False
+
+
+def _tail(log: Path, lines: int = 3) -> str:
+    with contextlib.suppress(OSError):
+        text = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+        return " | ".join(text[-lines:])[-300:]
+    return ""
+
+
+def install_venv(name: str, spec: str, dist: str, logs: Path) -> Install:
+    """A venv under bench/.peers/NAME with `spec` installed (kept across runs)."""
+    start = time.monotonic()
+    venv, log = INSTALLS / name, logs / f"install-{name}.log"
+    stamp = venv / ".bench-installed"
+    python = venv / "bin" / "python"
+    if not (stamp.exists() and stamp.read_text() == spec and python.exists()):
+        shutil.rmtree(venv, ignore_errors=True)
+        ok = _run([sys.executable, "-m", "venv", str(venv)], log, 120) and _run(
+            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", spec],
+            log,
+            300,
+        )
+        if not ok:
+            return Install(False, f"pip install {spec!r} failed: {_tail(log)}")
+        stamp.write_text(spec)
+    version = subprocess.run(
+        [str(python), "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    return Install(bool(version), version or f"{dist} not importable", time.monotonic() - start)
+
+
+def install_portkey(logs: Path) -> Install:
+    """@portkey-ai/gateway with npm under bench/.peers/portkey (kept across runs)."""
+    start = time.monotonic()
+    folder, log = INSTALLS / "portkey", logs / "install-portkey.log"
+    if not (shutil.which("node") and shutil.which("npm")):
+        return Install(False, "node and npm are needed and not found")
+    package = (CONFIGS / "portkey-package.json").read_text()
+    server = folder / "node_modules" / "@portkey-ai" / "gateway" / "build" / "start-server.js"
+    if not (server.exists() and (folder / "package.json").read_text() == package):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        (folder / "package.json").write_text(package)
+        if not _run(["npm", "install", "--no-audit", "--no-fund"], log, 180, cwd=folder):
+            return Install(False, f"npm install failed: {_tail(log)}")
+    modules = folder / "node_modules"
+    gateway = json.loads((modules / "@portkey-ai/gateway/package.json").read_text())["version"]
+    hono = json.loads((modules / "@hono/node-server/package.json").read_text())["version"]
+    return Install(True, f"{gateway} (@hono/node-server {hono})", time.monotonic() - start)
+
+
+def install_nginx(logs: Path) -> Install:
+    start = time.monotonic()
+    with (logs / "install-nginx.log").open("w") as log:
+        nginx = ensure_apt("nginx", "nginx", log)
+    if not nginx:
+        return Install(False, "nginx is not installed and apt-get could not install it")
+    out = subprocess.run([nginx, "-v"], capture_output=True, text=True, check=False)
+    return Install(True, (out.stderr or out.stdout).strip(), time.monotonic() - start, nginx)
+
+
+def install_all(logs: Path) -> dict[str, Install]:
+    """Everything the run needs that is not in agent-reach's venv, side by side."""
+    jobs: dict[str, Callable[[], Install]] = {
+        "nginx": lambda: install_nginx(logs),
+        "LiteLLM": lambda: install_venv("litellm", LITELLM_SPEC, "litellm", logs),
+        "Portkey": lambda: install_portkey(logs),
+        "matplotlib": lambda: install_venv("plot", PLOT_SPEC, "matplotlib", logs),
+    }
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        futures = {name: pool.submit(job) for name, job in jobs.items()}
+    done: dict[str, Install] = {}
+    for name, future in futures.items():
+        try:
+            done[name] = future.result()
+        except Exception as exc:
+            done[name] = Install(False, f"{type(exc).__name__}: {exc}")
+    return done
+
+
+# -- upstreams ---------------------------------------------------------------------------------
+
+MODELS = json.dumps({"object": "list", "data": [{"id": "bench", "object": "model"}]})
+ERROR_500 = json.dumps({"error": {"message": "bench: upstream failure", "type": "server_error"}})
+
+
+def nginx_conf(port: int, workdir: Path) -> str:
+    """One worker answering fixed bodies from memory: the fastest upstream there is."""
+    chat = COMPLETION.decode()
+    return f"""
+daemon off;
+worker_processes 1;
+pid {workdir}/nginx.pid;
+error_log {workdir}/nginx-error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {workdir}/nginx-body;
+    proxy_temp_path {workdir}/nginx-proxy;
+    fastcgi_temp_path {workdir}/nginx-fastcgi;
+    uwsgi_temp_path {workdir}/nginx-uwsgi;
+    scgi_temp_path {workdir}/nginx-scgi;
+    keepalive_requests 100000000;
+    keepalive_timeout 300s;
+    default_type application/json;
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        location = /v1/chat/completions {{ return 200 '{chat}'; }}
+        location = /v1/models {{ return 200 '{MODELS}'; }}
+        location = /err500/v1/chat/completions {{ return 500 '{ERROR_500}'; }}
+        location = /err500/v1/models {{ return 200 '{MODELS}'; }}
+        location / {{ return 404 '{{"error": {{"message": "not found"}}}}'; }}
+    }}
+}}
+"""
+
+
+def start_nginx(procs: Processes, nginx: str, workdir: Path, logs: Path) -> int:
+    port = free_port()
+    conf = workdir / "nginx.conf"
+    conf.write_text(nginx_conf(port, workdir))
+    cmd = [nginx, "-c", str(conf), "-p", str(workdir), "-e", str(workdir / "nginx-error.log")]
+    procs.start(cmd, cpu=LOAD_CPU, log=logs / "nginx.log")
+    if wait_until_ok(Target(port), timeout_s=20) is None:
+        raise SystemExit(f"nginx did not answer within 20 s: {_tail(logs / 'nginx.log')}")
+    return port
+
+
+# -- peers --------------------------------------------------------------------------------------
+
+
+def request_body(model: str = "bench", stream: bool = False) -> str:
+    body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": "ping"}]}
+    if stream:
+        body["stream"] = True
+    return json.dumps(body)
+
+
+@dataclass
+class Peer:
+    """One proxy process under test, and the request that means each scenario to it."""
+
+    name: str
+    command: Callable[[int], list[str]]  # its command line, given its port
+    scenarios: dict[str, tuple[dict[str, str], str]]  # scenario -> (headers, body)
+    env: dict[str, str]
+    cwd: Path | None = None
+    start_timeout_s: float = 30.0
+    port: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+    served: int = 0  # requests sent to it so far
+    cold_s: list[float] = field(default_factory=list)
+    rss: dict[str, float] = field(default_factory=dict)
+
+    def target(self, scenario: str = "plain") -> Target:
+        headers, body = self.scenarios[scenario]
+        return Target(self.port, headers, body)
+
+
+def agent_reach(name: str, config: str, env: dict[str, str]) -> Peer:
+    auth = {"Authorization": f"Bearer {PROXY_KEY}"}
+    scenarios = {"plain": (auth, request_body())}
+    for route in ("stream", "refused", "error500"):
+        headers = {**auth, "X-Agent-Reach-Route": route}
+        scenarios[route] = (headers, request_body(stream=route == "stream"))
+    path = CONFIGS / config
+    return Peer(name, lambda port: agent_reach_serve(path, port), scenarios, env)
+
+
+def litellm(env: dict[str, str], workdir: Path) -> Peer:
+    config = workdir / "litellm.yaml"
+    config.write_text(string.Template((CONFIGS / "litellm.yaml").read_text()).substitute(env))
+    binary = str(INSTALLS / "litellm" / "bin" / "litellm")
+    auth = {"Authorization": f"Bearer {PROXY_KEY}"}
+    models = {
+        "plain": "bench",
+        "stream": "bench-stream",
+        "refused": "refused",
+        "error500": "error500",
+    }
+    scenarios = {s: (auth, request_body(m, stream=s == "stream")) for s, m in models.items()}
+    own = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}
+    return Peer(
+        "LiteLLM",
+        lambda port: [
+            binary,
+            *("--config", str(config), "--host", "127.0.0.1"),
+            *("--port", str(port), "--num_workers", "1"),
+        ],
+        scenarios,
+        {**env, **own},
+        start_timeout_s=120.0,
+    )
+
+
+def portkey(env: dict[str, str]) -> Peer:
+    raw = string.Template((CONFIGS / "portkey.json").read_text()).substitute(env)
+    configs = {k: v for k, v in json.loads(raw).items() if not k.startswith("_")}
+    scenarios = {
+        s: ({"x-portkey-config": json.dumps(cfg)}, request_body(stream=s == "stream"))
+        for s, cfg in configs.items()
+    }
+    folder = INSTALLS / "portkey"
+    server = folder / "node_modules/@portkey-ai/gateway/build/start-server.js"
+    node = shutil.which("node") or "node"
+    return Peer(
+        "Portkey",
+        lambda port: [node, str(server), f"--port={port}", "--headless"],
+        scenarios,
+        env,
+        cwd=folder,
+        start_timeout_s=60.0,
+    )
+
+
+def cold_start(procs: Processes, peer: Peer, runs: int, logs: Path) -> str | None:
+    """Spawn → first 200, `runs` times; the last process stays up. None, or why it failed."""
+    for run in range(runs):
+        peer.port = free_port()
+        log = logs / f"{'-'.join(re.findall(r'[a-z0-9]+', peer.name.lower()))}.log"
+        start = time.perf_counter()
+        peer.proc = procs.start(
+            peer.command(peer.port), cpu=PROXY_CPU, env=peer.env, cwd=peer.cwd, log=log
+        )
+        up = wait_until_ok(peer.target(), timeout_s=peer.start_timeout_s)
+        elapsed = time.perf_counter() - start
+        if up is None:
+            procs.stop(peer.proc)
+            return f"no 200 within {peer.start_timeout_s:.0f} s of starting: {_tail(log)}"
+        peer.cold_s.append(elapsed)
+        peer.served += 1
+        if run < runs - 1:
+            procs.stop(peer.proc)
+    time.sleep(1.0)
+    assert peer.proc is not None
+    peer.rss["idle"] = rss_mb(peer.proc.pid)
+    return None
+
+
+# -- streaming ----------------------------------------------------------------------------------
+
+
+def stream_once(conn: http.client.HTTPConnection, target: Target) -> tuple[float, list[float]]:
+    """One streamed request: ms to the first content chunk, and each content chunk's arrival (ms
+    after the request was sent)."""
+    for attempt in (1, 2):  # a keep-alive connection the server closed while idle: reopen once
+        start = time.perf_counter()
+        try:
+            conn.request("POST", target.path, target.body.encode(), target.all_headers())
+            resp = conn.getresponse()
+            break
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            conn.close()
+            if attempt == 2:
+                raise
+    if resp.status != 200:
+        resp.read()
+        raise RuntimeError(f"HTTP {resp.status}")
+    arrivals: list[float] = []
+    buf = b""
+    while data := resp.read1(65536):
+        now = (time.perf_counter() - start) * 1000
+        buf = (buf + data).replace(b"\r\n", b"\n")
+        while b"\n\n" in buf:
+            event, buf = buf.split(b"\n\n", 1)
+            for line in event.split(b"\n"):
+                payload = line[5:].strip() if line.startswith(b"data:") else b""
+                if not payload or payload == b"[DONE]":
+                    continue
+                choices = json.loads(payload).get("choices") or [{}]
+                if (choices[0].get("delta") or {}).get("content"):
+                    arrivals.append(now)
+    if resp.will_close:
+        conn.close()
+    if not arrivals:
+        raise RuntimeError("no content chunk")
+    return arrivals[0], arrivals
+
+
+def streaming(targets: dict[str, Target], n: int, max_s: float) -> dict[str, dict[str, Any]]:
+    """`n` streams per target in interleaved rounds of 1 + 5 (the first of a round is not kept,
+    as in `common.interleaved`): TTFB and the gaps between content chunks."""
+    conns = {
+        k: http.client.HTTPConnection("127.0.0.1", t.port, timeout=30) for k, t in targets.items()
+    }
+    ttfb: dict[str, list[float]] = {k: [] for k in targets}
+    gaps: dict[str, list[float]] = {k: [] for k in targets}
+    chunks: dict[str, list[int]] = {k: [] for k in targets}
+    burst: dict[str, list[int]] = {k: [] for k in targets}  # chunks arriving with the first
+    errors: dict[str, str] = {}
+    stop = time.monotonic() + max_s
+    try:
+        while min(len(v) for v in ttfb.values()) < n and time.monotonic() < stop:
+            for name, target in targets.items():
+                for i in range(6):
+                    try:
+                        first, arrivals = stream_once(conns[name], target)
+                    except (OSError, RuntimeError, http.client.HTTPException, ValueError) as exc:
+                        errors[name] = f"{type(exc).__name__}: {exc}"
+                        conns[name].close()
+                        ttfb[name].append(float("nan"))
+                        continue
+                    if i == 0:
+                        continue
+                    ttfb[name].append(first)
+                    gaps[name] += [b - a for a, b in itertools.pairwise(arrivals)]
+                    chunks[name].append(len(arrivals))
+                    burst[name].append(sum(1 for a in arrivals if a - first < 1.0))
+    finally:
+        for conn in conns.values():
+            conn.close()
+    out: dict[str, dict[str, Any]] = {}
+    for name in targets:
+        good = [t for t in ttfb[name] if not math.isnan(t)]
+        if not good:
+            out[name] = {"error": errors.get(name, "no stream")}
+            continue
+        out[name] = {
+            "ttfb_ms": spread(good),
+            "gap_ms": spread(gaps[name]) if gaps[name] else None,
+            "chunks_min": min(chunks[name]),
+            "first_burst_median": statistics.median(burst[name]),
+            "failed": len(ttfb[name]) - len(good),
+        }
+    return out
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+
+class Bench:
+    """One run: the upstreams, the peers, and a method per scenario filling `results`."""
+
+    def __init__(self, procs: Processes, settings: Settings, logs: Path, workdir: Path) -> None:
+        self.procs, self.settings, self.logs, self.workdir = procs, settings, logs, workdir
+        self.results: dict[str, Any] = {
+            "when": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+            "machine": machine(),
+            "settings": vars(settings),
+        }
+        self.peers: list[Peer] = []  # the ones that are up; agent-reach first
+        self.unavailable: dict[str, str] = {}
+
+    def run(self) -> None:
+        with timed("installs"):
+            installs = self.install()
+        with timed("cold starts"):
+            self.start(installs)
+        with timed("latency at 1 in flight"):
+            self.latency()
+        with timed("throughput at 32 and 128 in flight"):
+            self.throughput()
+        with timed("failover"):
+            self.failover()
+        with timed("streaming"):
+            self.streaming()
+        with timed(f"memory up to {self.settings.rss_requests} requests"):
+            self.memory()
+        self.results["cold_start_s"] = {
+            p.name: {"median": statistics.median(p.cold_s), "runs": p.cold_s} for p in self.peers
+        }
+        self.results["targets"] = targets_met(self.results)
+
+    def install(self) -> dict[str, Install]:
+        installs = install_all(self.logs)
+        self.load = Load(self.workdir)
+        self.results["installs"] = {k: vars(v) for k, v in installs.items()}
+        for name, inst in installs.items():
+            state = f"{inst.detail} ({inst.seconds:.0f} s)" if inst.ok else "NOT AVAILABLE: "
+            print(f"  {name}: {state}{'' if inst.ok else inst.detail}", flush=True)
+        if not installs["nginx"].ok:
+            raise SystemExit(f"no upstream: {installs['nginx'].detail}")
+        self.results["left_out"] = {"Bifrost": BIFROST}
+        print(f"  Bifrost: NOT MEASURED: {BIFROST}")
+        self.results["pinning"] = (
+            f"proxies on CPU {PROXY_CPU}; nginx, the SSE upstream, wrk and the Python client "
+            f"on CPU {LOAD_CPU} (taskset)"
+            if pin_self(LOAD_CPU)
+            else "none (one CPU or no taskset): every process shares the CPUs"
+        )
+        self.results["load_generator"] = self.load.name
+        self.results["versions"] = versions(installs)
+        print(f"  pinning: {self.results['pinning']}; load: {self.load.name}", flush=True)
+        return installs
+
+    def start(self, installs: dict[str, Install]) -> None:
+        """The upstreams, then each peer alone (so that its cold start is its own)."""
+        upstream = start_nginx(self.procs, installs["nginx"].path, self.workdir, self.logs)
+        sse = start_mock(self.procs, cpu=LOAD_CPU)
+        self.direct = Target(upstream)
+        self.direct_sse = Target(sse, body=request_body(stream=True), path="/sse" + PATH)
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("AGENT_REACH")},
+            "BENCH_UPSTREAM": f"http://127.0.0.1:{upstream}",
+            "BENCH_SSE": f"http://127.0.0.1:{sse}",
+            "BENCH_REFUSED": f"http://127.0.0.1:{free_port()}",  # nothing listens there
+            "BENCH_UPSTREAM_KEY": UPSTREAM_KEY,
+            "BENCH_PROXY_KEY": PROXY_KEY,
+            "BENCH_PROXY_KEYS": PROXY_KEY,
+        }
+        candidates = [agent_reach("agent-reach", "agent-reach.yaml", env)]
+        for name, make in (
+            ("LiteLLM", lambda: litellm(env, self.workdir)),
+            ("Portkey", lambda: portkey(env)),
+        ):
+            if installs[name].ok:
+                candidates.append(make())
+            else:
+                self.unavailable[name] = installs[name].detail
+        self.raw = agent_reach("agent-reach (raw failover)", "agent-reach-failover.yaml", env)
+        for peer in [*candidates, self.raw]:
+            runs = self.settings.cold_runs if peer is not self.raw else 1
+            why = cold_start(self.procs, peer, runs, self.logs)
+            if why is None:
+                cold = ", ".join(f"{s:.2f}" for s in peer.cold_s)
+                print(f"  {peer.name}: up, cold start {cold} s, RSS idle {peer.rss['idle']:.1f} MB")
+                if peer is not self.raw:
+                    self.peers.append(peer)
+            elif peer.name.startswith("agent-reach"):
+                raise SystemExit(f"{peer.name} did not start: {why}")
+            else:
+                self.unavailable[peer.name] = why
+                print(f"  {peer.name}: NOT AVAILABLE: {why}", flush=True)
+        self.results["unavailable"] = self.unavailable
+        self.results["peers"] = [p.name for p in self.peers]
+
+    def latency(self) -> None:
+        targets = {"direct": self.direct, **{p.name: p.target() for p in self.peers}}
+        samples, failed = interleaved(
+            targets, self.settings.latency_requests, warmup=100, max_s=self.settings.phase_max_s
+        )
+        for p in self.peers:
+            p.served += len(samples[p.name]) + failed[p.name] + 100
+        base = spread(samples["direct"])
+        self.results["latency_ms"] = {
+            name: {
+                **s,
+                "failed": failed[name],
+                "added_p50": s["p50"] - base["p50"],
+                "added_p99": s["p99"] - base["p99"],
+            }
+            for name, s in ((n, spread(v)) for n, v in samples.items() if v)
+        }
+
+    def throughput(self) -> None:
+        self.results["throughput"] = {}
+        for conns in (32, 128):
+            row = {"direct": self.load.run(self.direct, conns, self.settings.load_seconds)}
+            for p in self.peers:
+                row[p.name] = self.load.run(p.target(), conns, self.settings.load_seconds)
+                p.served += int(row[p.name]["requests"])
+            self.results["throughput"][str(conns)] = row
+            rates = ", ".join(f"{k} {v['rps']:.0f} req/s" for k, v in row.items())
+            print(f"  {conns} in flight: {rates}", flush=True)
+        for p in self.peers:
+            assert p.proc is not None
+            p.rss["warm"] = rss_mb(p.proc.pid)
+            p.rss["warm_requests"] = p.served
+
+    def failover(self) -> None:
+        """Each peer's failover chains against the same peer sending to the backup alone."""
+        chains: dict[str, Peer] = {"agent-reach": self.raw}
+        chains.update({p.name: p for p in self.peers[1:]})
+        chains["agent-reach (dead provider remembered)"] = self.peers[0]
+        scenarios = ("plain", "refused", "error500")
+        targets = {f"{label}|{s}": p.target(s) for label, p in chains.items() for s in scenarios}
+        samples, failed = interleaved(
+            targets,
+            self.settings.failover_requests,
+            per_round=50,
+            warmup=20,
+            max_s=self.settings.phase_max_s,
+        )
+        out: dict[str, Any] = {}
+        for label, p in chains.items():
+            base = samples[f"{label}|plain"]
+            row: dict[str, Any] = {"backup_alone_ms": spread(base) if base else None}
+            for scenario in scenarios:
+                key = f"{label}|{scenario}"
+                p.served += len(samples[key]) + failed[key] + 20
+                if scenario == "plain":
+                    continue
+                if not samples[key] or not base:
+                    row[scenario] = {"error": f"{failed[key]} requests failed, none answered"}
+                    continue
+                s = spread(samples[key])
+                row[scenario] = {
+                    **s,
+                    "failed": failed[key],
+                    "added_p50": s["p50"] - row["backup_alone_ms"]["p50"],
+                    "added_p99": s["p99"] - row["backup_alone_ms"]["p99"],
+                }
+            out[label] = row
+        self.results["failover"] = out
+
+    def streaming(self) -> None:
+        targets = {"direct": self.direct_sse, **{p.name: p.target("stream") for p in self.peers}}
+        rows = streaming(targets, self.settings.streams, self.settings.phase_max_s)
+        base = rows["direct"]
+        for row in rows.values():
+            if "ttfb_ms" in row and "ttfb_ms" in base:
+                row["added_ttfb_p50"] = row["ttfb_ms"]["p50"] - base["ttfb_ms"]["p50"]
+            if row.get("gap_ms") and base.get("gap_ms"):
+                row["added_gap_p50"] = row["gap_ms"]["p50"] - base["gap_ms"]["p50"]
+                row["added_gap_p99"] = row["gap_ms"]["p99"] - base["gap_ms"]["p99"]
+        for p in self.peers:
+            p.served += self.settings.streams
+        upstream = f"{SSE_CHUNKS} chunks {SSE_GAP_S * 1000:.0f} ms apart"
+        self.results["streaming"] = {"upstream": upstream, **rows}
+
+    def memory(self) -> None:
+        """Load at 32 in flight until each peer has served `rss_requests` (or `rss_max_s`
+        passed), then its RSS again."""
+        for p in self.peers:
+            rps = max(self.results["throughput"]["32"][p.name]["rps"], 1.0)
+            left = self.settings.rss_requests - p.served
+            if left > 0:
+                seconds = min(self.settings.rss_max_s, left / rps * 1.1 + 1)
+                p.served += int(self.load.run(p.target(), 32, seconds)["requests"])
+            time.sleep(1.0)
+            assert p.proc is not None
+            p.rss["after"] = rss_mb(p.proc.pid)
+            p.rss["requests"] = p.served
+            print(
+                f"  {p.name}: RSS {p.rss['idle']:.1f} MB idle, {p.rss['warm']:.1f} MB after "
+                f"{p.rss['warm_requests']} requests, {p.rss['after']:.1f} MB after {p.served}",
+                flush=True,
+            )
+        self.results["rss_mb"] = {p.name: p.rss for p in self.peers}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a short run to try the script")
+    args = parser.parse_args()
+    began = time.monotonic()
+    logs = INSTALLS / "logs"
+    shutil.rmtree(logs, ignore_errors=True)
+    logs.mkdir(parents=True)
+    workdir = Path(tempfile.mkdtemp(prefix="agent-reach-peers-"))
+    print("agent-reach and its peers, one run, one upstream (bench/peers.py)", flush=True)
+    print(f"  installs in bench/.peers/, logs in {logs}", flush=True)
+    try:
+        with Processes() as procs:
+            bench = Bench(procs, Settings.quick() if args.quick else Settings(), logs, workdir)
+            bench.run()
+    except KeyboardInterrupt:
+        sys.exit("interrupted; every process it started has been stopped")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    results = bench.results
+    results["duration_s"] = round(time.monotonic() - began, 1)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
+    report = markdown(results)
+    (RESULTS / "latest.md").write_text(report)
+    print()
+    print(report)
+    chart(results)
+
+
+def versions(installs: dict[str, Install]) -> dict[str, str]:
+    from agent_reach import __version__
+
+    def output(cmd: list[str], cwd: Path | None = None) -> str:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            out = subprocess.run(
+                cmd, capture_output=True, text=True, check=False, timeout=30, cwd=cwd
+            )
+            return (out.stdout or out.stderr).strip()
+        return ""
+
+    # read-only git: which agent-reach was measured, and whether src/ had uncommitted changes
+    commit = output(["git", "rev-parse", "--short", "HEAD"], HERE.parent)
+    dirty = output(["git", "diff", "--stat", "HEAD", "--", "src"], HERE.parent)
+    source = (
+        f" (commit {commit}{', src/ with uncommitted changes' if dirty else ''})" if commit else ""
+    )
+    wrk = re.search(r"wrk (\S+)", output(["wrk", "-v"]))
+    return {
+        "agent-reach": __version__ + source,
+        "LiteLLM": installs["LiteLLM"].detail if installs["LiteLLM"].ok else "unavailable",
+        "Portkey gateway": installs["Portkey"].detail if installs["Portkey"].ok else "unavailable",
+        "nginx": installs["nginx"].detail.removeprefix("nginx version: nginx/"),
+        "wrk": wrk.group(1) if wrk else "unavailable",
+        "node": output(["node", "--version"]) or "unavailable",
+    }
+
+
+# -- targets and report --------------------------------------------------------------------------
+
+
+# The targets of issue 6 for agent-reach: (what, where in the results, limit, unit, at least?).
+TARGETS = [
+    ("added latency p50, 1 in flight", ("latency_ms", "added_p50"), 0.5, "ms", False),
+    ("added latency p99, 1 in flight", ("latency_ms", "added_p99"), 2.0, "ms", False),
+    ("throughput vs LiteLLM, 32 in flight", ("times", "LiteLLM", "32"), 50.0, "×", True),
+    ("throughput vs LiteLLM, 128 in flight", ("times", "LiteLLM", "128"), 50.0, "×", True),
+    ("throughput vs Portkey, 32 in flight", ("times", "Portkey", "32"), 3.0, "×", True),
+    ("throughput vs Portkey, 128 in flight", ("times", "Portkey", "128"), 3.0, "×", True),
+    ("refused primary → backup, added p50", ("failover", "refused", "added_p50"), 1.0, "ms", False),
+    ("streaming added TTFB p50", ("streaming", "added_ttfb_p50"), 1.0, "ms", False),
+    ("RSS idle", ("rss_mb", "idle"), 60.0, "MB", False),
+    ("RSS flat: growth over the last N requests", ("rss_mb", "growth_pct"), 5.0, "%", False),
+    ("cold start, spawn → first 200 (median)", ("cold_start_s", "median"), 0.5, "s", False),
+]
+
+
+def _get(data: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(data, dict) or key not in data:
+            return None
+        data = data[key]
+    return data
+
+
+def targets_met(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target next to agent-reach's measured figure: met or missed, and by how much."""
+    ar = "agent-reach"
+    times = {
+        peer: {
+            c: _get(r, "throughput", c, ar, "rps") / theirs
+            for c in ("32", "128")
+            if (theirs := _get(r, "throughput", c, peer, "rps"))
+        }
+        for peer in ("LiteLLM", "Portkey")
+    }
+    rss = _get(r, "rss_mb", ar) or {}
+    if rss.get("warm") and rss.get("after"):
+        rss["growth_pct"] = (rss["after"] - rss["warm"]) / rss["warm"] * 100
+    mine = {k: v.get(ar) if isinstance(v, dict) else None for k, v in r.items()}
+    mine["times"] = times
+    rows = []
+    for what, path, limit, unit, at_least in TARGETS:
+        measured = _get(mine, *path)
+        goal = f"{'≥' if at_least else '≤'} {limit:g}{'' if unit == '×' else ' '}{unit}"
+        row: dict[str, Any] = {"what": what, "target": goal, "measured": measured, "unit": unit}
+        if what.startswith("RSS flat"):
+            row["what"] = (
+                f"RSS flat: growth from {rss.get('warm_requests')} to {rss.get('requests')} requests"
+            )
+        if measured is None:
+            rows.append({**row, "met": None, "by": "not measured"})
+            continue
+        met = measured >= limit if at_least else measured <= limit
+        if at_least:
+            by = f"{measured / limit:.2f}× the target"
+        else:
+            by = f"{abs(limit - measured):.3g} {unit} {'under' if met else 'over'}"
+        rows.append({**row, "met": met, "by": by})
+    return rows
+
+
+def _cell(value: float | None, added: float | None = None, digits: int = 2) -> str:
+    if value is None:
+        return "—"
+    text = f"{value:.{digits}f}"
+    return f"{text} ({added:+.{digits}f})" if added is not None else text
+
+
+def markdown(r: dict[str, Any]) -> str:
+    m, s = r["machine"], r.get("settings", {})
+    peers = r.get("peers", [])
+    cols = ["direct", *peers]
+    lines = [
+        "# agent-reach and its peers",
+        "",
+        f"{r['when']}, `make bench` (bench/peers.py), {r.get('duration_s', 0):.0f} s including installs.",
+        f"Machine: {m['cpu']}, {m['cpus']} CPUs, {m['memory_gib']} GiB, Linux {m['kernel']}, Python {m['python']}.",
+        f"Pinning: {r.get('pinning', '?')}. Load: {r.get('load_generator', '?')}.",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in r.get("versions", {}).items()) + ".",
+        "Upstream: nginx (one worker, fixed chat.completion) on loopback; for streaming "
+        f"bench/mock_upstream.py ({_get(r, 'streaming', 'upstream')}).",
+        f"Method: 1 in flight: {s.get('latency_requests')} requests kept per column from one "
+        "Python client, keep-alive, interleaved rounds of 100 (the first 10 of a round not kept); "
+        f"throughput: wrk, 1 thread, {s.get('load_seconds'):g} s per run; failover: "
+        f"{s.get('failover_requests')} requests per chain, against the same peer sending to the "
+        f"backup alone; streaming: {s.get('streams')} streams per column; RSS: VmRSS of the "
+        f"process tree; cold start: median of {s.get('cold_runs')} spawns.",
+        "",
+    ]
+    for name, why in {**r.get("unavailable", {}), **r.get("left_out", {})}.items():
+        lines.append(f"- Not measured: {name}: {why}.")
+    lines += ["", "| | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+
+    def row(label: str, cell: Callable[[str], str]) -> None:
+        lines.append(f"| {label} | " + " | ".join(cell(c) for c in cols) + " |")
+
+    lat = r.get("latency_ms", {})
+    row(
+        "1 in flight p50 ms (added)",
+        lambda c: _cell(
+            _get(lat, c, "p50"), None if c == "direct" else _get(lat, c, "added_p50"), 3
+        ),
+    )
+    row(
+        "1 in flight p99 ms (added)",
+        lambda c: _cell(
+            _get(lat, c, "p99"), None if c == "direct" else _get(lat, c, "added_p99"), 3
+        ),
+    )
+    for conns in ("32", "128"):
+        tp = _get(r, "throughput", conns) or {}
+        row(f"{conns} in flight req/s", lambda c, tp=tp: _cell(_get(tp, c, "rps"), digits=0))
+        row(f"{conns} in flight p99 ms", lambda c, tp=tp: _cell(_get(tp, c, "p99_ms")))
+        row(
+            f"{conns} in flight non-2xx / socket errors",
+            lambda c, tp=tp: (
+                "—" if c not in tp else f"{tp[c]['non_2xx']:.0f} / {tp[c]['socket_errors']:.0f}"
+            ),
+        )
+    fo = r.get("failover", {})
+    for scenario, label in (("refused", "primary refuses"), ("error500", "primary answers 500")):
+        for q in ("p50", "p99"):
+            row(
+                f"{label} → backup, {q} ms (added vs backup alone)",
+                lambda c, s=scenario, q=q: _cell(
+                    _get(fo, c, s, q), _get(fo, c, s, f"added_{q}"), 3
+                ),
+            )
+    st = r.get("streaming", {})
+    row(
+        "streaming TTFB p50 ms (added)",
+        lambda c: _cell(
+            _get(st, c, "ttfb_ms", "p50"), None if c == "direct" else _get(st, c, "added_ttfb_p50")
+        ),
+    )
+    row(
+        "streaming chunk gap p50 ms (added)",
+        lambda c: _cell(
+            _get(st, c, "gap_ms", "p50"), None if c == "direct" else _get(st, c, "added_gap_p50")
+        ),
+    )
+    row(
+        "streaming chunk gap p99 ms (added)",
+        lambda c: _cell(
+            _get(st, c, "gap_ms", "p99"), None if c == "direct" else _get(st, c, "added_gap_p99")
+        ),
+    )
+    row("streaming content chunks seen (min)", lambda c: str(_get(st, c, "chunks_min") or "—"))
+    row(
+        "streaming chunks arriving with the first (median)",
+        lambda c: _cell(_get(st, c, "first_burst_median"), digits=0),
+    )
+    rss = r.get("rss_mb", {})
+    row("RSS idle MB", lambda c: _cell(_get(rss, c, "idle"), digits=1))
+    for when, count in (("warm", "warm_requests"), ("after", "requests")):
+        row(
+            f"RSS MB after N requests ({'throughput runs' if when == 'warm' else 'all'})",
+            lambda c, w=when, n=count: "—" if c not in rss else f"{rss[c][w]:.1f} (N={rss[c][n]})",
+        )
+    cold = r.get("cold_start_s", {})
+    row(
+        "cold start s, spawn → first 200 (median)",
+        lambda c: _cell(_get(cold, c, "median"), digits=3),
+    )
+    remembered = _get(fo, "agent-reach (dead provider remembered)")
+    if remembered:
+        lines += [
+            "",
+            "agent-reach's column fails over raw (bench/peers/agent-reach-failover.yaml: no health "
+            "checks, circuit never opens). With its defaults (agent-reach.yaml) the dead provider is "
+            "remembered: refused → backup p50 "
+            f"{_cell(_get(remembered, 'refused', 'p50'), _get(remembered, 'refused', 'added_p50'), 3)} ms, "
+            f"500 → backup p50 {_cell(_get(remembered, 'error500', 'p50'), _get(remembered, 'error500', 'added_p50'), 3)} ms.",
+        ]
+    lines += ["", "| agent-reach target | goal | measured | |", "|---|---|---|---|"]
+    for t in r.get("targets", []):
+        unit = "" if t.get("unit") == "×" else " "
+        measured = "—" if t["measured"] is None else f"{t['measured']:.3g}{unit}{t['unit']}"
+        verdict = "not measured" if t["met"] is None else ("met" if t["met"] else "MISSED")
+        lines.append(f"| {t['what']} | {t['target']} | {measured} | {verdict}, {t['by']} |")
+    return "\n".join(lines) + "\n"
+
+
+def chart(results: dict[str, Any]) -> None:
+    python = INSTALLS / "plot" / "bin" / "python"
+    if not _get(results, "installs", "matplotlib", "ok") or not python.exists():
+        print("chart: matplotlib unavailable, no latest.png")
+        return
+    out = subprocess.run(
+        [
+            str(python),
+            str(HERE / "chart.py"),
+            str(RESULTS / "latest.json"),
+            str(RESULTS / "latest.png"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    print(
+        f"chart: {RESULTS / 'latest.png'}"
+        if out.returncode == 0
+        else f"chart failed: {out.stderr[-500:]}"
+    )
+
+
+if __name__ == "__main__":
+    main()
