@@ -84,6 +84,7 @@ class Engine:
         self.store: StateStore = store or open_store(config.state, retention_s=retention_s)
         self.health = HealthMonitor(config.health.mode, config.health.ttl_s)
         self.clock = clock
+        self.tz = config.tz
         self.observers: list[Observer] = [self._log_attempt]
         self._session: aiohttp.ClientSession | None = None
         self._ids = itertools.count(1)
@@ -456,8 +457,9 @@ class Engine:
     # -- budgets (spec §12) ----------------------------------------------------------------
 
     def _windows(self, backend: Backend, now: float) -> list[tuple[Budget, str]]:
-        tz = self.config.tz
-        return [(b, f"{b.key(now, tz)}|{b.unit}") for b in backend.budgets]
+        if not backend.budgets:
+            return []
+        return [(b, f"{b.key(now, self.tz)}|{b.unit}") for b in backend.budgets]
 
     async def _exhausted(self, backend: Backend, now: float) -> str | None:
         """Which budget of the provider is used up in its current window, if any."""
@@ -487,7 +489,7 @@ class Engine:
         for budget, key in self._windows(backend, now):
             amount = 1 if budget.unit == "req" else tokens if isinstance(tokens, int) else 0
             if amount:
-                ttl = budget.ends(now, self.config.tz) - now
+                ttl = budget.ends(now, self.tz) - now
                 used = await self.store.add_usage(backend.name, key, amount, ttl)
                 self._emit(QuotaEvent(backend.name, budget, key, used, now))
 

@@ -7,7 +7,6 @@ real HTTP, and the trace shows what happened.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import time
@@ -37,6 +36,8 @@ def _free_port() -> int:
 
 
 def _app() -> web.Application:
+    import asyncio
+
     from aiohttp import web
 
     async def unauthorized(_: web.Request) -> web.Response:
@@ -132,6 +133,8 @@ def _config(port: int, refused: int) -> dict[str, Any]:
 @expected_errors
 def demo() -> None:
     """Watch a failover through three simulated local providers (offline, a few seconds)."""
+    import asyncio
+
     asyncio.run(_demo())
 
 
