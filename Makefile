@@ -33,8 +33,9 @@ fmt: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/failover.py
 	$(BIN)/python bench/startup.py
-	$(BIN)/python bench/proxy.py
 	$(BIN)/python bench/peers.py
+	$(BIN)/python bench/state_overhead.py
+	$(BIN)/python bench/hedging.py
 
 chaos: $(STAMP)
 	$(BIN)/python bench/chaos.py --seconds 120

@@ -96,7 +96,7 @@ class Alerts:
             "limit": budget.limit,
             "ratio": round(event.ratio, 4),
         }
-        until = budget.ends(event.now, self.tz)
+        until = budget.span(event.now, self.tz)[2]
         for i, sink in enumerate(self.sinks):
             if event.used >= budget.limit:
                 message = f"{event.provider}: {budget} is used up ({event.used}/{budget.limit})"

@@ -85,6 +85,7 @@ class Engine:
         self.health = HealthMonitor(config.health.mode, config.health.ttl_s)
         self.clock = clock
         self.tz = config.tz
+        self._spans: dict[Budget, tuple[str, float, float]] = {}
         self.observers: list[Observer] = [self._log_attempt]
         self._session: aiohttp.ClientSession | None = None
         self._ids = itertools.count(1)
@@ -456,14 +457,20 @@ class Engine:
 
     # -- budgets (spec §12) ----------------------------------------------------------------
 
-    def _windows(self, backend: Backend, now: float) -> list[tuple[Budget, str]]:
-        if not backend.budgets:
-            return []
-        return [(b, f"{b.key(now, self.tz)}|{b.unit}") for b in backend.budgets]
+    def _windows(self, backend: Backend, now: float) -> list[tuple[Budget, str, float]]:
+        """(budget, store key, window end) of each budget's current window; a window is
+        worked out once and reused until the clock leaves it."""
+        out = []
+        for budget in backend.budgets:
+            span = self._spans.get(budget)
+            if span is None or not span[1] <= now < span[2]:
+                span = self._spans[budget] = budget.span(now, self.tz)
+            out.append((budget, f"{span[0]}|{budget.unit}", span[2]))
+        return out
 
     async def _exhausted(self, backend: Backend, now: float) -> str | None:
         """Which budget of the provider is used up in its current window, if any."""
-        for budget, key in self._windows(backend, now):
+        for budget, key, _ in self._windows(backend, now):
             if await self.store.usage(backend.name, key) >= budget.limit:
                 return f"{budget} used up until the {budget.window} ends"
         return None
@@ -479,18 +486,17 @@ class Engine:
                 "limit": budget.limit,
                 "ratio": round(used / budget.limit, 4),
             }
-            for budget, key in self._windows(self.backends[name], now)
+            for budget, key, _ in self._windows(self.backends[name], now)
         ]
 
     async def _count(self, backend: Backend, response: dict[str, Any] | None) -> None:
         """Count one request (and its tokens) into the provider's budgets."""
         now = self.clock()
         tokens = ((response or {}).get("usage") or {}).get("total_tokens")
-        for budget, key in self._windows(backend, now):
+        for budget, key, end in self._windows(backend, now):
             amount = 1 if budget.unit == "req" else tokens if isinstance(tokens, int) else 0
             if amount:
-                ttl = budget.ends(now, self.tz) - now
-                used = await self.store.add_usage(backend.name, key, amount, ttl)
+                used = await self.store.add_usage(backend.name, key, amount, end - now)
                 self._emit(QuotaEvent(backend.name, budget, key, used, now))
 
     def _emit(self, event: Event) -> None:

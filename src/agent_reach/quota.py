@@ -31,15 +31,11 @@ class Budget:
     def __str__(self) -> str:
         return f"{self.limit}{self.unit}/{self.window}"
 
-    def key(self, now: float, tz: tzinfo) -> str:
-        """The name of the window that `now` (unix seconds) falls in."""
-        return f"{self.window}:{datetime.fromtimestamp(now, tz).strftime(_FORMAT[self.window])}"
-
-    def ends(self, now: float, tz: tzinfo) -> float:
-        """When the window that `now` falls in ends (unix seconds)."""
-        local = datetime.fromtimestamp(now, tz)
-        start = datetime.strptime(local.strftime(_FORMAT[self.window]), _FORMAT[self.window])
-        return (start.replace(tzinfo=tz) + _STEP[self.window]).timestamp()
+    def span(self, now: float, tz: tzinfo) -> tuple[str, float, float]:
+        """The window that `now` (unix seconds) falls in: (its name, start, end)."""
+        label = datetime.fromtimestamp(now, tz).strftime(_FORMAT[self.window])
+        start = datetime.strptime(label, _FORMAT[self.window]).replace(tzinfo=tz)
+        return f"{self.window}:{label}", start.timestamp(), (start + _STEP[self.window]).timestamp()
 
 
 def parse(value: Any) -> tuple[Budget, ...]:

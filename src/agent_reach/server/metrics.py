@@ -95,7 +95,7 @@ class Metrics:
         elif isinstance(event, CircuitEvent):
             self.circuit_open.labels(event.provider).set(1 if event.opened else 0)
         elif isinstance(event, QuotaEvent):
-            self.quota_used.labels(event.provider).set(min(event.ratio, 1.0))
+            self._child(self.quota_used, event.provider).set(min(event.ratio, 1.0))
 
     def render(self) -> bytes:
         """The text exposition format."""

@@ -6,8 +6,12 @@ kept in sync with the backend off the request path.
   refreshes run in the background.
 - Writes: applied to the view at once, then queued for one writer task that sends them to the
   backend in order. A circuit written here is not overwritten by a refresh until its write has
-  landed. Budget counters merge by maximum (within a window they only grow).
-- The attempt log is buffered and written in batches (every `flush_s` or `batch` records).
+  landed.
+- Budget counters and the attempt log are batched: increments add up in memory and go out as
+  one increment per counter, with the log lines, every `flush_s` (or at `batch` log lines), so
+  the backend sees a few writes a second however busy the proxy is. Counters merge by maximum
+  (within a window they only grow); processes sharing a store see each other's counts within
+  `flush_s + refresh_s`, so a shared budget can be overshot by the requests of that moment.
 - When the backend fails, the store logs it once, keeps serving from the view, and tries again
   after `retry_s`; when it answers again, it says so.
 """
@@ -47,6 +51,7 @@ class CachedStore(MemoryStore, ABC):
         self._writer: asyncio.Task[None] | None = None
         self._dirty: dict[str, int] = {}  # circuits with writes in flight
         self._buffer: list[LoggedAttempt] = []
+        self._increments: dict[tuple[str, str], tuple[int, float]] = {}  # amount, ttl
         self._flusher: asyncio.TimerHandle | None = None
         self._down_until = 0.0
 
@@ -179,12 +184,9 @@ class CachedStore(MemoryStore, ABC):
 
     async def add_usage(self, provider: str, key: str, amount: int, ttl_s: float) -> int:
         total = await super().add_usage(provider, key, amount, ttl_s)
-
-        async def write() -> None:
-            shared = await self._incr(provider, key, amount, ttl_s)
-            self.used[(provider, key)] = max(shared, self.used.get((provider, key), 0))
-
-        self._enqueue(write)
+        pending = self._increments.get((provider, key), (0, ttl_s))[0]
+        self._increments[(provider, key)] = (pending + amount, ttl_s)
+        self._schedule_flush()
         return total
 
     async def claim(self, key: str, until: float, now: float) -> bool:
@@ -197,14 +199,24 @@ class CachedStore(MemoryStore, ABC):
         self._buffer.append(attempt)
         if len(self._buffer) >= self.batch:
             self._enqueue(self._flush)
-        elif self._flusher is None:
+        else:
+            self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if self._flusher is None:
             loop = asyncio.get_running_loop()
             self._flusher = loop.call_later(self.flush_s, self._enqueue, self._flush)
 
     async def _flush(self) -> None:
+        """Send the batched counter increments and log lines."""
         if self._flusher is not None:
             self._flusher.cancel()
             self._flusher = None
+        increments, self._increments = self._increments, {}
+        for (provider, key), (amount, ttl_s) in increments.items():
+            shared = await self._safe(self._incr(provider, key, amount, ttl_s))
+            if shared is not None:
+                self.used[(provider, key)] = max(shared, self.used.get((provider, key), 0))
         if self._buffer:
             records, self._buffer = self._buffer, []
             await self._safe(self._append(records))
