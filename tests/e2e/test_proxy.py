@@ -517,3 +517,55 @@ def test_workers_share_one_port(upstream: Upstream, tmp_path: Path) -> None:
         assert answers == {"hello from ok"}
     finally:
         assert stop(proxy) == 0
+
+
+def test_sdk_gets_the_backup_for_skips_and_hook_errors(upstream: Upstream, tmp_path: Path) -> None:
+    hooks = tmp_path / "hooks.py"
+    hooks.write_text("def broken(raw):\n    raise ValueError('no')\n")
+    config = {
+        "version": "0.3.2",
+        "health": {"mode": "cached", "ttl_s": 60},
+        "state": "memory://",
+        "circuit": {"failures": 1, "cooldown_s": 60},
+        "providers": [
+            {"name": "sick", "endpoint": upstream.url("html-health")},
+            {
+                "name": "hooked",
+                "endpoint": upstream.url("ok"),
+                "post_process_hook": f"{hooks}:broken",
+            },
+            {
+                "name": "free",
+                "endpoint": upstream.url("ok"),
+                "metadata": {"rate_limit": "1req/day"},
+            },
+            {"name": "flaky", "endpoint": upstream.url("server")},
+            {"name": "backup", "endpoint": upstream.url("backup")},
+        ],
+    }
+    proxy = start(config, tmp_path, upstream)
+    try:
+        client = proxy.client()
+        expected = {
+            "sick": "unhealthy",
+            "hooked": "hook_error",
+            "free": "quota_exhausted",
+            "flaky": "circuit_open",
+        }
+        for name in ("free", "flaky"):  # use up the budget, open the circuit
+            client.chat.completions.create(model="gpt-test", messages=MSG, **chain(name, "backup"))
+        for name, reason in expected.items():
+            raw = client.chat.completions.with_raw_response.create(
+                model="gpt-test", messages=MSG, **chain(name, "backup")
+            )
+            assert raw.parse().choices[0].message.content == "hello from backup"
+            assert raw.headers["X-Agent-Reach-Trace"].split(",")[0].startswith(f"{name}:{reason}:")
+            stream = client.chat.completions.create(
+                model="gpt-test", messages=MSG, stream=True, **chain(name, "backup")
+            )
+            assert (
+                "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+                == "hello from ok"
+            )
+    finally:
+        stop(proxy)
