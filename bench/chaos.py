@@ -39,6 +39,8 @@ from typing import Any
 import openai
 from aiohttp import web
 
+from common import rss_mb
+
 AGENT_REACH = str(Path(sys.executable).parent / "agent-reach")
 HEALTHY = ("ok", "slow")
 BROKEN = ("reset", "hang", "500", "429", "401", "html", "brokenjson", "error200", "cut")
@@ -277,12 +279,8 @@ async def client_loop(
         await client.close()
 
 
-def proc_facts(pid: int) -> dict[str, int]:
-    rss = 0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            rss = int(line.split()[1]) // 1024
-    return {"rss_mb": rss, "open_fds": len(os.listdir(f"/proc/{pid}/fd"))}
+def proc_facts(pid: int) -> dict[str, float]:
+    return {"rss_mb": round(rss_mb(pid), 1), "open_fds": len(os.listdir(f"/proc/{pid}/fd"))}
 
 
 async def drive(args: argparse.Namespace) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import sys
 import time
 
 from agent_reach import Router
+from common import pct
 
 UPSTREAM = r"""
 import asyncio, random, sys
@@ -69,11 +70,6 @@ async def measure(port: int, hedge_ms: float | None, total: int, concurrency: in
 
         await asyncio.gather(*(one() for _ in range(total)))
     return latencies
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main() -> None:

@@ -197,7 +197,8 @@ def _chart(title: str, report: Report, key: str, top: float | None, unit: str) -
     return "".join(parts)
 
 
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
+    """A table cell: the value, or a dash when there is none."""
     return "–" if value is None else str(value)
 
 
@@ -210,9 +211,9 @@ def html(report: Report) -> str:
         breach = ' class="breach"' if p.breach else ""
         rows.append(
             "<tr>"
-            f"<td>{_html.escape(p.name)}</td><td>{p.requests}</td><td>{_cell(rate)}</td>"
-            f"<td>{_cell(p.p50_ms)}</td><td{breach}>{_cell(p.p95_ms)}</td><td>{_cell(p.p99_ms)}</td>"
-            f"<td>{_cell(p.declared_p95_ms)}</td><td>{p.failovers_from}</td>"
+            f"<td>{_html.escape(p.name)}</td><td>{p.requests}</td><td>{cell(rate)}</td>"
+            f"<td>{cell(p.p50_ms)}</td><td{breach}>{cell(p.p95_ms)}</td><td>{cell(p.p99_ms)}</td>"
+            f"<td>{cell(p.declared_p95_ms)}</td><td>{p.failovers_from}</td>"
             f"<td>{p.failovers_to}</td><td>{_html.escape(quota)}</td></tr>"
         )
     answered = f"{report.answered}/{report.requests}" if report.requests else "0"

@@ -64,10 +64,6 @@ class RouteTable:
             default = tuple(n for n, _ in sorted(providers, key=lambda p: -p[1]))
         return cls(default, {k: tuple(v) for k, v in (routes or {}).items()})
 
-    @property
-    def names(self) -> frozenset[str]:
-        return frozenset(self.default).union(*self.routes.values())
-
 
 def attempt_order(
     table: RouteTable,

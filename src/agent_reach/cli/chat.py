@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from . import expected_errors, fail
+from .render import print_json
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -71,7 +72,7 @@ async def _once(router: Router, request: dict[str, Any], as_json: bool) -> None:
     finally:
         await router.aclose()
     if as_json:
-        _print_json(
+        print_json(
             {
                 "response": result.response,
                 "provider": result.provider,
@@ -84,7 +85,7 @@ async def _once(router: Router, request: dict[str, Any], as_json: bool) -> None:
     if content:
         click.echo(content)
     else:
-        _print_json(msg.get("tool_calls"))
+        print_json(msg.get("tool_calls"))
 
 
 async def _stream(router: Router, request: dict[str, Any], as_json: bool) -> None:
@@ -106,12 +107,6 @@ async def _stream(router: Router, request: dict[str, Any], as_json: bool) -> Non
             out.write("\n")
     finally:
         await router.aclose()
-
-
-def _print_json(value: Any) -> None:
-    import orjson
-
-    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
 
 
 class _Narrator:

@@ -41,9 +41,9 @@ def check(obj: dict[str, Any], model: str | None, as_json: bool) -> None:
     cfg = load_config(obj["config_path"])
     rows = asyncio.run(_check_all(cfg, model))
     if as_json:
-        import orjson
+        from .render import print_json
 
-        click.echo(orjson.dumps([r.__dict__ for r in rows], option=orjson.OPT_INDENT_2).decode())
+        print_json([r.__dict__ for r in rows])
     else:
         _table(rows)
     usable = sum(r.usable for r in rows)

@@ -50,9 +50,9 @@ def drill(obj: dict[str, Any], model: str | None, dry_run: bool, as_json: bool) 
         return
     rows = asyncio.run(_drill(router, routes, model))
     if as_json:
-        import orjson
+        from .render import print_json
 
-        click.echo(orjson.dumps([asdict(r) for r in rows], option=orjson.OPT_INDENT_2).decode())
+        print_json([asdict(r) for r in rows])
     else:
         _table(rows)
     broken = [r for r in rows if r.answered_by is None and r.down != "-"]

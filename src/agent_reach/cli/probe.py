@@ -128,9 +128,9 @@ def probe(
             fail(f"{target} already has a provider named {name!r}", 2)
     report = asyncio.run(run_probe(url, fmt, model or "", key_env or "", environ, name or "probe"))
     if as_json:
-        import orjson
+        from .render import print_json
 
-        click.echo(orjson.dumps(asdict(report), option=orjson.OPT_INDENT_2).decode())
+        print_json(asdict(report))
     else:
         _print(report)
     if target is not None:

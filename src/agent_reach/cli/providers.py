@@ -16,10 +16,9 @@ def providers(as_json: bool) -> None:
 
     entries = catalog.load()
     if as_json:
-        import orjson
+        from .render import print_json
 
-        data = [e.to_dict() for e in entries]
-        click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+        print_json([e.to_dict() for e in entries])
         return
     from rich import box
     from rich.console import Console

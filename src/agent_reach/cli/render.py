@@ -73,3 +73,11 @@ def print_table(table: object) -> None:
 
     width = None if sys.stdout.isatty() else 240
     Console(soft_wrap=False, width=width).print(table)
+
+
+def print_json(value: object) -> None:
+    """`value` as indented JSON on stdout."""
+    import click
+    import orjson
+
+    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())

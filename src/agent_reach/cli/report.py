@@ -64,9 +64,9 @@ def report(
         Path(html_file).write_text(html(built), encoding="utf-8")
         click.echo(f"wrote {html_file}", err=True)
     if as_json:
-        import orjson
+        from .render import print_json
 
-        click.echo(orjson.dumps(built.to_dict(), option=orjson.OPT_INDENT_2).decode())
+        print_json(built.to_dict())
     elif not html_file:
         _report_table(built)
 
@@ -99,6 +99,7 @@ async def _build(router: Router, window: float) -> Any:
 def _report_table(built: Any) -> None:
     from rich.table import Table
 
+    from ..report import cell
     from .render import print_table
 
     table = Table(
@@ -125,20 +126,16 @@ def _report_table(built: Any) -> None:
             p.name,
             str(p.requests),
             rate,
-            _dash(p.p50_ms),
+            cell(p.p50_ms),
             p95,
-            _dash(p.p99_ms),
-            _dash(p.declared_p95_ms),
+            cell(p.p99_ms),
+            cell(p.declared_p95_ms),
             str(p.failovers_from),
             str(p.failovers_to),
             quota,
         )
     print_table(table)
     click.echo(f"{built.answered} of {built.requests} requests answered", err=True)
-
-
-def _dash(value: Any) -> str:
-    return "–" if value is None else str(value)
 
 
 @click.command()
@@ -151,9 +148,9 @@ def status(obj: dict[str, Any], as_json: bool) -> None:
 
     rows = asyncio.run(_status(_router(obj)))
     if as_json:
-        import orjson
+        from .render import print_json
 
-        click.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
+        print_json(rows)
         return
     from rich.table import Table
 

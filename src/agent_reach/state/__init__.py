@@ -14,14 +14,11 @@ says so once in the log and routing goes on with the in-memory view.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..breaker import CircuitState
 from .memory import MemoryStore
-
-log = logging.getLogger("agent_reach")
 
 
 @dataclass(frozen=True, slots=True)
