@@ -1,0 +1,60 @@
+"""`POST /v1/chat/completions`: the OpenAI Chat Completions face of the proxy (spec §10)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import orjson
+from aiohttp import web
+
+from .. import completion
+from ..errors import AllProvidersFailed, StreamInterrupted
+from ..request import ChatRequest
+from .errors import error_response
+from .http import SSE_HEADERS, json_response, read_json, trace_headers, with_headers
+
+if TYPE_CHECKING:
+    from .app import Proxy
+
+
+def all_failed(path: str, exc: AllProvidersFailed) -> web.Response:
+    """The answer when no provider answered: 502 with every attempt."""
+    attempts = [a.to_dict() for a in exc.attempts]
+    code = "all_providers_failed"
+    return error_response(path, 502, str(exc), code, code, attempts=attempts)
+
+
+async def completions(proxy: Proxy, request: web.Request) -> web.StreamResponse:
+    req = with_headers(ChatRequest.parse(await read_json(request)), request)
+    if req.stream:
+        return await _stream(proxy, request, req)
+    try:
+        result = await proxy.engine.chat(req)
+    except AllProvidersFailed as exc:
+        return all_failed(request.path, exc)
+    return json_response(result.response, trace_headers(result.provider, result.trace))
+
+
+async def _stream(proxy: Proxy, request: web.Request, req: ChatRequest) -> web.StreamResponse:
+    try:
+        stream = await proxy.engine.stream(req)
+    except AllProvidersFailed as exc:
+        return all_failed(request.path, exc)
+    try:
+        resp = web.StreamResponse(
+            headers={**SSE_HEADERS, **trace_headers(stream.provider, stream.trace)}
+        )
+        await resp.prepare(request)
+        try:
+            async for chunk in stream:
+                await resp.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+        except StreamInterrupted as exc:
+            attempts = [a.to_dict() for a in exc.attempts]
+            reason = str(exc.attempts[-1].reason)
+            body = completion.error(str(exc), "stream_interrupted", reason, attempts=attempts)
+            await resp.write(b"data: " + orjson.dumps(body) + b"\n\n")
+        else:
+            await resp.write(b"data: [DONE]\n\n")
+        return resp
+    finally:
+        await stream.aclose()  # a client that went away cancels us: close the upstream

@@ -1,0 +1,75 @@
+"""Error bodies in the shape of the API a client speaks (spec §10, §10.1).
+
+OpenAI's APIs (Chat Completions, Responses, step mode, everything else) answer
+`{"error": {"message", "type", "param", "code"}}`; Anthropic's Messages API (any path under
+`/v1/messages`) answers `{"type": "error", "error": {"type", "message"}}` with Anthropic's types.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from .. import completion
+
+JSON = "application/json"
+_OPENAI_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+}
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+def speaks_anthropic(path: str) -> bool:
+    """Whether a request path belongs to the Anthropic Messages API."""
+    return path == "/v1/messages" or path.startswith("/v1/messages/")
+
+
+def error_body(
+    path: str,
+    status: int,
+    message: str,
+    type: str | None = None,
+    code: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The error body for `path`'s API. `type` overrides the type the status implies;
+    `code` and `param` exist in OpenAI's shape only; `extra` fields (e.g. `attempts`) go
+    inside `error` in both."""
+    if speaks_anthropic(path):
+        kind = type if type in _ANTHROPIC_TYPES.values() else _ANTHROPIC_TYPES.get(status)
+        extra.pop("param", None)
+        return {
+            "type": "error",
+            "error": {"type": kind or "api_error", "message": message, **extra},
+        }
+    return completion.error(message, type or _OPENAI_TYPES.get(status, "api_error"), code, **extra)
+
+
+def error_response(
+    path: str,
+    status: int,
+    message: str,
+    type: str | None = None,
+    code: str | None = None,
+    *,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> web.Response:
+    """An error response for `path`'s API (see `error_body`)."""
+    body = error_body(path, status, message, type, code, **extra)
+    return web.Response(status=status, body=orjson.dumps(body), content_type=JSON, headers=headers)

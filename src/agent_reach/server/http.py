@@ -1,0 +1,57 @@
+"""What every API face of the proxy shares: reading a JSON body, the `X-Agent-Reach-*`
+request headers, the trace response headers and writing server-sent events."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from ..request import ChatRequest
+from ..trace import Attempt, trace_header
+
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+class BadBody(Exception):
+    """A request body that is not the JSON object expected (a 400)."""
+
+
+async def read_json(request: web.Request) -> dict[str, Any]:
+    """The request's body as a JSON object; `BadBody` when it is not one."""
+    raw = await request.read()  # over client_max_size: HTTPRequestEntityTooLarge (413)
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadBody(f"the body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadBody("the body must be a JSON object")
+    return body
+
+
+def with_headers(req: ChatRequest, request: web.Request) -> ChatRequest:
+    """`req` with the route and fallback order of the `X-Agent-Reach-Route` and
+    `X-Agent-Reach-Fallback-Order` headers, which win over the body's extension."""
+    route = request.headers.get("X-Agent-Reach-Route")
+    order = request.headers.get("X-Agent-Reach-Fallback-Order")
+    if not route and not order:
+        return req
+    return replace(
+        req,
+        provider_route=route or req.provider_route,
+        fallback_order=tuple(n.strip() for n in order.split(",") if n.strip())
+        if order
+        else req.fallback_order,
+    )
+
+
+def trace_headers(provider: str, trace: list[Attempt]) -> dict[str, str]:
+    """`X-Agent-Reach-Provider` and `X-Agent-Reach-Trace` of an answered request."""
+    return {"X-Agent-Reach-Provider": provider, "X-Agent-Reach-Trace": trace_header(trace)}
+
+
+def json_response(body: Any, headers: dict[str, str] | None = None) -> web.Response:
+    """A 200 with `body` as JSON."""
+    return web.Response(body=orjson.dumps(body), content_type="application/json", headers=headers)

@@ -1,0 +1,68 @@
+"""`POST /agent-reach/v1/route[?route=NAME]`: step mode, one attempt per call (spec §9)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from ..errors import RequestError
+from ..request import ChatRequest
+from ..trace import Attempt, Reason
+from .http import BadBody, json_response, read_json, trace_headers
+
+if TYPE_CHECKING:
+    from .app import Proxy
+
+
+async def step(proxy: Proxy, request: web.Request) -> web.Response:
+    """One attempt at the named provider (or a route's first); the client drives."""
+    engine = proxy.engine
+    body = await read_json(request)
+    short = "prompt" in body and "messages" not in body
+    named = body.pop("provider", None)
+    if short:
+        prompt = body.pop("prompt")
+        if not isinstance(prompt, str) or not prompt:
+            raise BadBody("'prompt' must be a non-empty string")
+        body["messages"] = [{"role": "user", "content": prompt}]
+    target = request.query.get("route") or named or engine.table.default[0]
+    if not isinstance(target, str):
+        raise BadBody("'provider' must be a provider name")
+    name, following = _target(proxy, target)
+    req = ChatRequest.parse(body, stream=False)
+    backend = engine.backends[name]
+    if short and not req.model and not backend.spec.models:
+        detail = "no model given and the provider lists no models"
+        return _failed(Attempt(name, Reason.MODEL_UNAVAILABLE, detail=detail), following)
+    attempt, response = await engine.step(req, name)
+    if response is None:
+        return _failed(attempt, following)
+    extra = {"status": "ok", "provider": name, "ms": round(attempt.ms)}
+    return json_response({**response, "agent_reach": extra}, trace_headers(name, [attempt]))
+
+
+def _target(proxy: Proxy, target: str) -> tuple[str, str | None]:
+    """(provider to try, the one after it): a route's first and second, or a provider and
+    the provider after it in the default order."""
+    table = proxy.engine.table
+    if target in table.routes:
+        names = table.routes[target]
+        return names[0], names[1] if len(names) > 1 else None
+    if target not in proxy.engine.backends:
+        raise RequestError(f"no provider or route named {target!r}", status=404, param="route")
+    order = table.default
+    i = order.index(target) if target in order else len(order)
+    return target, order[i + 1] if i + 1 < len(order) else None
+
+
+def _failed(attempt: Attempt, following: str | None) -> web.Response:
+    return json_response(
+        {
+            "status": "failed",
+            "provider": attempt.provider,
+            "reason": str(attempt.reason),
+            "detail": attempt.detail,
+            "next_route": following,
+        }
+    )
