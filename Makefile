@@ -19,6 +19,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	scripts/ensure-services.sh
+	scripts/ensure-agents.sh
 	$(BIN)/pytest -q
 
 lint: $(STAMP)

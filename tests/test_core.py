@@ -167,7 +167,11 @@ def test_breaker_rate_limit_uses_retry_after() -> None:
     assert admit(leased, NOW + 8, 5)[0] is False
 
 
-TABLE = RouteTable.build([("a", 1.0), ("b", 0.5), ("c", 1.0), ("d", 2.0)], None, {"r": ["c", "a"]})
+TABLE = RouteTable.build(
+    [("a", 1.0), ("b", 0.5), ("c", 1.0), ("d", 2.0)],
+    None,
+    {"r": ["c", "a"], "gpt-5-codex": ["b", "c"]},
+)
 KNOWN = ("a", "b", "c", "d")
 
 
@@ -179,6 +183,10 @@ KNOWN = ("a", "b", "c", "d")
         ({"provider_route": "b"}, ("b", "d", "a", "c")),
         ({"fallback_order": ["b", "a", "b"]}, ("b", "a")),
         ({"fallback_order": ["c"], "provider_route": "r"}, ("c",)),
+        ({"model": "gpt-5-codex"}, ("b", "c")),  # a route named after the model: an alias
+        ({"model": "other"}, ("d", "a", "c", "b")),
+        ({"model": "gpt-5-codex", "provider_route": "r"}, ("c", "a")),  # the route wins
+        ({"model": "gpt-5-codex", "fallback_order": ["a"]}, ("a",)),
     ],
 )
 def test_attempt_order(kwargs: dict[str, Any], order: tuple[str, ...]) -> None:
@@ -334,3 +342,34 @@ def completion(content: Any, usage: int | None = 8, model: str = "m") -> dict[st
 )
 def test_validation(level: Level, body: dict[str, Any], raw: Any, ok: bool) -> None:
     assert (check(level, body, raw, {"m"}) is None) is ok
+
+
+@pytest.mark.parametrize(
+    ("model_map", "models", "requested", "sent", "serves"),
+    [
+        ({}, None, "m", "m", True),
+        ({"m": "x"}, None, "m", "x", True),
+        ({"*": "y"}, None, "claude-sonnet-4-5", "y", True),  # "*" maps any other model
+        ({"m": "x", "*": "y"}, None, "m", "x", True),
+        ({"*": "y"}, ["y"], "gpt-5-codex", "y", True),  # served through the mapping
+        ({}, ["y"], "gpt-5-codex", "gpt-5-codex", False),
+        ({"*": "y"}, None, None, "y", True),  # no model asked: the "*" mapping
+        ({"*": "y"}, ["z"], None, "z", True),  # ... after the first of `models`
+    ],
+)
+def test_model_map_star(
+    model_map: dict[str, str],
+    models: list[str] | None,
+    requested: str | None,
+    sent: str,
+    serves: bool,
+) -> None:
+    from agent_reach.backend import Backend
+    from agent_reach.config import Provider
+
+    spec = Provider(
+        name="p", endpoint="http://h/v1/chat/completions", model_map=model_map, models=models
+    )
+    backend = Backend.prepare(spec, {})
+    assert backend.model_for(requested) == sent
+    assert backend.serves(requested) is serves

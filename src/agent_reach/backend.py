@@ -17,6 +17,7 @@ from .dialects import Context, Dialect, Mismatch, Shape
 from .hooks import Hook, HookError
 from .outcomes import OK, ErrorInfo, Outcome, classify, mismatch
 from .quota import Budget
+from .request import ChatRequest
 from .routing import Health
 from .trace import Reason
 
@@ -89,18 +90,26 @@ class Backend:
     # -- the request -----------------------------------------------------------------------
 
     def model_for(self, requested: str | None) -> str:
-        """The model name this provider is asked for: `model_map`, else as requested, else the
-        first of its `models`, else "" (the body then names no model)."""
+        """The model name this provider is asked for (spec §3): `model_map` (its `"*"` key
+        for any model the map does not name), else as requested; with no model requested,
+        the first of its `models`, else its `"*"` mapping, else "" (no model in the body)."""
+        mapping = self.spec.model_map
         if requested:
-            return self.spec.model_map.get(requested, requested)
-        return self.spec.models[0] if self.spec.models else ""
+            return mapping.get(requested) or mapping.get("*") or requested
+        return self.spec.models[0] if self.spec.models else mapping.get("*", "")
 
     def serves(self, requested: str | None) -> bool:
         """Whether a request for `requested` may go to this provider (its `models`)."""
         models = self.spec.models
         if models is None or not requested:
             return True
-        return requested in models or self.spec.model_map.get(requested) in models
+        return requested in models or self.model_for(requested) in models
+
+    def speaks(self, req: ChatRequest) -> bool:
+        """Whether this provider speaks the API the request arrived in (`format: anthropic`
+        for a Messages request, `format: responses` for a Responses one): then the request
+        goes to it as it came, and its answer comes back as it is."""
+        return req.native is not None and req.api == self.dialect.speaks
 
     def url(self, model: str, stream: bool) -> str:
         """The URL to POST to, with the key in the query where `auth_query` says so."""
@@ -110,9 +119,13 @@ class Backend:
             url = f"{url}{sep}{self.spec.auth_query}={quote(self.key, safe='')}"
         return url
 
-    def body(self, request: dict[str, Any], model: str, stream: bool) -> bytes:
+    def body(self, req: ChatRequest, model: str, stream: bool) -> bytes:
         """The serialized request body for this provider."""
-        body = self.dialect.body(request, model, stream, self.spec.max_tokens_field or "max_tokens")
+        if req.native is not None and self.speaks(req):
+            body = self.dialect.native_body(req.native, model, stream)
+        else:
+            cap_field = self.spec.max_tokens_field or "max_tokens"
+            body = self.dialect.body(req.body, model, stream, cap_field)
         if self.spec.extra_body:
             body = _merge(body, self.spec.extra_body)
         return orjson.dumps(body)

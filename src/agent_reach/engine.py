@@ -15,7 +15,7 @@ import itertools
 import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import aiohttp
@@ -52,6 +52,7 @@ class Run:
 
     id: str
     route: str
+    api: str = "chat"
     trace: list[Attempt] = field(default_factory=list)
 
 
@@ -110,6 +111,7 @@ class Engine:
             self.backends,
             fallback_order=req.fallback_order,
             provider_route=req.provider_route,
+            model=req.model,
         )
 
     # -- the two kinds of request ------------------------------------------------------------
@@ -117,13 +119,20 @@ class Engine:
     async def chat(self, req: ChatRequest) -> Result:
         """One non-streamed request with failover."""
         response, provider, run = await self._drive(req, self._send)
-        return Result(response, provider, run.trace)
+        return Result(response, provider, run.trace, self.backends[provider].speaks(req))
 
     async def stream(self, req: ChatRequest) -> ChatStream:
         """A streamed request, returned once a provider has produced its first content chunk
         (every failure before that fails over)."""
         live, provider, run = await self._drive(req, self._open)
         return ChatStream(self, self.backends[provider], live, run)
+
+    def route_label(self, req: ChatRequest) -> str:
+        """The route a request takes, by name, for metrics and events."""
+        label = req.route_label
+        if label == "default" and req.model and req.model in self.table.routes:
+            return req.model  # a model alias (spec §3)
+        return label
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -141,7 +150,7 @@ class Engine:
     ) -> tuple[T, str, Run]:
         """Walk the request's providers (or exactly `order`, without last resort)."""
         walk = Walk(self.order(req) if order is None else order, last_resort=order is None)
-        run = Run(f"{self._id_prefix}-{next(self._ids)}", req.route_label)
+        run = Run(f"{self._id_prefix}-{next(self._ids)}", self.route_label(req), req.api)
         deadline = time.perf_counter() + (req.deadline_ms or self.config.deadline_ms) / 1000
         while (step := walk.next()) is not None:
             name, last_resort = step
@@ -159,9 +168,11 @@ class Engine:
             else:
                 payload = await self._turn(name, last_resort, req, deadline, run, send, walk)
             if payload is not None:
-                self._emit(RequestEvent(run.route, name, tuple(run.trace), req.stream, run.id))
+                self._emit(
+                    RequestEvent(run.route, name, tuple(run.trace), req.stream, run.id, run.api)
+                )
                 return payload, name, run
-        self._emit(RequestEvent(run.route, None, tuple(run.trace), req.stream, run.id))
+        self._emit(RequestEvent(run.route, None, tuple(run.trace), req.stream, run.id, run.api))
         raise AllProvidersFailed(run.trace)
 
     async def _turn(
@@ -316,14 +327,22 @@ class Engine:
     async def _send(
         self, backend: Backend, req: ChatRequest, model: str, remaining_s: float
     ) -> tuple[Outcome, dict[str, Any] | None, bytes | None]:
-        """One non-streamed try: POST, read the whole answer, judge it."""
+        """One non-streamed try: the answer normalized, or as the provider gave it when the
+        request asks for that (`raw_response`) or the provider speaks the request's API."""
+        raw = req.raw_response or backend.speaks(req)
+        return await self._fetch(backend, req, model, remaining_s, raw)
+
+    async def _fetch(
+        self, backend: Backend, req: ChatRequest, model: str, remaining_s: float, raw_body: bool
+    ) -> tuple[Outcome, dict[str, Any] | None, bytes | None]:
+        """POST, read the whole answer, judge it."""
         limit = asyncio.timeout(remaining_s)
         try:
             async with (
                 limit,
                 self.session.post(
                     backend.url(model, False),
-                    data=backend.body(req.body, model, False),
+                    data=backend.body(req, model, False),
                     headers=backend.headers,
                     timeout=timeouts(backend.connect_s, backend.read_s, remaining_s),
                     allow_redirects=False,
@@ -339,7 +358,7 @@ class Engine:
             retry_after=resp.headers.get("Retry-After"),
             model=model,
             requested=req.model,
-            raw_response=req.raw_response,
+            raw_response=raw_body,
             now=self.clock(),
         )
         return outcome, response, None if outcome.reason is Reason.OK else raw
@@ -349,9 +368,7 @@ class Engine:
     ) -> tuple[Outcome, LiveStream | None, bytes | None]:
         """One streamed try, up to its first content chunk (spec §10 "Streaming")."""
         if backend.has_hooks:  # hooks transform whole answers: ask for one, replay it
-            outcome, body, raw = await self._send(
-                backend, replace(req, raw_response=False), model, remaining_s
-            )
+            outcome, body, raw = await self._fetch(backend, req, model, remaining_s, False)
             return (
                 outcome,
                 None if body is None else LiveStream.replay(completion.as_chunks(body)),
@@ -366,7 +383,7 @@ class Engine:
             async with limit:
                 resp = await self.session.post(
                     backend.url(model, True),
-                    data=backend.body(req.body, model, True),
+                    data=backend.body(req, model, True),
                     headers=backend.stream_headers,
                     timeout=timeouts(backend.connect_s, backend.read_s, remaining_s),
                     allow_redirects=False,
@@ -391,7 +408,10 @@ class Engine:
                     return outcome, LiveStream.replay(completion.as_chunks(body)), None
                 ctx = backend.context(model, int(self.clock()))
                 live = LiveStream(
-                    resp, framer(backend.dialect.framing), backend.dialect.decoder(ctx)
+                    resp,
+                    framer(backend.dialect.framing),
+                    backend.dialect.decoder(ctx),
+                    keep_frames=backend.speaks(req),
                 )
                 if not await live.first_content():
                     return mismatch("stream ended without content", status), None, None
@@ -527,11 +547,15 @@ class LiveStream:
         frames: Any,
         decoder: Any,
         pending: list[dict[str, Any]] | None = None,
+        *,
+        keep_frames: bool = False,
     ) -> None:
         self.resp = resp
         self.frames = frames
         self.decoder = decoder
         self.pending: list[dict[str, Any]] = pending or []
+        # The provider's own frames, kept for a client that speaks its API (`take_frames`).
+        self.kept: list[tuple[str | None, bytes]] | None = [] if keep_frames else None
         self._chunks = self._read() if resp is not None else None
         self._complete = False
 
@@ -542,13 +566,18 @@ class LiveStream:
 
     async def _read(self) -> AsyncGenerator[dict[str, Any], None]:
         assert self.resp is not None
+        kept = self.kept
         async for line in self.resp.content:
             frame = self.frames.line(line)
             if frame is not None:
+                if kept is not None:
+                    kept.append(frame)
                 for chunk in self.decoder.feed(*frame):
                     yield chunk
         frame = self.frames.flush()
         if frame is not None:
+            if kept is not None:
+                kept.append(frame)
             for chunk in self.decoder.feed(*frame):
                 yield chunk
         if not self.decoder.finished:
@@ -604,6 +633,22 @@ class ChatStream:
     @property
     def provider(self) -> str:
         return self.backend.name
+
+    @property
+    def native(self) -> bool:
+        """Whether the provider's own frames are kept for the client (`take_frames`): it
+        speaks the API the request arrived in, and this is a live stream, not a replay."""
+        return self.live.kept is not None
+
+    def take_frames(self) -> list[tuple[str | None, bytes]]:
+        """The provider's (event, data) frames read since the last call, in order; the
+        chunks yielded so far came from them (or from frames before them)."""
+        kept = self.live.kept
+        if not kept:
+            return []
+        out = kept.copy()
+        kept.clear()
+        return out
 
     async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         start = time.perf_counter()

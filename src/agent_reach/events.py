@@ -31,6 +31,7 @@ class RequestEvent:
     trace: tuple[Attempt, ...]
     stream: bool
     request: str = ""
+    api: str = "chat"  # the API the request arrived in: chat, responses or messages
 
 
 @dataclass(frozen=True, slots=True)

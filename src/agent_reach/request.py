@@ -23,6 +23,8 @@ class ChatRequest:
     fallback_order: tuple[str, ...] | None = None
     raw_response: bool = False  # response_schema_compatibility: false
     deadline_ms: float | None = None
+    api: str = "chat"  # the API the request arrived in: chat, responses or messages
+    native: dict[str, Any] | None = None  # the request as it arrived, when not a chat one
 
     @classmethod
     def parse(cls, request: dict[str, Any], *, stream: bool | None = None) -> ChatRequest:
@@ -93,7 +95,7 @@ class ChatRequest:
 
     @property
     def route_label(self) -> str:
-        """The route's name for metrics and events."""
+        """The route's name for metrics and events (a model alias is named by the engine)."""
         if self.fallback_order:
             return "custom"
         return self.provider_route or "default"

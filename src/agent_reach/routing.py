@@ -71,8 +71,10 @@ def attempt_order(
     *,
     fallback_order: Sequence[str] | None = None,
     provider_route: str | None = None,
+    model: str | None = None,
 ) -> tuple[str, ...]:
-    """The providers to try for one request, in order (spec §3); `RequestError` for a name
+    """The providers to try for one request, in order (spec §3): its `fallback_order`, its
+    `provider_route`, a route named after its model, the default. `RequestError` for a name
     that does not exist."""
     known = frozenset(known)
     if fallback_order:
@@ -93,6 +95,8 @@ def attempt_order(
             status=404,
             param="provider_route",
         )
+    if model and model in table.routes:
+        return table.routes[model]
     return table.default
 
 

@@ -74,8 +74,13 @@ def trace_header(trace: list[Attempt]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Result:
-    """A successful request: the normalized response, who answered, and every attempt."""
+    """A successful request: the normalized response, who answered, and every attempt.
+
+    For a request that arrived in another API than Chat Completions (`ChatRequest.api`) and
+    was answered by a provider that speaks that API itself, `response` is the provider's own
+    answer and `native` is true."""
 
     response: dict[str, Any]
     provider: str
     trace: list[Attempt]
+    native: bool = False  # `response` is in the request's own API (a provider that speaks it)

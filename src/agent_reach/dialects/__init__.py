@@ -11,9 +11,19 @@ from __future__ import annotations
 
 import importlib
 
-from .base import Context, Decoder, Dialect, Mismatch, ProviderError, Shape
+from .base import Context, Decoder, Dialect, Inbound, Mismatch, ProviderError, Shape
 
-__all__ = ["FORMATS", "Context", "Decoder", "Dialect", "Mismatch", "ProviderError", "Shape", "get"]
+__all__ = [
+    "FORMATS",
+    "Context",
+    "Decoder",
+    "Dialect",
+    "Inbound",
+    "Mismatch",
+    "ProviderError",
+    "Shape",
+    "get",
+]
 
 _MODULES = {
     "openai": "openai",

@@ -40,6 +40,20 @@ class Shape:
 
 
 @dataclass(frozen=True, slots=True)
+class Inbound:
+    """A client's request in another API (Responses, Messages), read as a chat request.
+
+    `body` is the OpenAI chat request the engine routes (with the client's `agent_reach`
+    extension, if any); `dropped` names what a provider that does not speak the client's API
+    will not see (hosted tools, thinking blocks, `cache_control`, …), for the
+    `X-Agent-Reach-Dropped` header.
+    """
+
+    body: dict[str, Any]
+    dropped: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Context:
     """What a dialect needs to know about one attempt besides the body."""
 
@@ -128,6 +142,7 @@ class Dialect(ABC):
     content_path: ClassVar[str] = "message.content"
     max_tokens_field: ClassVar[str] = "max_tokens"
     auth_header: ClassVar[str] = "Authorization"  # the header a key goes in by default
+    speaks: ClassVar[str | None] = None  # the client API that is this format, if any
 
     def url(self, endpoint: str, model: str, stream: bool) -> str:
         """The URL to POST to (some formats put the model or the stream flag in it)."""
@@ -155,6 +170,15 @@ class Dialect(ABC):
         max_tokens_field: str,
     ) -> dict[str, Any]:
         """The provider's request body for an OpenAI chat request."""
+
+    def native_body(self, request: dict[str, Any], model: str, stream: bool) -> dict[str, Any]:
+        """The body for a request that arrived in the client API this format is (`speaks`):
+        the request as it came, with this provider's model and the stream flag."""
+        body = {k: v for k, v in request.items() if k != "agent_reach"}
+        if model:
+            body["model"] = model
+        body["stream"] = stream
+        return body
 
     def error_of(self, body: Any) -> ErrorInfo | None:
         """The error a provider reported in `body`, if any."""

@@ -23,8 +23,8 @@ class Metrics:
         r = self.registry
         self.requests = Counter(
             "agent_reach_requests",
-            "Requests by route and outcome.",
-            ["route", "outcome"],
+            "Requests by route, outcome and the API they arrived in.",
+            ["route", "outcome", "api"],
             registry=r,
         )
         self.attempts = Counter(
@@ -87,7 +87,7 @@ class Metrics:
                 self._child(self.provider_up, a.provider).set(0)
         elif isinstance(event, RequestEvent):
             outcome = "ok" if event.provider else "failed"
-            self._child(self.requests, event.route, outcome).inc()
+            self._child(self.requests, event.route, outcome, event.api).inc()
             trace = event.trace
             for prev, nxt in itertools.pairwise(trace):
                 if not prev.ok and prev.provider != nxt.provider:
