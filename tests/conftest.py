@@ -11,16 +11,42 @@ from jsonschema import Draft202012Validator
 from .services import RedisServer
 from .upstream import Upstream
 
-SCHEMAS = json.loads((Path(__file__).parent / "data" / "openai-chat-schemas.json").read_text())
+DATA = Path(__file__).parent / "data"
+SCHEMAS = json.loads((DATA / "openai-chat-schemas.json").read_text())
+RESPONSES_SCHEMAS = json.loads((DATA / "openai-responses-schemas.json").read_text())
 
 
-def _validator(name: str) -> Draft202012Validator:
-    return Draft202012Validator({"$ref": f"#/$defs/{name}", "$defs": SCHEMAS["$defs"]})
+def _validator(name: str, schemas: dict[str, Any] = SCHEMAS) -> Draft202012Validator:
+    return Draft202012Validator({"$ref": f"#/$defs/{name}", "$defs": schemas["$defs"]})
 
 
 COMPLETION = _validator("CreateChatCompletionResponse")
 CHUNK = _validator("CreateChatCompletionStreamResponse")
 ERROR = _validator("ErrorResponse")
+RESPONSE = _validator("Response", RESPONSES_SCHEMAS)
+RESPONSE_EVENT = _validator("ResponseStreamEvent", RESPONSES_SCHEMAS)
+RESPONSE_ERROR = _validator("ErrorResponse", RESPONSES_SCHEMAS)
+
+
+def _event_validators() -> dict[str, Draft202012Validator]:
+    """A validator per Responses stream event type (the union's errors say little)."""
+    defs = RESPONSES_SCHEMAS["$defs"]
+    out = {}
+    for ref in defs["ResponseStreamEvent"]["anyOf"]:
+        name = ref["$ref"].rsplit("/", 1)[1]
+        for kind in defs[name].get("properties", {}).get("type", {}).get("enum", []):
+            out[kind] = _validator(name, RESPONSES_SCHEMAS)
+    return out
+
+
+EVENT_TYPES = _event_validators()
+
+
+def assert_valid_event(event: dict[str, Any]) -> None:
+    """A Responses stream event valid against the official schema of its type."""
+    assert event.get("type") in EVENT_TYPES, event.get("type")
+    assert_valid(EVENT_TYPES[event["type"]], event)
+    assert_valid(RESPONSE_EVENT, event)
 
 
 def assert_valid(validator: Draft202012Validator, body: Any) -> None:

@@ -186,3 +186,28 @@ def test_sync_chat_keeps_shared_state_between_event_loops(tmp_path: Path, up: Up
     again = Router(config)  # a new router, as a new process would have
     assert [a.reason for a in again.chat(request).trace] == ["circuit_open", "ok"]
     assert [a.reason for a in again.chat(request).trace] == ["circuit_open", "ok"]
+
+
+async def test_stored_responses_are_shared_and_expire(make: Factory) -> None:
+    a, b = make(), make()
+    await a.save_response("resp_1", '{"x": 1}', NOW, 60)
+    await a.save_response("resp_old", '{"x": 0}', NOW - 120, 60)
+    await settle(a)
+    assert await b.load_response("resp_1", time.time()) == '{"x": 1}'
+    assert await b.load_response("resp_old", time.time()) is None  # expired
+    assert await b.load_response("resp_none", time.time()) is None
+    assert await b.delete_response("resp_1", time.time())
+    assert await a.load_response("resp_1", time.time()) is None  # deleted for every instance
+    assert not await b.delete_response("resp_1", time.time())
+
+
+async def test_memory_store_keeps_the_latest_responses() -> None:
+    store = MemoryStore()
+    store.responses_kept = 2
+    for n in range(3):
+        await store.save_response(f"r{n}", str(n), NOW, 60)
+    assert await store.load_response("r0", NOW) is None
+    assert await store.load_response("r2", NOW) == "2"
+    assert await store.load_response("r2", NOW + 61) is None
+    assert await store.delete_response("r1", NOW)
+    assert not await store.delete_response("r1", NOW)

@@ -58,6 +58,121 @@ def chunk(
     }
 
 
+TOOL_WORD = "agent-reach-tool-ok"
+
+
+def tool_chunk(calls: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        **chunk(),
+        "choices": [{"index": 0, "delta": {"tool_calls": calls}, "finish_reason": None}],
+    }
+
+
+def shell_call(tools: list[Any]) -> tuple[str, str]:
+    """(name, JSON arguments) of a call to the first shell-like tool offered (Codex's
+    `exec_command`/`shell`, Claude Code's `Bash`), its first required string field set to an
+    `echo` command; else a call to the first tool with no arguments."""
+    fns = [t.get("function", t) for t in tools if isinstance(t, dict)]
+    for wanted in ("exec_command", "shell", "Bash"):
+        for fn in fns:
+            if fn.get("name") == wanted:
+                params = fn.get("parameters") or {}
+                required = params.get("required") or list(params.get("properties") or {})
+                field = required[0] if required else "command"
+                value: Any = f"echo {TOOL_WORD}"
+                if (params.get("properties") or {}).get(field, {}).get("type") == "array":
+                    value = ["bash", "-lc", value]
+                return wanted, orjson.dumps({field: value}).decode()
+    return (str(fns[0].get("name")) if fns else "none"), "{}"
+
+
+def responses_answer(model: str) -> dict[str, Any]:
+    """A Responses-API answer with what only that API has (an encrypted reasoning item)."""
+    return {
+        "id": "resp_upstream1",
+        "object": "response",
+        "created_at": 1_700_000_000,
+        "status": "completed",
+        "model": model,
+        "output": [
+            {
+                "type": "reasoning",
+                "id": "rs_up1",
+                "summary": [{"type": "summary_text", "text": "thinking"}],
+                "encrypted_content": "opaque-blob",
+            },
+            {
+                "type": "message",
+                "id": "msg_up1",
+                "status": "completed",
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "output_text",
+                        "text": "hello from responses",
+                        "annotations": [],
+                        "logprobs": [],
+                    }
+                ],
+            },
+        ],
+        "usage": {
+            "input_tokens": 7,
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": 3,
+            "output_tokens_details": {"reasoning_tokens": 1},
+            "total_tokens": 10,
+        },
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "metadata": {},
+        "parallel_tool_calls": True,
+        "temperature": 1.0,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": 1.0,
+    }
+
+
+def responses_events(answer: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The stream of a Responses answer, as the API sends it."""
+    started = {k: v for k, v in answer.items() if k != "usage"}
+    started |= {"status": "in_progress", "output": []}
+    reasoning, message = answer["output"]
+    ids = {"item_id": "msg_up1", "output_index": 1}
+    part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+    return [
+        ("response.created", {"response": started}),
+        ("response.in_progress", {"response": started}),
+        ("response.output_item.added", {"output_index": 0, "item": reasoning}),
+        ("response.output_item.done", {"output_index": 0, "item": reasoning}),
+        (
+            "response.output_item.added",
+            {"output_index": 1, "item": {**message, "content": [], "status": "in_progress"}},
+        ),
+        ("response.content_part.added", {**ids, "content_index": 0, "part": part}),
+        (
+            "response.output_text.delta",
+            {**ids, "content_index": 0, "delta": "hello from ", "logprobs": []},
+        ),
+        (
+            "response.output_text.delta",
+            {**ids, "content_index": 0, "delta": "responses", "logprobs": []},
+        ),
+        (
+            "response.output_text.done",
+            {**ids, "content_index": 0, "text": "hello from responses", "logprobs": []},
+        ),
+        (
+            "response.content_part.done",
+            {**ids, "content_index": 0, "part": {**part, "text": "hello from responses"}},
+        ),
+        ("response.output_item.done", {"output_index": 1, "item": message}),
+        ("response.completed", {"response": answer}),
+    ]
+
+
 @dataclass
 class Received:
     scenario: str
@@ -78,7 +193,9 @@ class Upstream:
     cancelled: list[str] = field(default_factory=list)  # requests whose client went away
 
     def url(self, scenario: str, kind: str = "openai") -> str:
-        tail = "/api/chat" if kind == "ollama" else "/v1/chat/completions"
+        tail = {"ollama": "/api/chat", "responses": "/v1/responses"}.get(
+            kind, "/v1/chat/completions"
+        )
         return f"http://127.0.0.1:{self.port}/s/{scenario}{tail}"
 
     def bodies(self, scenario: str) -> list[Any]:
@@ -301,6 +418,69 @@ class Upstream:
         await resp.write(sse(b"[DONE]"))
         return resp
 
+    async def s_toolcall(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """An agent's model: asks to run a shell command with the first shell-like tool it is
+        offered, then, given the command's output, answers with a text that quotes it."""
+        messages = body.get("messages") or []
+        last = messages[-1] if messages else {}
+        if last.get("role") == "tool":
+            text = f"The command printed: {TOOL_WORD}" if TOOL_WORD in str(last) else "no output"
+            if stream:
+                return await self._stream_chunks(
+                    request, [chunk(text, role=True), chunk(finish="stop")]
+                )
+            return web.json_response(completion(text, body.get("model") or "gpt-test"))
+        name, args = shell_call(body.get("tools") or [])
+        call = {
+            "id": "call_test1",
+            "type": "function",
+            "function": {"name": name, "arguments": args},
+        }
+        if stream:
+            first = {"index": 0, **call, "function": {"name": name, "arguments": ""}}
+            pieces = [chunk(role=True)]
+            pieces.append(tool_chunk([first]))
+            half = len(args) // 2
+            for part in (args[:half], args[half:]):
+                pieces.append(tool_chunk([{"index": 0, "function": {"arguments": part}}]))
+            pieces.append(chunk(finish="tool_calls"))
+            return await self._stream_chunks(request, pieces)
+        answer = completion("", body.get("model") or "gpt-test")
+        answer["choices"][0]["message"] = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call],
+        }
+        answer["choices"][0]["finish_reason"] = "tool_calls"
+        return web.json_response(answer)
+
+    async def _stream_chunks(
+        self, request: web.Request, chunks: list[dict[str, Any]]
+    ) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for c in chunks:
+            await resp.write(sse(c))
+        await resp.write(sse(b"[DONE]"))
+        return resp
+
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        """A provider that speaks the Responses API itself (`format: responses`)."""
+        scenario = request.match_info["scenario"]
+        body = orjson.loads(await request.read())
+        self.received.append(Received(scenario, request.path, dict(request.headers), body))
+        if scenario == "auth":
+            return await self.s_auth(request, body, False)
+        answer = responses_answer(body.get("model") or "gpt-test")
+        if not body.get("stream"):
+            return web.json_response(answer)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for n, (kind, data) in enumerate(responses_events(answer)):
+            event = {"type": kind, "sequence_number": n, **data}
+            await resp.write(f"event: {kind}\n".encode() + sse(event))
+        return resp
+
     # -- running -----------------------------------------------------------------------------
 
     def app(self) -> web.Application:
@@ -309,6 +489,7 @@ class Upstream:
         app.router.add_get("/s/{scenario}/api/tags", self.models)
         app.router.add_post("/s/{scenario}/v1/chat/completions", self.chat)
         app.router.add_post("/s/{scenario}/api/chat", self.chat)
+        app.router.add_post("/s/{scenario}/v1/responses", self.responses)
         return app
 
     def start(self) -> None:

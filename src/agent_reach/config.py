@@ -97,9 +97,9 @@ class Provider(_Model):
 
     name: Name
     endpoint: str
-    format: Literal["openai", "ollama", "dashscope", "minimax", "ernie", "anthropic", "gemini"] = (
-        "openai"
-    )
+    format: Literal[
+        "openai", "responses", "ollama", "dashscope", "minimax", "ernie", "anthropic", "gemini"
+    ] = "openai"
     auth_header: str | None = None
     auth_scheme: str | None = None
     api_key_env: str = ""
@@ -273,6 +273,7 @@ class ServerConfig(_Model):
     port: Annotated[int, Field(ge=0, le=65535)] = 8000
     api_keys_env: str | None = "AGENT_REACH_API_KEYS"
     max_body_bytes: Annotated[int, Field(gt=0)] = 4 * 1024 * 1024
+    responses_ttl_s: Annotated[float, Field(gt=0)] = 86400.0  # stored Responses-API answers
 
 
 class Config(_Model):

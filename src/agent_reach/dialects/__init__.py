@@ -27,6 +27,7 @@ __all__ = [
 
 _MODULES = {
     "openai": "openai",
+    "responses": "responses",
     "ollama": "ollama",
     "dashscope": "dashscope",
     "minimax": "minimax",

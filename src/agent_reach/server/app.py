@@ -20,7 +20,7 @@ from aiohttp import web
 from .._version import __version__
 from ..errors import RequestError
 from ..router import Router
-from . import chat, step
+from . import chat, responses, step
 from .errors import JSON, error_response
 from .http import BadBody
 from .metrics import Metrics
@@ -52,6 +52,9 @@ class Proxy:
             middlewares=[self._guard], client_max_size=self.config.server.max_body_bytes
         )
         app.router.add_post("/v1/chat/completions", self._face(chat.completions))
+        app.router.add_post("/v1/responses", self._face(responses.create))
+        app.router.add_get("/v1/responses/{id}", self._face(responses.retrieve))
+        app.router.add_delete("/v1/responses/{id}", self._face(responses.delete))
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/metrics", self.prometheus)

@@ -52,6 +52,13 @@ def trace_headers(provider: str, trace: list[Attempt]) -> dict[str, str]:
     return {"X-Agent-Reach-Provider": provider, "X-Agent-Reach-Trace": trace_header(trace)}
 
 
+def sse(event: str | None, data: bytes) -> bytes:
+    """One server-sent event: `event: NAME` (when named) and its `data:` line."""
+    if event is None:
+        return b"data: " + data + b"\n\n"
+    return b"event: " + event.encode() + b"\ndata: " + data + b"\n\n"
+
+
 def json_response(body: Any, headers: dict[str, str] | None = None) -> web.Response:
     """A 200 with `body` as JSON."""
     return web.Response(body=orjson.dumps(body), content_type="application/json", headers=headers)

@@ -1,5 +1,6 @@
-"""Where remembered provider state lives (spec §12): circuits, quota counters, alert claims and
-the attempt log. The engine talks to the small async `StateStore` interface only.
+"""Where remembered provider state lives (spec §12): circuits, quota counters, alert claims,
+stored Responses-API responses and the attempt log. The engine talks to the small async
+`StateStore` interface only.
 
 `open_store(url)` picks the backend from the config's `state:`:
 - `memory://`          this process only;
@@ -52,6 +53,18 @@ class StateStore(Protocol):
 
     async def claim(self, key: str, until: float, now: float) -> bool:
         """True for the first caller to claim `key` until `until` (de-duplicates alerts)."""
+        ...
+
+    async def save_response(self, id: str, data: str, now: float, ttl_s: float) -> None:
+        """Keep a stored Responses-API response (JSON text) for `ttl_s` (spec §10.1)."""
+        ...
+
+    async def load_response(self, id: str, now: float) -> str | None:
+        """A stored response that has not expired, or None."""
+        ...
+
+    async def delete_response(self, id: str, now: float) -> bool:
+        """Forget a stored response; whether there was one."""
         ...
 
     def record(self, attempt: LoggedAttempt) -> None:

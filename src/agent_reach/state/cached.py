@@ -78,6 +78,15 @@ class CachedStore(MemoryStore, ABC):
     async def _claim(self, key: str, until: float, now: float) -> bool: ...
 
     @abstractmethod
+    async def _put_response(self, id: str, data: str, expires: float) -> None: ...
+
+    @abstractmethod
+    async def _get_response(self, id: str, now: float) -> str | None: ...
+
+    @abstractmethod
+    async def _delete_response(self, id: str) -> bool: ...
+
+    @abstractmethod
     async def _close(self) -> None: ...
 
     # -- failing safe --------------------------------------------------------------------------
@@ -194,6 +203,30 @@ class CachedStore(MemoryStore, ABC):
             return await super().claim(key, until, now)
         shared = await self._safe(self._claim(key, until, now))
         return await super().claim(key, until, now) if shared is None else bool(shared)
+
+    # Stored responses are written in the background; the view holds them until their write
+    # has landed (so a store that is down loses none of this process's), and reads go to the
+    # backend for the rest (so a DELETE on one instance is seen by all).
+
+    async def save_response(self, id: str, data: str, now: float, ttl_s: float) -> None:
+        await super().save_response(id, data, now, ttl_s)
+
+        async def write() -> None:
+            await self._put_response(id, data, now + ttl_s)
+            self.responses.pop(id, None)
+
+        self._enqueue(write)
+
+    async def load_response(self, id: str, now: float) -> str | None:
+        found = await super().load_response(id, now)
+        if found is None:
+            found = await self._safe(self._get_response(id, now))
+        return found
+
+    async def delete_response(self, id: str, now: float) -> bool:
+        local = await super().delete_response(id, now)
+        shared = await self._safe(self._delete_response(id))
+        return local or bool(shared)
 
     def record(self, attempt: LoggedAttempt) -> None:
         self._buffer.append(attempt)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from typing import TYPE_CHECKING
 
 from ..breaker import CLOSED, CircuitState
@@ -12,13 +12,17 @@ if TYPE_CHECKING:
 
 
 class MemoryStore:
-    """Circuits, budget counters, claims and a bounded attempt log, in dicts."""
+    """Circuits, budget counters, claims, stored responses (the latest `responses_kept`) and
+    a bounded attempt log, in dicts."""
+
+    responses_kept = 1000
 
     def __init__(self, log_size: int = 10_000) -> None:
         self.circuits: dict[str, CircuitState] = {}
         self.used: dict[tuple[str, str], int] = {}
         self.claims: dict[str, float] = {}
         self.log: deque[LoggedAttempt] = deque(maxlen=log_size)
+        self.responses: OrderedDict[str, tuple[float, str]] = OrderedDict()  # id → expiry, JSON
 
     async def circuit(self, provider: str) -> CircuitState:
         return self.circuits.get(provider, CLOSED)
@@ -43,6 +47,22 @@ class MemoryStore:
         self.claims = {k: t for k, t in self.claims.items() if t > now}  # stays small
         self.claims[key] = until
         return True
+
+    async def save_response(self, id: str, data: str, now: float, ttl_s: float) -> None:
+        self.responses[id] = (now + ttl_s, data)
+        self.responses.move_to_end(id)
+        while len(self.responses) > self.responses_kept:
+            self.responses.popitem(last=False)
+
+    async def load_response(self, id: str, now: float) -> str | None:
+        kept = self.responses.get(id)
+        if kept is None or kept[0] <= now:
+            return None
+        return kept[1]
+
+    async def delete_response(self, id: str, now: float) -> bool:
+        kept = self.responses.pop(id, None)
+        return kept is not None and kept[0] > now
 
     def record(self, attempt: LoggedAttempt) -> None:
         self.log.append(attempt)

@@ -5,6 +5,8 @@ Keys (all under `agent-reach:`), each with a TTL so nothing grows without bound:
                          would close; a closed circuit is deleted.
 - `usage:{provider}:{window}` a counter (INCRBY), expiring when its window ends.
 - `claim:{key}`          SET NX PX: the first instance to claim an alert sends it.
+- `response:{id}`        a stored Responses-API response (JSON), expiring after
+                         `server.responses_ttl_s`.
 - `attempts`             a stream (XADD, trimmed to the retention with MINID and ~100k
                          entries), read by `agent-reach report`.
 Writes are MULTI/EXEC pipelines, so each update is atomic. Requires the `redis` package
@@ -127,6 +129,17 @@ class RedisStore(CachedStore):
     async def _claim(self, key: str, until: float, now: float) -> bool:
         ttl_ms = max(1, int((until - now) * 1000))
         return bool(await self.redis.set(f"{PREFIX}claim:{key}", "1", nx=True, px=ttl_ms))
+
+    async def _put_response(self, id: str, data: str, expires: float) -> None:
+        ttl_ms = max(1, int((expires - time.time()) * 1000))
+        await self.redis.set(f"{PREFIX}response:{id}", data, px=ttl_ms)
+
+    async def _get_response(self, id: str, now: float) -> str | None:
+        found = await self.redis.get(f"{PREFIX}response:{id}")
+        return None if found is None else str(found)
+
+    async def _delete_response(self, id: str) -> bool:
+        return bool(await self.redis.delete(f"{PREFIX}response:{id}"))
 
     async def _close(self) -> None:
         await self.redis.aclose()

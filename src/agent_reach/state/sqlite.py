@@ -34,6 +34,8 @@ CREATE TABLE IF NOT EXISTS attempts (
     ts REAL NOT NULL, request TEXT NOT NULL, route TEXT NOT NULL, provider TEXT NOT NULL,
     reason TEXT NOT NULL, status INTEGER, ms REAL NOT NULL, last_resort INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS attempts_ts ON attempts (ts);
+CREATE TABLE IF NOT EXISTS responses (
+    id TEXT PRIMARY KEY, data TEXT NOT NULL, expires REAL NOT NULL);
 """
 _PRUNE_EVERY_S = 600.0
 
@@ -127,6 +129,7 @@ class SQLiteStore(CachedStore):
                 db.execute("DELETE FROM attempts WHERE ts < ?", (now - self.retention_s,))
                 db.execute("DELETE FROM usage WHERE expires < ?", (now,))
                 db.execute("DELETE FROM claims WHERE until < ?", (now,))
+                db.execute("DELETE FROM responses WHERE expires < ?", (now,))
 
         await self._run(append)
 
@@ -154,6 +157,32 @@ class SQLiteStore(CachedStore):
             return cur.rowcount == 1
 
         return await self._run(claim)
+
+    async def _put_response(self, id: str, data: str, expires: float) -> None:
+        def put() -> None:
+            self._db().execute(
+                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?)", (id, data, expires)
+            )
+
+        await self._run(put)
+
+    async def _get_response(self, id: str, now: float) -> str | None:
+        def get() -> str | None:
+            row = (
+                self._db()
+                .execute("SELECT data FROM responses WHERE id = ? AND expires > ?", (id, now))
+                .fetchone()
+            )
+            return None if row is None else str(row[0])
+
+        return await self._run(get)
+
+    async def _delete_response(self, id: str) -> bool:
+        def delete() -> bool:
+            cur = self._db().execute("DELETE FROM responses WHERE id = ?", (id,))
+            return cur.rowcount == 1
+
+        return await self._run(delete)
 
     async def _close(self) -> None:
         def close() -> None:

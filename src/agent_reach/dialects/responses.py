@@ -1,0 +1,869 @@
+"""OpenAI's Responses API (`POST /v1/responses`), both ways: the wire format of Codex CLI.
+
+As a provider format (`format: responses`, an upstream such as OpenAI itself): a chat request
+becomes `input` items (messages keep their roles; assistant tool calls become `function_call`
+items; tool results `function_call_output` items), flat function tools, `max_output_tokens`,
+`text.format` and `store: false`; the answer's `output` items become one chat message
+(`output_text` parts → content, `function_call` items → `tool_calls`, `reasoning` summaries →
+`reasoning_content`); its stream of named events becomes chat chunks. A request that arrived
+in the Responses API itself goes as it came (`native_body`).
+
+As the API a client speaks (`/v1/responses` in the proxy), the other way round: `request_in`
+reads a Responses request as a chat request (`Inbound`), naming what a chat provider cannot
+take (hosted tools such as `web_search`, `reasoning` items and effort, `input_file` parts);
+`answer_out` renders a chat completion as a `response` object; `StreamOut` renders chat
+chunks as the Responses event sequence, with `sequence_number`s, ending in
+`response.completed` (or `response.failed` after a cut).
+
+Every object built here validates against the official schemas (`Response`,
+`ResponseStreamEvent`), which ask for more than the SDK: `output_text` parts carry
+`logprobs`, usage carries `input_tokens_details.cache_write_tokens`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from .. import completion
+from ..errors import RequestError
+from ..outcomes import ErrorInfo
+from .base import (
+    Context,
+    Decoder,
+    Dialect,
+    Inbound,
+    Mismatch,
+    ProviderError,
+    content_at,
+    functions_of,
+    is_default_shape,
+    max_tokens_of,
+    model_of,
+    object_at,
+    openai_error,
+    parts_of,
+    text_of,
+    tool_call,
+    tool_choice_of,
+)
+
+# Request fields a chat provider gets in its own words (everything else is Responses-only).
+_SAMPLING = ("temperature", "top_p", "parallel_tool_calls", "user")
+_FINISH = {"max_output_tokens": "length", "content_filter": "content_filter"}
+_INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+
+
+def new_id(prefix: str) -> str:
+    """A fresh id such as `resp_…`, `msg_…`, `fc_…`, `rs_…`."""
+    return f"{prefix}_{os.urandom(12).hex()}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Chat → Responses (the provider direction)
+
+
+def _input_parts(content: Any, role: str) -> list[dict[str, Any]]:
+    text_type = "output_text" if role == "assistant" else "input_text"
+    out: list[dict[str, Any]] = []
+    for kind, value in parts_of(content):
+        if kind == "text":
+            out.append({"type": text_type, "text": value})
+        else:
+            out.append({"type": "input_image", "image_url": value})
+    return out
+
+
+def _items(messages: Any) -> Iterator[dict[str, Any]]:
+    for m in messages if isinstance(messages, list) else []:
+        if not isinstance(m, dict):
+            continue
+        role = m.get("role")
+        if role == "tool":
+            output = text_of(m.get("content")) or ""
+            yield {
+                "type": "function_call_output",
+                "call_id": str(m.get("tool_call_id") or ""),
+                "output": output,
+            }
+            continue
+        role = role if role in ("user", "assistant", "system", "developer") else "user"
+        parts = _input_parts(m.get("content"), role)
+        if parts:
+            yield {"type": "message", "role": role, "content": parts}
+        for call in m.get("tool_calls") or () if role == "assistant" else ():
+            fn = call.get("function") if isinstance(call, dict) else None
+            if isinstance(fn, dict):
+                args = fn.get("arguments")
+                yield {
+                    "type": "function_call",
+                    "call_id": str(call.get("id") or ""),
+                    "name": str(fn.get("name", "")),
+                    "arguments": args if isinstance(args, str) else "{}",
+                }
+
+
+def _text_format(response_format: Any) -> dict[str, Any] | None:
+    """A chat `response_format` as a Responses `text.format`."""
+    if not isinstance(response_format, dict):
+        return None
+    kind = response_format.get("type")
+    if kind == "json_schema":
+        schema = object_at(response_format, "json_schema")
+        return {"type": "json_schema", **schema}
+    if kind in ("json_object", "text"):
+        return {"type": kind}
+    return None
+
+
+class Responses(Dialect):
+    """The Responses API as a provider format."""
+
+    name = "responses"
+    speaks = "responses"
+    health_check = "models"  # `…/v1/responses` → `…/v1/models`
+    choices_path = "output"
+    content_path = "content.0.text"
+    max_tokens_field = "max_output_tokens"
+
+    def body(
+        self, request: dict[str, Any], model: str, stream: bool, max_tokens_field: str
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "input": list(_items(request.get("messages"))),
+            "stream": stream,
+            "store": False,
+        }
+        if model:
+            body["model"] = model
+        for key in _SAMPLING:
+            if key in request:
+                body[key] = request[key]
+        cap = max_tokens_of(request)
+        if cap is not None:
+            body[max_tokens_field] = cap
+        tools = functions_of(request)
+        if tools:
+            body["tools"] = [{"type": "function", **t} for t in tools]
+            choice = tool_choice_of(request)
+            if choice is not None:
+                mode, name = choice
+                body["tool_choice"] = {"type": "function", "name": name} if name else mode
+        fmt = _text_format(request.get("response_format"))
+        if fmt is not None:
+            body["text"] = {"format": fmt}
+        if isinstance(request.get("reasoning_effort"), str):
+            body["reasoning"] = {"effort": request["reasoning_effort"]}
+        return body
+
+    def native_body(self, request: dict[str, Any], model: str, stream: bool) -> dict[str, Any]:
+        body = super().native_body(request, model, stream)
+        body.pop("previous_response_id", None)  # the proxy's own ids, already expanded
+        return body
+
+    def error_of(self, body: Any) -> ErrorInfo | None:
+        if isinstance(body, dict) and body.get("status") == "failed":
+            err = object_at(body, "error")
+            return ErrorInfo(str(err.get("message") or "response failed"), _code(err.get("code")))
+        return openai_error(body)
+
+    def normalize(self, raw: Any, ctx: Context) -> dict[str, Any]:
+        if not isinstance(raw, dict):
+            raise Mismatch(f"expected a JSON object, got {type(raw).__name__}")
+        if not is_default_shape(ctx.shape, (self.choices_path, self.content_path)):
+            _, text = content_at(raw, ctx.shape)
+            message = completion.message(text)
+            finish = "stop"
+        else:
+            output = raw.get("output")
+            if not isinstance(output, list):
+                raise Mismatch("no output items")
+            message, finish = chat_message(output, raw.get("incomplete_details"))
+        return completion.completion(
+            id=raw["id"] if isinstance(raw.get("id"), str) and raw["id"] else None,
+            model=model_of(raw, ctx),
+            created=raw["created_at"] if isinstance(raw.get("created_at"), int) else ctx.created,
+            choices=[completion.choice(message, finish)],
+            usage=chat_usage(raw.get("usage")),
+        )
+
+    def decoder(self, ctx: Context) -> Decoder:
+        return ResponsesDecoder(ctx, self)
+
+
+def chat_message(output: list[Any], incomplete: Any = None) -> tuple[dict[str, Any], str]:
+    """Responses `output` items as one chat message and its finish reason."""
+    text, reasoning, refusal, calls = [], [], [], []
+    for item in output:
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind == "message":
+            for part in item.get("content") or ():
+                if not isinstance(part, dict):
+                    continue
+                if part.get("type") == "output_text" and isinstance(part.get("text"), str):
+                    text.append(part["text"])
+                elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
+                    refusal.append(part["refusal"])
+        elif kind == "function_call" and isinstance(item.get("name"), str):
+            calls.append(
+                tool_call(str(item.get("call_id") or ""), item["name"], item.get("arguments"))
+            )
+        elif kind == "reasoning":
+            for part in item.get("summary") or ():
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    reasoning.append(part["text"])
+    content = "".join(text)
+    message = completion.message(
+        content if content or not calls else None,
+        tool_calls=calls,
+        reasoning="\n\n".join(reasoning) or None,
+        refusal="".join(refusal) or None,
+    )
+    reason = incomplete.get("reason") if isinstance(incomplete, dict) else None
+    finish = _FINISH.get(str(reason), "tool_calls" if calls else "stop")
+    return message, finish
+
+
+def chat_usage(value: Any) -> dict[str, Any] | None:
+    """Responses usage (`input_tokens`, `output_tokens`, …) as chat usage."""
+    if not isinstance(value, dict):
+        return None
+    out: dict[str, Any] | None = completion.usage(
+        value.get("input_tokens"), value.get("output_tokens"), value.get("total_tokens")
+    )
+    if out is not None:
+        cached = object_at(value, "input_tokens_details").get("cached_tokens")
+        if isinstance(cached, int):
+            out["prompt_tokens_details"] = {"cached_tokens": cached}
+        thought = object_at(value, "output_tokens_details").get("reasoning_tokens")
+        if isinstance(thought, int):
+            out["completion_tokens_details"] = {"reasoning_tokens": thought}
+    return out
+
+
+class ResponsesDecoder(Decoder):
+    """Responses stream events as chat chunks."""
+
+    def __init__(self, ctx: Context, dialect: Dialect) -> None:
+        super().__init__(ctx, dialect)
+        self.calls: dict[Any, int] = {}  # a function_call item's id (or output index) → index
+
+    def feed(self, event: str | None, data: bytes) -> list[dict[str, Any]]:
+        obj = self.frame_object(event, data)
+        kind = obj.get("type") or event
+        if kind in ("response.created", "response.in_progress"):
+            response = object_at(obj, "response")
+            if isinstance(response.get("id"), str) and response["id"]:
+                self.id = response["id"]
+            if isinstance(response.get("model"), str) and response["model"]:
+                self.model = response["model"]
+            return []
+        if kind == "response.output_text.delta":
+            return self.emit(content=str(obj.get("delta") or "") or None)
+        if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            return self.emit(reasoning=str(obj.get("delta") or "") or None)
+        if kind == "response.output_item.added":
+            item = object_at(obj, "item")
+            if item.get("type") != "function_call":
+                return []
+            n = len(self.calls)
+            self.calls[item.get("id") or obj.get("output_index")] = n
+            call = tool_call(str(item.get("call_id") or ""), str(item.get("name", "")), "")
+            return self.emit(tool_calls=[{"index": n, **call}])
+        if kind == "response.function_call_arguments.delta":
+            found = self.calls.get(obj.get("item_id"), self.calls.get(obj.get("output_index")))
+            if found is None:
+                raise Mismatch("function_call_arguments.delta for an item never added")
+            piece = {"index": found, "function": {"arguments": str(obj.get("delta") or "")}}
+            return self.emit(tool_calls=[piece])
+        if kind in ("response.completed", "response.incomplete"):
+            response = object_at(obj, "response")
+            reason = object_at(response, "incomplete_details").get("reason")
+            finish = _FINISH.get(str(reason), "tool_calls" if self.calls else "stop")
+            return self.emit(finish=finish, usage=chat_usage(response.get("usage")))
+        if kind in ("response.failed", "error"):
+            err = object_at(object_at(obj, "response"), "error") or obj
+            raise ProviderError(
+                ErrorInfo(str(err.get("message") or "response failed"), _code(err.get("code")))
+            )
+        return []  # part added/done, item done, text done and events this version ignores
+
+
+def _code(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses → chat (the client direction)
+
+_HOSTED = "tools"  # a hosted tool is named in `dropped` as `tools:<type>`
+
+
+def _bad(message: str, param: str) -> RequestError:
+    return RequestError(message, param=param)
+
+
+def _message_content(content: Any, role: str, where: str, dropped: set[str]) -> Any:
+    """A Responses message's content as chat content: a string, or parts when there are
+    images; `input_file` parts are dropped."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise _bad(f"{where}.content must be a string or an array of parts", f"{where}.content")
+    texts: list[str] = []
+    parts: list[dict[str, Any]] = []
+    for i, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in ("input_text", "output_text", "text", "summary_text"):
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise _bad(f"{where}.content[{i}].text must be a string", f"{where}.content")
+            texts.append(text)
+            parts.append({"type": "text", "text": text})
+        elif kind == "refusal":
+            texts.append(str(part.get("refusal") or ""))
+            parts.append({"type": "text", "text": texts[-1]})
+        elif kind == "input_image" and role == "user":
+            url = part.get("image_url")
+            if not isinstance(url, str) or not url:
+                dropped.add("input_image:file_id")
+                continue
+            image: dict[str, Any] = {"url": url}
+            if part.get("detail") in ("low", "high", "auto"):
+                image["detail"] = part["detail"]
+            parts.append({"type": "image_url", "image_url": image})
+        elif isinstance(kind, str):
+            dropped.add(kind)
+        else:
+            raise _bad(f"{where}.content[{i}] must be an object with a 'type'", f"{where}.content")
+    if all(p["type"] == "text" for p in parts):
+        return "".join(texts)
+    return parts
+
+
+class _Reader:
+    """Reads a Responses request's `input` into chat messages."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self.dropped: set[str] = set()
+
+    def message(self, item: dict[str, Any], where: str) -> None:
+        role = item.get("role")
+        if role not in ("user", "assistant", "system", "developer"):
+            raise _bad(f"{where}.role must be user, assistant, system or developer", where)
+        content = _message_content(item.get("content"), role, where, self.dropped)
+        chat_role = "system" if role == "developer" else role
+        self.messages.append({"role": chat_role, "content": content})
+
+    def function_call(self, item: dict[str, Any], where: str) -> None:
+        call_id, name, args = item.get("call_id"), item.get("name"), item.get("arguments")
+        if not isinstance(call_id, str) or not isinstance(name, str) or not name:
+            raise _bad(f"{where} must have a string call_id and name", where)
+        call = tool_call(call_id, name, args if isinstance(args, str) else "{}")
+        last = self.messages[-1] if self.messages else None
+        if last is not None and last["role"] == "assistant" and "tool_call_id" not in last:
+            last.setdefault("tool_calls", []).append(call)
+            if last.get("content") == "":
+                last["content"] = None
+        else:
+            self.messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+
+    def function_output(self, item: dict[str, Any], where: str) -> None:
+        call_id, output = item.get("call_id"), item.get("output")
+        if not isinstance(call_id, str):
+            raise _bad(f"{where}.call_id must be a string", where)
+        if not isinstance(output, str):
+            output = text_of(output) if isinstance(output, list) else None
+            if output is None:
+                raise _bad(f"{where}.output must be a string or text parts", where)
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
+
+    def read(self, items: list[Any]) -> None:
+        for i, item in enumerate(items):
+            where = f"input[{i}]"
+            if not isinstance(item, dict):
+                raise _bad(f"{where} must be an object", where)
+            kind = item.get("type", "message")
+            if kind == "message":
+                self.message(item, where)
+            elif kind == "function_call":
+                self.function_call(item, where)
+            elif kind == "function_call_output":
+                self.function_output(item, where)
+            elif isinstance(kind, str):
+                self.dropped.add(kind)  # reasoning, item_reference, hosted tool calls, …
+            else:
+                raise _bad(f"{where}.type must be a string", where)
+
+
+def _tools(body: dict[str, Any], dropped: set[str]) -> tuple[list[dict[str, Any]], set[str]]:
+    """(chat tools, names of the function tools) of a Responses request."""
+    tools = body.get("tools")
+    if tools is None:
+        return [], set()
+    if not isinstance(tools, list):
+        raise _bad("'tools' must be an array", "tools")
+    out, names = [], set()
+    for i, tool in enumerate(tools):
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind == "function":
+            name = tool.get("name")
+            if not isinstance(name, str) or not name:
+                raise _bad(f"tools[{i}].name must be a non-empty string", f"tools[{i}]")
+            fn: dict[str, Any] = {"name": name}
+            if isinstance(tool.get("description"), str):
+                fn["description"] = tool["description"]
+            params = tool.get("parameters")
+            fn["parameters"] = params if isinstance(params, dict) else {"type": "object"}
+            out.append({"type": "function", "function": fn})
+            names.add(name)
+        elif isinstance(kind, str):
+            dropped.add(f"{_HOSTED}:{kind}")
+        else:
+            raise _bad(f"tools[{i}] must be an object with a 'type'", f"tools[{i}]")
+    return out, names
+
+
+def _tool_choice(choice: Any, names: set[str]) -> Any:
+    if choice is None or choice in ("auto", "none", "required"):
+        return choice
+    kind = choice.get("type") if isinstance(choice, dict) else None
+    if kind == "function" and isinstance(choice.get("name"), str):
+        if choice["name"] not in names:
+            raise _bad(
+                f"tool_choice names {choice['name']!r}, which is not a function tool", "tool_choice"
+            )
+        return {"type": "function", "function": {"name": choice["name"]}}
+    if kind == "allowed_tools":
+        return "required" if choice.get("mode") == "required" else "auto"
+    if isinstance(kind, str):
+        raise _bad(
+            f"tool_choice forces the hosted tool {kind!r}, which chat providers do not have",
+            "tool_choice",
+        )
+    raise _bad("tool_choice must be auto, none, required or a tool", "tool_choice")
+
+
+def request_in(body: dict[str, Any]) -> Inbound:
+    """A Responses request (its `previous_response_id` already expanded into `input`) as a
+    chat request; `RequestError` (400, with `param`) for what is malformed."""
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise _bad("'model' must be a string", "model")
+    reader = _Reader()
+    instructions = body.get("instructions")
+    if isinstance(instructions, str) and instructions:
+        reader.messages.append({"role": "system", "content": instructions})
+    elif instructions is not None and not isinstance(instructions, str):
+        raise _bad("'instructions' must be a string", "instructions")
+    given = body.get("input")
+    if isinstance(given, str):
+        reader.messages.append({"role": "user", "content": given})
+    elif isinstance(given, list):
+        reader.read(given)
+    else:
+        raise _bad("'input' must be a string or an array of items", "input")
+    if not any(m["role"] != "system" for m in reader.messages):
+        raise _bad("'input' has no message or tool output to answer", "input")
+    chat: dict[str, Any] = {"messages": reader.messages}
+    if model:
+        chat["model"] = model
+    tools, names = _tools(body, reader.dropped)
+    if tools:
+        chat["tools"] = tools
+    choice = _tool_choice(body.get("tool_choice"), names)
+    if choice is not None and tools:
+        chat["tool_choice"] = choice
+    for key in _SAMPLING:
+        if body.get(key) is not None:
+            chat[key] = body[key]
+    cap = body.get("max_output_tokens")
+    if cap is not None:
+        chat["max_tokens"] = cap
+    fmt = object_at(body.get("text"), "format")
+    if fmt.get("type") == "json_schema":
+        schema = {k: v for k, v in fmt.items() if k in ("name", "schema", "strict", "description")}
+        chat["response_format"] = {"type": "json_schema", "json_schema": schema}
+    elif fmt.get("type") == "json_object":
+        chat["response_format"] = {"type": "json_object"}
+    if object_at(body, "reasoning").get("effort") is not None:
+        reader.dropped.add("reasoning.effort")
+    for key in ("stream", "agent_reach"):
+        if key in body:
+            chat[key] = body[key]
+    return Inbound(chat, tuple(sorted(reader.dropped)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Chat → Responses (the client direction)
+
+
+def response_usage(usage: Any) -> dict[str, Any] | None:
+    """Chat usage as Responses usage, details included."""
+    if not isinstance(usage, dict):
+        return None
+    prompt = usage.get("prompt_tokens") or 0
+    output = usage.get("completion_tokens") or 0
+    cached = object_at(usage, "prompt_tokens_details").get("cached_tokens") or 0
+    thought = object_at(usage, "completion_tokens_details").get("reasoning_tokens") or 0
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
+        "output_tokens": output,
+        "output_tokens_details": {"reasoning_tokens": thought},
+        "total_tokens": usage.get("total_tokens") or prompt + output,
+    }
+
+
+def _text_part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def message_item(id: str, text: str, status: str = "completed") -> dict[str, Any]:
+    """An assistant `message` output item with one `output_text` part (none while empty)."""
+    content = [_text_part(text)] if text or status == "completed" else []
+    return {"type": "message", "id": id, "status": status, "role": "assistant", "content": content}
+
+
+def reasoning_item(id: str, text: str) -> dict[str, Any]:
+    """A `reasoning` output item whose summary is the provider's reasoning text."""
+    summary = [{"type": "summary_text", "text": text}] if text else []
+    return {"type": "reasoning", "id": id, "summary": summary}
+
+
+def call_item(id: str, call_id: str, name: str, arguments: str, status: str) -> dict[str, Any]:
+    """A `function_call` output item."""
+    return {
+        "type": "function_call",
+        "id": id,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": status,
+    }
+
+
+def output_items(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A chat message as Responses output items: reasoning, message, function calls."""
+    items = []
+    if message.get("reasoning_content"):
+        items.append(reasoning_item(new_id("rs"), message["reasoning_content"]))
+    if message.get("content"):
+        items.append(message_item(new_id("msg"), message["content"]))
+    elif message.get("refusal"):
+        refusal = {"type": "refusal", "refusal": message["refusal"]}
+        items.append({**message_item(new_id("msg"), ""), "content": [refusal]})
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        args = fn.get("arguments")
+        items.append(
+            call_item(
+                new_id("fc"),
+                str(call.get("id") or new_id("call")),
+                str(fn.get("name", "")),
+                args if isinstance(args, str) else "{}",
+                "completed",
+            )
+        )
+    return items
+
+
+def response_object(
+    request: dict[str, Any],
+    *,
+    id: str,
+    created: int,
+    model: str,
+    status: str,
+    output: list[dict[str, Any]],
+    usage: dict[str, Any] | None = None,
+    finish: str | None = None,
+    error: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A `response` object echoing the request's settings, as the API does."""
+    reason = _INCOMPLETE.get(finish or "")
+    if status == "completed" and reason:
+        status = "incomplete"
+    reasoning = object_at(request, "reasoning")
+    fmt = object_at(request.get("text"), "format") or {"type": "text"}
+    tools = [
+        t for t in request.get("tools") or () if isinstance(t, dict) and t.get("type") == "function"
+    ]
+    body: dict[str, Any] = {
+        "id": id,
+        "object": "response",
+        "created_at": created,
+        "status": status,
+        "completed_at": created if status in ("completed", "incomplete") else None,
+        "error": error,
+        "incomplete_details": {"reason": reason} if status == "incomplete" else None,
+        "instructions": request.get("instructions")
+        if isinstance(request.get("instructions"), str)
+        else None,
+        "max_output_tokens": request.get("max_output_tokens"),
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": request.get("parallel_tool_calls", True) is not False,
+        "previous_response_id": request.get("previous_response_id"),
+        "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")}
+        if reasoning
+        else None,
+        "store": request.get("store", True) is not False,
+        "temperature": _number(request.get("temperature"), 1.0),
+        "text": {"format": fmt},
+        "tool_choice": request.get("tool_choice") or "auto",
+        "tools": tools,
+        "top_p": _number(request.get("top_p"), 1.0),
+        "truncation": "disabled",
+        "metadata": request.get("metadata") if isinstance(request.get("metadata"), dict) else {},
+    }
+    if usage is not None:
+        body["usage"] = usage
+    if isinstance(request.get("user"), str):
+        body["user"] = request["user"]
+    return body
+
+
+def _number(value: Any, default: float) -> float:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else default
+
+
+def answer_out(response: dict[str, Any], request: dict[str, Any], created: int) -> dict[str, Any]:
+    """A chat completion as a `response` object for `request`."""
+    choice = response["choices"][0]
+    return response_object(
+        request,
+        id=new_id("resp"),
+        created=created,
+        model=response.get("model") or request.get("model") or "unknown",
+        status="completed",
+        output=output_items(choice["message"]),
+        usage=response_usage(response.get("usage")),
+        finish=choice.get("finish_reason"),
+    )
+
+
+class StreamOut:
+    """Chat chunks rendered as the Responses event sequence (spec §10.1).
+
+    `start()` gives `response.created` and `response.in_progress`; `feed(chunk)` the events a
+    chunk produces (an output item opens at its first piece and closes when another kind of
+    item starts); `finish()` closes what is open and ends with `response.completed` carrying
+    the whole response; `fail(message)` ends a cut stream with `response.failed`. Events are
+    `(type, data)` pairs, `data` with its increasing `sequence_number`.
+    """
+
+    def __init__(self, request: dict[str, Any], created: int, model: str) -> None:
+        self.request = request
+        self.created = created
+        self.model = model
+        self.id = new_id("resp")
+        self.seq = 0
+        self.output: list[dict[str, Any]] = []  # items done
+        self.open: dict[str, Any] | None = None  # the message or reasoning item being written
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}  # chat tool call index → open item
+        self.finish: str | None = None
+        self.usage: dict[str, Any] | None = None
+
+    def _event(self, kind: str, **data: Any) -> tuple[str, dict[str, Any]]:
+        event = {"type": kind, "sequence_number": self.seq, **data}
+        self.seq += 1
+        return kind, event
+
+    def _response(self, status: str, error: dict[str, Any] | None = None) -> dict[str, Any]:
+        return response_object(
+            self.request,
+            id=self.id,
+            created=self.created,
+            model=self.model,
+            status=status,
+            output=list(self.output),
+            usage=response_usage(self.usage) if status != "in_progress" else None,
+            finish=self.finish,
+            error=error,
+        )
+
+    def start(self) -> list[tuple[str, dict[str, Any]]]:
+        response = self._response("in_progress")
+        return [
+            self._event("response.created", response=response),
+            self._event("response.in_progress", response=response),
+        ]
+
+    def feed(self, chunk: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        if chunk.get("model"):
+            self.model = chunk["model"]
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        out: list[tuple[str, dict[str, Any]]] = []
+        for c in chunk.get("choices") or ():
+            if c.get("index", 0) != 0:
+                continue  # the Responses API has one answer
+            delta = c.get("delta") or {}
+            if delta.get("reasoning_content"):
+                out += self._write("reasoning", delta["reasoning_content"])
+            if delta.get("content"):
+                out += self._write("message", delta["content"])
+            for call in delta.get("tool_calls") or ():
+                out += self._call(call)
+            if c.get("finish_reason"):
+                self.finish = c["finish_reason"]
+        return out
+
+    def _write(self, kind: str, text: str) -> list[tuple[str, dict[str, Any]]]:
+        out: list[tuple[str, dict[str, Any]]] = []
+        if self.open is None or self.open["type"] != kind:
+            out += self._close()
+            out += self._open(kind)
+        item, index = self.open, len(self.output)
+        assert item is not None
+        self.text.append(text)
+        if kind == "message":
+            out.append(
+                self._event(
+                    "response.output_text.delta",
+                    item_id=item["id"],
+                    output_index=index,
+                    content_index=0,
+                    delta=text,
+                    logprobs=[],
+                )
+            )
+        else:
+            out.append(
+                self._event(
+                    "response.reasoning_summary_text.delta",
+                    item_id=item["id"],
+                    output_index=index,
+                    summary_index=0,
+                    delta=text,
+                )
+            )
+        return out
+
+    def _open(self, kind: str) -> list[tuple[str, dict[str, Any]]]:
+        index = len(self.output)
+        if kind == "message":
+            item = message_item(new_id("msg"), "", "in_progress")
+            self.open, self.text = item, []
+            return [
+                self._event("response.output_item.added", output_index=index, item=item),
+                self._event(
+                    "response.content_part.added",
+                    item_id=item["id"],
+                    output_index=index,
+                    content_index=0,
+                    part=_text_part(""),
+                ),
+            ]
+        item = reasoning_item(new_id("rs"), "")
+        self.open, self.text = item, []
+        return [
+            self._event("response.output_item.added", output_index=index, item=item),
+            self._event(
+                "response.reasoning_summary_part.added",
+                item_id=item["id"],
+                output_index=index,
+                summary_index=0,
+                part={"type": "summary_text", "text": ""},
+            ),
+        ]
+
+    def _close(self) -> list[tuple[str, dict[str, Any]]]:
+        """Close the open message or reasoning item, and any function calls."""
+        out: list[tuple[str, dict[str, Any]]] = []
+        item, index = self.open, len(self.output)
+        if item is not None:
+            text = "".join(self.text)
+            ids = {"item_id": item["id"], "output_index": index}
+            if item["type"] == "message":
+                done = message_item(item["id"], text)
+                out += [
+                    self._event(
+                        "response.output_text.done", **ids, content_index=0, text=text, logprobs=[]
+                    ),
+                    self._event(
+                        "response.content_part.done", **ids, content_index=0, part=_text_part(text)
+                    ),
+                ]
+            else:
+                done = reasoning_item(item["id"], text)
+                part = {"type": "summary_text", "text": text}
+                out += [
+                    self._event(
+                        "response.reasoning_summary_text.done", **ids, summary_index=0, text=text
+                    ),
+                    self._event(
+                        "response.reasoning_summary_part.done", **ids, summary_index=0, part=part
+                    ),
+                ]
+            out.append(self._event("response.output_item.done", output_index=index, item=done))
+            self.output.append(done)
+            self.open = None
+        for call in self.calls.values():
+            done = {**call["item"], "arguments": "".join(call["args"]), "status": "completed"}
+            out += [
+                self._event(
+                    "response.function_call_arguments.done",
+                    item_id=done["id"],
+                    output_index=call["index"],
+                    name=done["name"],
+                    arguments=done["arguments"],
+                ),
+                self._event("response.output_item.done", output_index=call["index"], item=done),
+            ]
+            self.output.append(done)
+        self.calls = {}
+        return out
+
+    def _call(self, call: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        out: list[tuple[str, dict[str, Any]]] = []
+        n = call.get("index", 0)
+        fn = call.get("function") or {}
+        state = self.calls.get(n)
+        if state is None:
+            if self.open is not None:
+                out += self._close()
+            index = len(self.output) + len(self.calls)
+            item = call_item(
+                new_id("fc"),
+                str(call.get("id") or new_id("call")),
+                str(fn.get("name") or ""),
+                "",
+                "in_progress",
+            )
+            state = self.calls[n] = {"item": item, "index": index, "args": []}
+            out.append(self._event("response.output_item.added", output_index=index, item=item))
+        args = fn.get("arguments")
+        if isinstance(args, str) and args:
+            state["args"].append(args)
+            out.append(
+                self._event(
+                    "response.function_call_arguments.delta",
+                    item_id=state["item"]["id"],
+                    output_index=state["index"],
+                    delta=args,
+                )
+            )
+        return out
+
+    def finish_events(self) -> list[tuple[str, dict[str, Any]]]:
+        """Close what is open and end the stream with `response.completed`."""
+        out = self._close()
+        out.append(self._event("response.completed", response=self._response("completed")))
+        return out
+
+    def fail(self, message: str, code: str = "server_error") -> list[tuple[str, dict[str, Any]]]:
+        """End a stream cut by its provider: `response.failed`, never `response.completed`."""
+        error = {"code": code, "message": message}
+        return [self._event("response.failed", response=self._response("failed", error))]
+
+    def response(self) -> dict[str, Any]:
+        """The whole response as the stream has told it so far (for storing)."""
+        return self._response("completed")
+
+
+DIALECT = Responses()

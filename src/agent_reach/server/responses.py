@@ -1,0 +1,184 @@
+"""`/v1/responses`: the OpenAI Responses face of the proxy, the API Codex CLI speaks (spec §10.1).
+
+A request is read as a chat request (`dialects.responses.request_in`) and goes through the
+same engine as every other; a provider of `format: responses` gets it as it came and its
+answer (or stream) comes back as it is, any other provider's answer is rendered as a
+`response` object (or the Responses event sequence). Responses created with `store` not false
+are kept in the state store for `server.responses_ttl_s`, so that `previous_response_id`
+continues a conversation and `GET` / `DELETE /v1/responses/{id}` find them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from aiohttp import web
+
+from ..dialects import responses as wire
+from ..errors import AllProvidersFailed, RequestError, StreamInterrupted
+from ..request import ChatRequest
+from .chat import all_failed
+from .http import SSE_HEADERS, json_response, read_json, sse, trace_headers, with_headers
+
+if TYPE_CHECKING:
+    from ..engine import ChatStream
+    from .app import Proxy
+
+Events = list[tuple[str, dict[str, Any]]]
+
+
+async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
+    """`POST /v1/responses`."""
+    body = await _continued(proxy, await read_json(request))
+    inbound = wire.request_in(body)
+    parsed = ChatRequest.parse(inbound.body)
+    req = with_headers(replace(parsed, api="responses", native=body), request)
+    dropped = {"X-Agent-Reach-Dropped": ",".join(inbound.dropped)} if inbound.dropped else {}
+    if req.stream:
+        return await _stream(proxy, request, req, dropped)
+    try:
+        result = await proxy.engine.chat(req)
+    except AllProvidersFailed as exc:
+        return all_failed(request.path, exc)
+    if result.native:
+        answer, dropped = result.response, {}
+    else:
+        answer = wire.answer_out(result.response, body, int(time.time()))
+    await _keep(proxy, body, answer)
+    return json_response(answer, {**trace_headers(result.provider, result.trace), **dropped})
+
+
+async def _stream(
+    proxy: Proxy, request: web.Request, req: ChatRequest, dropped: dict[str, str]
+) -> web.StreamResponse:
+    body = req.native or {}
+    try:
+        stream = await proxy.engine.stream(req)
+    except AllProvidersFailed as exc:
+        return all_failed(request.path, exc)
+    try:
+        headers = {**SSE_HEADERS, **trace_headers(stream.provider, stream.trace)}
+        resp = web.StreamResponse(headers=headers if stream.native else {**headers, **dropped})
+        await resp.prepare(request)
+        if stream.native:
+            answer = await _forward(resp, stream, body)
+        else:
+            answer = await _render(resp, stream, body)
+        if answer is not None:
+            await _keep(proxy, body, answer)
+        return resp
+    finally:
+        await stream.aclose()  # a client that went away cancels us: close the upstream
+
+
+async def _write(resp: web.StreamResponse, events: Events) -> None:
+    if events:
+        await resp.write(b"".join(sse(kind, orjson.dumps(data)) for kind, data in events))
+
+
+async def _render(
+    resp: web.StreamResponse, stream: ChatStream, body: dict[str, Any]
+) -> dict[str, Any] | None:
+    """Chat chunks as Responses events; the whole response when the stream completed."""
+    out = wire.StreamOut(body, int(time.time()), str(body.get("model") or "unknown"))
+    await _write(resp, out.start())
+    try:
+        async for chunk in stream:
+            await _write(resp, out.feed(chunk))
+    except StreamInterrupted as exc:
+        await _write(resp, out.fail(str(exc)))
+        return None
+    await _write(resp, out.finish_events())
+    return out.response()
+
+
+async def _forward(
+    resp: web.StreamResponse, stream: ChatStream, body: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The provider's own Responses events, as they come; the whole response from its
+    `response.completed` when the stream completed."""
+    last: tuple[str | None, bytes] | None = None
+    try:
+        async for _ in stream:
+            frames = stream.take_frames()
+            if frames:
+                last = frames[-1]
+                await resp.write(b"".join(sse(event, data) for event, data in frames))
+    except StreamInterrupted as exc:
+        await _write(resp, _cut(body, last, str(exc)))
+        return None
+    frames = stream.take_frames()
+    if frames:
+        last = frames[-1]
+        await resp.write(b"".join(sse(event, data) for event, data in frames))
+    done = orjson.loads(last[1]) if last is not None else {}
+    response = done.get("response") if isinstance(done, dict) else None
+    return response if isinstance(response, dict) else None
+
+
+def _cut(body: dict[str, Any], last: tuple[str | None, bytes] | None, message: str) -> Events:
+    """`response.failed` after the provider's own events, numbered after its last one."""
+    seen = orjson.loads(last[1]) if last is not None else {}
+    out = wire.StreamOut(body, int(time.time()), str(body.get("model") or "unknown"))
+    if isinstance(seen, dict) and isinstance(seen.get("sequence_number"), int):
+        out.seq = seen["sequence_number"] + 1
+    return out.fail(message)
+
+
+# -- stored responses ---------------------------------------------------------------------------
+
+
+async def _continued(proxy: Proxy, body: dict[str, Any]) -> dict[str, Any]:
+    """The request with the conversation of its `previous_response_id` (input and output
+    items, not instructions) in front of its own input."""
+    previous = body.get("previous_response_id")
+    if previous is None:
+        return body
+    if not isinstance(previous, str) or not previous:
+        raise RequestError("'previous_response_id' must be a string", param="previous_response_id")
+    stored = await _load(proxy, previous)
+    given = body.get("input")
+    items = (
+        [{"type": "message", "role": "user", "content": given}] if isinstance(given, str) else given
+    )
+    if not isinstance(items, list):
+        raise RequestError("'input' must be a string or an array of items", param="input")
+    return {**body, "input": [*stored["input"], *stored["response"].get("output", []), *items]}
+
+
+async def _load(proxy: Proxy, id: str) -> dict[str, Any]:
+    found = await proxy.engine.store.load_response(id, time.time())
+    if found is None:
+        raise RequestError(f"no stored response with id {id!r}", status=404, param="id")
+    kept: dict[str, Any] = orjson.loads(found)
+    return kept
+
+
+async def _keep(proxy: Proxy, body: dict[str, Any], answer: dict[str, Any]) -> None:
+    """Store the response and the input that led to it, unless the request said `store: false`."""
+    if body.get("store") is False or not isinstance(answer.get("id"), str):
+        return
+    given = body.get("input")
+    items = (
+        [{"type": "message", "role": "user", "content": given}] if isinstance(given, str) else given
+    )
+    kept = orjson.dumps({"response": answer, "input": items}).decode()
+    ttl = proxy.config.server.responses_ttl_s
+    await proxy.engine.store.save_response(answer["id"], kept, time.time(), ttl)
+
+
+async def retrieve(proxy: Proxy, request: web.Request) -> web.Response:
+    """`GET /v1/responses/{id}`: a stored response."""
+    stored = await _load(proxy, request.match_info["id"])
+    return json_response(stored["response"])
+
+
+async def delete(proxy: Proxy, request: web.Request) -> web.Response:
+    """`DELETE /v1/responses/{id}`."""
+    id = request.match_info["id"]
+    if not await proxy.engine.store.delete_response(id, time.time()):
+        raise RequestError(f"no stored response with id {id!r}", status=404, param="id")
+    return json_response({"id": id, "object": "response", "deleted": True})

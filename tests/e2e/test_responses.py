@@ -1,0 +1,334 @@
+"""The Responses API face (`/v1/responses`) of the proxy as a subprocess, driven by the
+official OpenAI SDK's `responses` client and by raw HTTP for schema checks."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+
+from ..conftest import RESPONSE, RESPONSE_ERROR, assert_valid, assert_valid_event
+from ..upstream import TOOL_WORD, Upstream
+from .test_proxy import PROVIDER_KEY, Proxy, base_config, chain, start, stop
+
+EXEC = {
+    "type": "function",
+    "name": "exec_command",
+    "description": "Runs a shell command.",
+    "parameters": {
+        "type": "object",
+        "properties": {"cmd": {"type": "string"}},
+        "required": ["cmd"],
+    },
+}
+
+
+def config(upstream: Upstream) -> dict[str, Any]:
+    cfg = base_config(upstream)
+    cfg["providers"] += [
+        {"name": "toolcall", "endpoint": upstream.url("toolcall"), "api_key_env": "PROVIDER_KEY"},
+        {
+            "name": "native",
+            "endpoint": upstream.url("resp", "responses"),
+            "format": "responses",
+            "api_key_env": "PROVIDER_KEY",
+        },
+        {
+            "name": "native-auth",
+            "endpoint": upstream.url("auth", "responses"),
+            "format": "responses",
+            "api_key_env": "PROVIDER_KEY",
+        },
+        {
+            "name": "mapped",
+            "endpoint": upstream.url("ok"),
+            "model_map": {"*": "upstream-model"},
+        },
+    ]
+    cfg["routes"] = {"gpt-5-codex": ["dead", "auth", "mapped"]}
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def proxy(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
+    tmp = tmp_path_factory.mktemp("responses")
+    p = start(config(upstream), tmp, upstream)
+    yield p
+    stop(p)
+    log = (tmp / "proxy.log").read_text()
+    assert "Traceback" not in log
+    assert PROVIDER_KEY not in log
+
+
+def post_events(
+    proxy: Proxy, body: dict[str, Any], headers: dict[str, str]
+) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """POST a streamed request; the response headers and every event's data, each checked
+    against the official event schema and its `event:` name."""
+    req = urllib.request.Request(
+        proxy.base + "/v1/responses",
+        data=json.dumps({**body, "stream": True}).encode(),
+        headers={"Content-Type": "application/json", **headers},
+    )
+    events = []
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.headers["Content-Type"].startswith("text/event-stream")
+        name = None
+        for raw in resp:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                data = json.loads(line[6:])
+                assert data["type"] == name
+                assert_valid_event(data)
+                events.append(data)
+        return dict(resp.headers), events
+
+
+def order(*names: str) -> dict[str, str]:
+    return {"X-Agent-Reach-Fallback-Order": ",".join(names)}
+
+
+def test_text_through_a_dead_and_a_401_provider(proxy: Proxy) -> None:
+    raw = proxy.client().responses.with_raw_response.create(
+        model="gpt-test", input="hi", instructions="Be brief.", **chain("dead", "auth", "ok")
+    )
+    response = raw.parse()
+    assert response.output_text == "hello from ok"
+    assert response.status == "completed"
+    assert response.id.startswith("resp_")
+    assert response.usage is not None
+    assert response.usage.total_tokens == 8
+    assert_valid(RESPONSE, json.loads(raw.http_response.text))
+    trace = raw.headers["X-Agent-Reach-Trace"].split(",")
+    assert [t.split(":")[:2] for t in trace] == [
+        ["dead", "connect_failed"],
+        ["auth", "auth_failed"],
+        ["ok", "ok"],
+    ]
+    sent = proxy.upstream.bodies("ok")[-1]
+    assert sent["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+    ]
+    assert PROVIDER_KEY not in raw.http_response.text
+
+
+def test_stream_is_the_full_event_sequence(proxy: Proxy) -> None:
+    headers, events = post_events(proxy, {"model": "gpt-test", "input": "hi"}, order("dead", "ok"))
+    kinds = [e["type"] for e in events]
+    assert kinds == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.output_text.delta",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    done = events[-1]["response"]
+    assert done["output"][0]["content"][0]["text"] == "hello from ok"
+    assert headers["X-Agent-Reach-Provider"] == "ok"
+
+
+def test_sdk_stream_helper(proxy: Proxy) -> None:
+    with proxy.client().responses.stream(
+        model="gpt-test", input="hi", extra_headers=order("auth", "ok")
+    ) as stream:
+        text = "".join(e.delta for e in stream if e.type == "response.output_text.delta")
+        final = stream.get_final_response()
+    assert text == final.output_text == "hello from ok"
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_tools_both_ways(proxy: Proxy, streamed: bool) -> None:
+    client = proxy.client()
+    first_input: list[Any] = [{"role": "user", "content": "Say something in the shell."}]
+    kwargs: dict[str, Any] = {"model": "gpt-test", "tools": [EXEC], "store": False}
+    kwargs |= chain("dead", "toolcall")
+    if streamed:
+        with client.responses.stream(input=first_input, **kwargs) as stream:
+            first = stream.get_final_response()
+    else:
+        first = client.responses.create(input=first_input, **kwargs)
+    calls = [item for item in first.output if item.type == "function_call"]
+    assert len(calls) == 1
+    call = calls[0]
+    assert call.name == "exec_command"
+    assert json.loads(call.arguments) == {"cmd": f"echo {TOOL_WORD}"}
+    result = {"type": "function_call_output", "call_id": call.call_id, "output": TOOL_WORD}
+    second_input = [*first_input, call.model_dump(exclude_none=True), result]
+    if streamed:
+        with client.responses.stream(input=second_input, **kwargs) as stream:
+            second = stream.get_final_response()
+    else:
+        second = client.responses.create(input=second_input, **kwargs)
+    assert second.output_text == f"The command printed: {TOOL_WORD}"
+    sent = proxy.upstream.bodies("toolcall")[-1]
+    assert sent["tools"][0]["function"]["name"] == "exec_command"
+    assert sent["messages"][1]["tool_calls"][0]["id"] == call.call_id
+    assert sent["messages"][2] == {
+        "role": "tool",
+        "tool_call_id": call.call_id,
+        "content": TOOL_WORD,
+    }
+
+
+def test_previous_response_id_get_and_delete(proxy: Proxy) -> None:
+    client = proxy.client()
+    first = client.responses.create(model="gpt-test", input="first question", **chain("ok"))
+    second = client.responses.create(
+        model="gpt-test",
+        input="second question",
+        previous_response_id=first.id,
+        **chain("backup"),
+    )
+    assert second.output_text == "hello from backup"
+    sent = proxy.upstream.bodies("backup")[-1]["messages"]
+    assert sent == [
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": "hello from ok"},
+        {"role": "user", "content": "second question"},
+    ]
+    got = client.responses.retrieve(second.id)
+    assert got.output_text == "hello from backup"
+    status, body = proxy.get(f"/v1/responses/{first.id}")
+    assert status == 200
+    assert_valid(RESPONSE, body)
+    client.responses.delete(first.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(first.id)
+    status, body = proxy.get(f"/v1/responses/{first.id}")
+    assert status == 404
+    assert_valid(RESPONSE_ERROR, body)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.create(model="gpt-test", input="x", previous_response_id="resp_nope")
+
+
+def test_store_false_is_not_kept(proxy: Proxy) -> None:
+    client = proxy.client()
+    answer = client.responses.create(model="gpt-test", input="hi", store=False, **chain("ok"))
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(answer.id)
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"model": "gpt-test"}, "input"),
+        ({"model": "gpt-test", "input": 3}, "input"),
+        (
+            {"model": "gpt-test", "input": [{"type": "message", "role": "bot", "content": "x"}]},
+            "input[0]",
+        ),
+        ({"model": "gpt-test", "input": [{"type": "function_call", "name": "f"}]}, "input[0]"),
+        ({"model": 7, "input": "hi"}, "model"),
+        ({"model": "m", "input": "hi", "tools": "x"}, "tools"),
+        (
+            {
+                "model": "m",
+                "input": "hi",
+                "tools": [{"type": "web_search"}],
+                "tool_choice": {"type": "web_search"},
+            },
+            "tool_choice",
+        ),
+        ({"model": "m", "input": "hi", "previous_response_id": 5}, "previous_response_id"),
+    ],
+)
+def test_bad_requests_are_400_with_param(proxy: Proxy, body: dict[str, Any], param: str) -> None:
+    status, answer = proxy.post("/v1/responses", body)
+    assert status == 400, answer
+    assert answer["error"]["param"] == param
+    assert_valid(RESPONSE_ERROR, answer)
+    assert proxy.proc.poll() is None
+
+
+def test_all_failed_is_an_openai_error_with_attempts(proxy: Proxy) -> None:
+    with pytest.raises(openai.APIStatusError) as info:
+        proxy.client().responses.create(model="gpt-test", input="hi", **chain("dead", "server"))
+    assert info.value.status_code == 502
+    body = info.value.response.json()
+    assert_valid(RESPONSE_ERROR, body)
+    assert [a["reason"] for a in body["error"]["attempts"]] == ["connect_failed", "server_error"]
+
+
+def test_cut_after_the_first_output_event_ends_with_response_failed(proxy: Proxy) -> None:
+    _, events = post_events(proxy, {"model": "gpt-test", "input": "hi"}, order("streamcut", "ok"))
+    kinds = [e["type"] for e in events]
+    assert "response.output_text.delta" in kinds
+    assert kinds[-1] == "response.failed"
+    assert "response.completed" not in kinds
+    assert events[-1]["response"]["status"] == "failed"
+
+
+def test_hosted_tools_are_dropped_for_chat_providers(proxy: Proxy) -> None:
+    raw = proxy.client().responses.with_raw_response.create(
+        model="gpt-test",
+        input="hi",
+        tools=[{"type": "web_search"}, EXEC],
+        reasoning={"effort": "high"},
+        **chain("ok"),
+    )
+    assert raw.parse().output_text == "hello from ok"
+    dropped = raw.headers["X-Agent-Reach-Dropped"].split(",")
+    assert "tools:web_search" in dropped
+    assert "reasoning.effort" in dropped
+    sent = proxy.upstream.bodies("ok")[-1]
+    assert [t["function"]["name"] for t in sent["tools"]] == ["exec_command"]
+    assert "reasoning" not in sent
+    assert "reasoning_effort" not in sent
+
+
+def test_native_provider_gets_the_request_as_it_came(proxy: Proxy) -> None:
+    raw = proxy.client().responses.with_raw_response.create(
+        model="gpt-test",
+        input="hi",
+        tools=[{"type": "web_search"}, EXEC],
+        include=["reasoning.encrypted_content"],
+        reasoning={"effort": "high"},
+        **chain("native"),
+    )
+    answer = json.loads(raw.http_response.text)
+    assert answer["id"] == "resp_upstream1"
+    assert answer["output"][0]["encrypted_content"] == "opaque-blob"  # nothing lost
+    assert "X-Agent-Reach-Dropped" not in raw.headers
+    sent = proxy.upstream.bodies("resp")[-1]
+    assert sent["tools"][0] == {"type": "web_search"}
+    assert sent["include"] == ["reasoning.encrypted_content"]
+    assert sent["reasoning"] == {"effort": "high"}
+    assert "agent_reach" not in sent
+
+
+def test_native_stream_is_forwarded_as_it_came(proxy: Proxy) -> None:
+    _, events = post_events(proxy, {"model": "gpt-test", "input": "hi"}, order("native"))
+    assert events[0]["response"]["id"] == "resp_upstream1"
+    assert events[2]["item"]["encrypted_content"] == "opaque-blob"
+    assert events[-1]["type"] == "response.completed"
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+
+
+def test_native_then_chat_fallback(proxy: Proxy) -> None:
+    raw = proxy.client().responses.with_raw_response.create(
+        model="gpt-test", input="hi", tools=[{"type": "web_search"}], **chain("native-auth", "ok")
+    )
+    assert raw.parse().output_text == "hello from ok"
+    assert raw.headers["X-Agent-Reach-Dropped"] == "tools:web_search"
+    assert raw.headers["X-Agent-Reach-Trace"].startswith("native-auth:auth_failed:")
+
+
+def test_model_named_route_and_star_mapping(proxy: Proxy) -> None:
+    raw = proxy.client().responses.with_raw_response.create(model="gpt-5-codex", input="hi")
+    assert raw.parse().output_text == "hello from ok"
+    assert raw.headers["X-Agent-Reach-Provider"] == "mapped"
+    assert proxy.upstream.bodies("ok")[-1]["model"] == "upstream-model"
