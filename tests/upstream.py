@@ -71,7 +71,7 @@ def tool_chunk(calls: list[dict[str, Any]]) -> dict[str, Any]:
 def shell_call(tools: list[Any]) -> tuple[str, str]:
     """(name, JSON arguments) of a call to the first shell-like tool offered (Codex's
     `exec_command`/`shell`, Claude Code's `Bash`), its first required string field set to an
-    `echo` command; else a call to the first tool with no arguments."""
+    `echo` command; else Codex's JavaScript `exec`; else the first tool with no arguments."""
     fns = [t.get("function", t) for t in tools if isinstance(t, dict)]
     for wanted in ("exec_command", "shell", "Bash"):
         for fn in fns:
@@ -83,6 +83,10 @@ def shell_call(tools: list[Any]) -> tuple[str, str]:
                 if (params.get("properties") or {}).get(field, {}).get("type") == "array":
                     value = ["bash", "-lc", value]
                 return wanted, orjson.dumps({field: value}).decode()
+    for fn in fns:  # Codex's default model: a JavaScript `exec` that calls the nested tools
+        if fn.get("name") == "exec":
+            code = f'const r = await tools.exec_command({{cmd: "echo {TOOL_WORD}"}}); text(r);'
+            return "exec", orjson.dumps({"input": code}).decode()
     return (str(fns[0].get("name")) if fns else "none"), "{}"
 
 

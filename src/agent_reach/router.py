@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +56,16 @@ class Router:
     def from_config(cls, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> Router:
         """A router for the config file at `path`, or the default lookup (spec §2.1)."""
         return cls(load_config(path), **kwargs)
+
+    @property
+    def routes(self) -> Mapping[str, tuple[str, ...]]:
+        """The config's named routes (model aliases among them), resolved."""
+        return self.engine.table.routes
+
+    @property
+    def providers(self) -> tuple[str, ...]:
+        """The config's provider names, in file order."""
+        return tuple(self.engine.backends)
 
     def subscribe(self, observer: Observer) -> None:
         """Call `observer` with every event (attempts, requests, circuit changes)."""

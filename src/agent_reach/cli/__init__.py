@@ -65,7 +65,20 @@ def main(ctx: click.Context, config_path: str | None) -> None:
 
 
 def _register() -> None:
-    from . import chat, check, config_cmd, demo, drill, init_cmd, probe, providers, report, serve
+    from . import (
+        chat,
+        check,
+        config_cmd,
+        demo,
+        drill,
+        init_cmd,
+        probe,
+        providers,
+        report,
+        run,
+        serve,
+        setup,
+    )
 
     main.add_command(chat.chat)
     main.add_command(check.check)
@@ -78,6 +91,8 @@ def _register() -> None:
     main.add_command(serve.serve)
     main.add_command(report.report)
     main.add_command(report.status)
+    main.add_command(run.run)
+    main.add_command(setup.setup)
 
 
 _register()

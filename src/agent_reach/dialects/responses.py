@@ -23,8 +23,12 @@ Every object built here validates against the official schemas (`Response`,
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from .. import completion
 from ..errors import RequestError
@@ -300,8 +304,100 @@ def _code(value: Any) -> str | None:
 _HOSTED = "tools"  # a hosted tool is named in `dropped` as `tools:<type>`
 
 
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A client's tool as a chat provider sees it: a function. `custom` tools (free-form text
+    input, such as Codex's `apply_patch` and `exec`) become functions of one string `input`;
+    tools inside a `namespace` get the namespace in their chat name (`clock__sleep`), except
+    for the default namespace `functions`."""
+
+    name: str
+    namespace: str | None = None
+    custom: bool = False
+
+    @property
+    def chat_name(self) -> str:
+        """The function name a chat provider sees (`[A-Za-z0-9_-]`, at most 64 long)."""
+        plain = self.namespace in (None, "functions")
+        full = self.name if plain else f"{self.namespace}__{self.name}"
+        return re.sub(r"[^A-Za-z0-9_-]", "_", full)[:64]
+
+
 def _bad(message: str, param: str) -> RequestError:
     return RequestError(message, param=param)
+
+
+def _tool_items(body: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """(where, tool) for each tool of the request: `tools`, and those of `additional_tools`
+    input items (as Codex sends them)."""
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        raise _bad("'tools' must be an array", "tools")
+    for i, tool in enumerate(tools or ()):
+        yield f"tools[{i}]", tool
+    items = body.get("input")
+    for i, item in enumerate(items if isinstance(items, list) else ()):
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            for j, tool in enumerate(item.get("tools") or ()):
+                yield f"input[{i}].tools[{j}]", tool
+
+
+def _flatten(tool: Any, where: str, namespace: str | None = None) -> Iterator[tuple[Tool, Any]]:
+    """The function and custom tools in `tool` (a namespace holds several), with their
+    definitions; a hosted tool is yielded as `tools:<type>` with no definition."""
+    kind = tool.get("type") if isinstance(tool, dict) else None
+    if not isinstance(kind, str):
+        raise _bad(f"{where} must be an object with a 'type'", where)
+    if kind == "namespace":
+        for i, inner in enumerate(tool.get("tools") or ()):
+            yield from _flatten(inner, f"{where}.tools[{i}]", str(tool.get("name") or ""))
+        return
+    if kind in ("function", "custom"):
+        name = tool.get("name")
+        if not isinstance(name, str) or not name:
+            raise _bad(f"{where}.name must be a non-empty string", where)
+        yield Tool(name, namespace, kind == "custom"), tool
+    else:
+        yield Tool(f"{_HOSTED}:{kind}"), None
+
+
+def tool_map(body: dict[str, Any]) -> dict[str, Tool]:
+    """Chat function name → the client's tool, for every function and custom tool."""
+    return {
+        tool.chat_name: tool
+        for where, given in _tool_items(body)
+        for tool, spec in _flatten(given, where)
+        if spec is not None
+    }
+
+
+_CUSTOM_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "input": {"type": "string", "description": "The tool's raw input, as its description says."}
+    },
+    "required": ["input"],
+}
+
+
+def _chat_tools(body: dict[str, Any], dropped: set[str]) -> list[dict[str, Any]]:
+    """The request's function and custom tools as chat tools; hosted ones go to `dropped`."""
+    out = []
+    for where, given in _tool_items(body):
+        for tool, spec in _flatten(given, where):
+            if spec is None:
+                dropped.add(tool.name)
+                continue
+            fn: dict[str, Any] = {"name": tool.chat_name}
+            if isinstance(spec.get("description"), str):
+                fn["description"] = spec["description"]
+            if tool.custom:
+                fn["parameters"] = _CUSTOM_PARAMETERS
+            else:
+                params = spec.get("parameters")
+                fn["parameters"] = params if isinstance(params, dict) else {"type": "object"}
+            out.append({"type": "function", "function": fn})
+    return out
 
 
 def _message_content(content: Any, role: str, where: str, dropped: set[str]) -> Any:
@@ -342,6 +438,18 @@ def _message_content(content: Any, role: str, where: str, dropped: set[str]) -> 
     return parts
 
 
+def _output_text(parts: list[Any], dropped: set[str]) -> str:
+    """A tool output given as content parts, as text (other parts go to `dropped`)."""
+    texts = []
+    for part in parts:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in ("input_text", "output_text", "text") and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif isinstance(kind, str):
+            dropped.add(f"tool_output:{kind}")
+    return "\n".join(texts)
+
+
 class _Reader:
     """Reads a Responses request's `input` into chat messages."""
 
@@ -358,10 +466,16 @@ class _Reader:
         self.messages.append({"role": chat_role, "content": content})
 
     def function_call(self, item: dict[str, Any], where: str) -> None:
-        call_id, name, args = item.get("call_id"), item.get("name"), item.get("arguments")
+        call_id, name = item.get("call_id"), item.get("name")
         if not isinstance(call_id, str) or not isinstance(name, str) or not name:
             raise _bad(f"{where} must have a string call_id and name", where)
-        call = tool_call(call_id, name, args if isinstance(args, str) else "{}")
+        namespace = item.get("namespace") if isinstance(item.get("namespace"), str) else None
+        if item.get("type") == "custom_tool_call":
+            args = orjson.dumps({"input": str(item.get("input") or "")}).decode()
+        else:
+            given = item.get("arguments")
+            args = given if isinstance(given, str) else "{}"
+        call = tool_call(call_id, Tool(name, namespace).chat_name, args)
         last = self.messages[-1] if self.messages else None
         if last is not None and last["role"] == "assistant" and "tool_call_id" not in last:
             last.setdefault("tool_calls", []).append(call)
@@ -374,10 +488,10 @@ class _Reader:
         call_id, output = item.get("call_id"), item.get("output")
         if not isinstance(call_id, str):
             raise _bad(f"{where}.call_id must be a string", where)
-        if not isinstance(output, str):
-            output = text_of(output) if isinstance(output, list) else None
-            if output is None:
-                raise _bad(f"{where}.output must be a string or text parts", where)
+        if isinstance(output, list):
+            output = _output_text(output, self.dropped)
+        elif not isinstance(output, str):
+            raise _bad(f"{where}.output must be a string or an array of parts", where)
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
 
     def read(self, items: list[Any]) -> None:
@@ -388,54 +502,27 @@ class _Reader:
             kind = item.get("type", "message")
             if kind == "message":
                 self.message(item, where)
-            elif kind == "function_call":
+            elif kind in ("function_call", "custom_tool_call"):
                 self.function_call(item, where)
-            elif kind == "function_call_output":
+            elif kind in ("function_call_output", "custom_tool_call_output"):
                 self.function_output(item, where)
+            elif kind == "additional_tools":
+                continue  # read by `_chat_tools`
             elif isinstance(kind, str):
                 self.dropped.add(kind)  # reasoning, item_reference, hosted tool calls, …
             else:
                 raise _bad(f"{where}.type must be a string", where)
 
 
-def _tools(body: dict[str, Any], dropped: set[str]) -> tuple[list[dict[str, Any]], set[str]]:
-    """(chat tools, names of the function tools) of a Responses request."""
-    tools = body.get("tools")
-    if tools is None:
-        return [], set()
-    if not isinstance(tools, list):
-        raise _bad("'tools' must be an array", "tools")
-    out, names = [], set()
-    for i, tool in enumerate(tools):
-        kind = tool.get("type") if isinstance(tool, dict) else None
-        if kind == "function":
-            name = tool.get("name")
-            if not isinstance(name, str) or not name:
-                raise _bad(f"tools[{i}].name must be a non-empty string", f"tools[{i}]")
-            fn: dict[str, Any] = {"name": name}
-            if isinstance(tool.get("description"), str):
-                fn["description"] = tool["description"]
-            params = tool.get("parameters")
-            fn["parameters"] = params if isinstance(params, dict) else {"type": "object"}
-            out.append({"type": "function", "function": fn})
-            names.add(name)
-        elif isinstance(kind, str):
-            dropped.add(f"{_HOSTED}:{kind}")
-        else:
-            raise _bad(f"tools[{i}] must be an object with a 'type'", f"tools[{i}]")
-    return out, names
-
-
-def _tool_choice(choice: Any, names: set[str]) -> Any:
+def _tool_choice(choice: Any, tools: dict[str, Tool]) -> Any:
     if choice is None or choice in ("auto", "none", "required"):
         return choice
     kind = choice.get("type") if isinstance(choice, dict) else None
-    if kind == "function" and isinstance(choice.get("name"), str):
+    if kind in ("function", "custom") and isinstance(choice.get("name"), str):
+        names = {t.name: chat for chat, t in tools.items()}
         if choice["name"] not in names:
-            raise _bad(
-                f"tool_choice names {choice['name']!r}, which is not a function tool", "tool_choice"
-            )
-        return {"type": "function", "function": {"name": choice["name"]}}
+            raise _bad(f"tool_choice names {choice['name']!r}, which is not a tool", "tool_choice")
+        return {"type": "function", "function": {"name": names[choice["name"]]}}
     if kind == "allowed_tools":
         return "required" if choice.get("mode") == "required" else "auto"
     if isinstance(kind, str):
@@ -470,10 +557,10 @@ def request_in(body: dict[str, Any]) -> Inbound:
     chat: dict[str, Any] = {"messages": reader.messages}
     if model:
         chat["model"] = model
-    tools, names = _tools(body, reader.dropped)
+    tools = _chat_tools(body, reader.dropped)
     if tools:
         chat["tools"] = tools
-    choice = _tool_choice(body.get("tool_choice"), names)
+    choice = _tool_choice(body.get("tool_choice"), tool_map(body))
     if choice is not None and tools:
         chat["tool_choice"] = choice
     for key in _SAMPLING:
@@ -533,20 +620,35 @@ def reasoning_item(id: str, text: str) -> dict[str, Any]:
     return {"type": "reasoning", "id": id, "summary": summary}
 
 
-def call_item(id: str, call_id: str, name: str, arguments: str, status: str) -> dict[str, Any]:
-    """A `function_call` output item."""
-    return {
-        "type": "function_call",
-        "id": id,
-        "call_id": call_id,
-        "name": name,
-        "arguments": arguments,
-        "status": status,
-    }
+def call_item(
+    call_id: str, chat_name: str, arguments: str, tools: dict[str, Tool], done: bool = True
+) -> dict[str, Any]:
+    """The output item of a chat tool call: a `function_call`, or a `custom_tool_call` whose
+    `input` is the call's `input` argument; with the tool's own name and namespace."""
+    tool = tools.get(chat_name) or Tool(chat_name)
+    item: dict[str, Any] = {"call_id": call_id, "name": tool.name}
+    if tool.namespace is not None:
+        item["namespace"] = tool.namespace
+    if tool.custom:
+        item["input"] = custom_input(arguments)
+        return {"type": "custom_tool_call", "id": new_id("ctc"), **item}
+    item["arguments"] = arguments
+    item["status"] = "completed" if done else "in_progress"
+    return {"type": "function_call", "id": new_id("fc"), **item}
 
 
-def output_items(message: dict[str, Any]) -> list[dict[str, Any]]:
-    """A chat message as Responses output items: reasoning, message, function calls."""
+def custom_input(arguments: str) -> str:
+    """A custom tool's input from the chat call's arguments (`{"input": …}`, else as is)."""
+    try:
+        value = orjson.loads(arguments) if arguments else {}
+    except orjson.JSONDecodeError:
+        return arguments
+    text = value.get("input") if isinstance(value, dict) else None
+    return text if isinstance(text, str) else arguments
+
+
+def output_items(message: dict[str, Any], tools: dict[str, Tool]) -> list[dict[str, Any]]:
+    """A chat message as Responses output items: reasoning, message, tool calls."""
     items = []
     if message.get("reasoning_content"):
         items.append(reasoning_item(new_id("rs"), message["reasoning_content"]))
@@ -558,15 +660,9 @@ def output_items(message: dict[str, Any]) -> list[dict[str, Any]]:
     for call in message.get("tool_calls") or ():
         fn = call.get("function") or {}
         args = fn.get("arguments")
-        items.append(
-            call_item(
-                new_id("fc"),
-                str(call.get("id") or new_id("call")),
-                str(fn.get("name", "")),
-                args if isinstance(args, str) else "{}",
-                "completed",
-            )
-        )
+        call_id = str(call.get("id") or new_id("call"))
+        arguments = args if isinstance(args, str) else "{}"
+        items.append(call_item(call_id, str(fn.get("name", "")), arguments, tools))
     return items
 
 
@@ -588,9 +684,7 @@ def response_object(
         status = "incomplete"
     reasoning = object_at(request, "reasoning")
     fmt = object_at(request.get("text"), "format") or {"type": "text"}
-    tools = [
-        t for t in request.get("tools") or () if isinstance(t, dict) and t.get("type") == "function"
-    ]
+    tools = [t for t in request.get("tools") or () if isinstance(t, dict)]
     body: dict[str, Any] = {
         "id": id,
         "object": "response",
@@ -639,7 +733,7 @@ def answer_out(response: dict[str, Any], request: dict[str, Any], created: int) 
         created=created,
         model=response.get("model") or request.get("model") or "unknown",
         status="completed",
-        output=output_items(choice["message"]),
+        output=output_items(choice["message"], tool_map(request)),
         usage=response_usage(response.get("usage")),
         finish=choice.get("finish_reason"),
     )
@@ -664,6 +758,7 @@ class StreamOut:
         self.output: list[dict[str, Any]] = []  # items done
         self.open: dict[str, Any] | None = None  # the message or reasoning item being written
         self.text: list[str] = []
+        self.tools = tool_map(request)
         self.calls: dict[int, dict[str, Any]] = {}  # chat tool call index → open item
         self.finish: str | None = None
         self.usage: dict[str, Any] | None = None
@@ -804,22 +899,13 @@ class StreamOut:
             self.output.append(done)
             self.open = None
         for call in self.calls.values():
-            done = {**call["item"], "arguments": "".join(call["args"]), "status": "completed"}
-            out += [
-                self._event(
-                    "response.function_call_arguments.done",
-                    item_id=done["id"],
-                    output_index=call["index"],
-                    name=done["name"],
-                    arguments=done["arguments"],
-                ),
-                self._event("response.output_item.done", output_index=call["index"], item=done),
-            ]
-            self.output.append(done)
+            out += self._call_done(call)
         self.calls = {}
         return out
 
     def _call(self, call: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """A piece of a chat tool call: the item opens at its first piece; a function's
+        arguments stream as they come, a custom tool's input goes out whole at the end."""
         out: list[tuple[str, dict[str, Any]]] = []
         n = call.get("index", 0)
         fn = call.get("function") or {}
@@ -828,27 +914,46 @@ class StreamOut:
             if self.open is not None:
                 out += self._close()
             index = len(self.output) + len(self.calls)
-            item = call_item(
-                new_id("fc"),
-                str(call.get("id") or new_id("call")),
-                str(fn.get("name") or ""),
-                "",
-                "in_progress",
-            )
+            call_id = str(call.get("id") or new_id("call"))
+            item = call_item(call_id, str(fn.get("name") or ""), "", self.tools, done=False)
             state = self.calls[n] = {"item": item, "index": index, "args": []}
             out.append(self._event("response.output_item.added", output_index=index, item=item))
         args = fn.get("arguments")
         if isinstance(args, str) and args:
             state["args"].append(args)
-            out.append(
-                self._event(
-                    "response.function_call_arguments.delta",
-                    item_id=state["item"]["id"],
-                    output_index=state["index"],
-                    delta=args,
+            if state["item"]["type"] == "function_call":
+                out.append(
+                    self._event(
+                        "response.function_call_arguments.delta",
+                        item_id=state["item"]["id"],
+                        output_index=state["index"],
+                        delta=args,
+                    )
                 )
-            )
         return out
+
+    def _call_done(self, call: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        item, index, args = call["item"], call["index"], "".join(call["args"])
+        ids = {"item_id": item["id"], "output_index": index}
+        if item["type"] == "custom_tool_call":
+            done = {**item, "input": custom_input(args)}
+            events = [
+                self._event("response.custom_tool_call_input.delta", **ids, delta=done["input"]),
+                self._event("response.custom_tool_call_input.done", **ids, input=done["input"]),
+            ]
+        else:
+            done = {**item, "arguments": args, "status": "completed"}
+            events = [
+                self._event(
+                    "response.function_call_arguments.done",
+                    **ids,
+                    name=done["name"],
+                    arguments=args,
+                )
+            ]
+        events.append(self._event("response.output_item.done", output_index=index, item=done))
+        self.output.append(done)
+        return events
 
     def finish_events(self) -> list[tuple[str, dict[str, Any]]]:
         """Close what is open and end the stream with `response.completed`."""

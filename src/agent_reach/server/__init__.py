@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 
 from ..router import Router
 
@@ -64,6 +65,32 @@ async def run(
         loop.add_signal_handler(sig, stop.set)
     try:
         await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+async def run_with(
+    router: Router,
+    port: int,
+    key: str,
+    route: str | None,
+    program: Callable[[str], Awaitable[int]],
+) -> int:
+    """Serve on 127.0.0.1 (`port`, 0 for a free one) for the one client key `key`, with
+    `route` for requests that name none, while `program(base_url)` runs; its result."""
+    from aiohttp import web
+
+    from .app import Proxy
+    from .http import DEFAULT_ROUTE
+
+    app = Proxy(router, api_keys=frozenset({key})).app()
+    if route:
+        app[DEFAULT_ROUTE] = route
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=2)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        return await program(f"http://127.0.0.1:{runner.addresses[0][1]}")
     finally:
         await runner.cleanup()
 

@@ -13,6 +13,8 @@ from ..request import ChatRequest
 from ..trace import Attempt, trace_header
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+# The route of requests that name none (`agent-reach run --route`).
+DEFAULT_ROUTE = web.AppKey("default_route", str)
 
 
 class BadBody(Exception):
@@ -33,10 +35,14 @@ async def read_json(request: web.Request) -> dict[str, Any]:
 
 def with_headers(req: ChatRequest, request: web.Request) -> ChatRequest:
     """`req` with the route and fallback order of the `X-Agent-Reach-Route` and
-    `X-Agent-Reach-Fallback-Order` headers, which win over the body's extension."""
+    `X-Agent-Reach-Fallback-Order` headers, which win over the body's extension; a request
+    that names neither takes the app's `DEFAULT_ROUTE`, if it has one."""
     route = request.headers.get("X-Agent-Reach-Route")
     order = request.headers.get("X-Agent-Reach-Fallback-Order")
     if not route and not order:
+        default = request.app.get(DEFAULT_ROUTE)
+        if default and not req.provider_route and not req.fallback_order:
+            return replace(req, provider_route=default)
         return req
     return replace(
         req,

@@ -1,0 +1,137 @@
+"""The real Codex CLI (from npm, pinned) completing a tool turn through the proxy's Responses
+API, with a dead and a 401 provider in front of a chat-only upstream: configured by
+`agent-reach setup codex --write`, and with no set-up at all through `agent-reach run`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ..agents import agent
+from ..upstream import TOOL_WORD, Upstream, refused_url
+from .test_proxy import PROVIDER_KEY, Proxy, start, stop
+
+BIN = str(Path(sys.executable).parent / "agent-reach")
+PROMPT = "Run echo in the shell and tell me what it printed."
+ANSWER = f"The command printed: {TOOL_WORD}"
+
+
+def agents_config(upstream: Upstream) -> dict[str, Any]:
+    """A dead provider, a 401 one, then a chat-only upstream that drives a tool turn; the
+    default order answers plain text only, the `agents` route goes through all three."""
+    chain = ["dead", "auth", "toolcall"]
+    return {
+        "version": "0.3.2",
+        "health": {"mode": "off"},
+        "state": "memory://",
+        "fallback_order": chain,
+        "routes": {"agents": chain, "plain": ["ok"]},
+        "providers": [
+            {"name": "dead", "endpoint": refused_url()},
+            {"name": "auth", "endpoint": upstream.url("auth"), "api_key_env": "PROVIDER_KEY"},
+            {
+                "name": "toolcall",
+                "endpoint": upstream.url("toolcall"),
+                "api_key_env": "PROVIDER_KEY",
+                "model_map": {"*": "deepseek-chat"},
+            },
+            {"name": "ok", "endpoint": upstream.url("ok")},
+        ],
+    }
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> dict[str, str]:
+    """A HOME and CODEX_HOME where nothing was ever configured, and a work directory."""
+    for name in ("home", "codex", "work"):
+        (tmp_path / name).mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "AGENT_REACH"))}
+    env.update(
+        HOME=str(tmp_path / "home"),
+        CODEX_HOME=str(tmp_path / "codex"),
+        PROVIDER_KEY=PROVIDER_KEY,
+    )
+    return env
+
+
+@pytest.fixture
+def proxy(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
+    upstream.clear()
+    p = start(agents_config(upstream), tmp_path_factory.mktemp("codex-proxy"), upstream)
+    yield p
+    stop(p)
+
+
+def codex_exec(env: dict[str, str], cwd: Path, *prefix: str) -> subprocess.CompletedProcess[str]:
+    """`codex exec` of the prompt, as a user would type it (after `prefix`, e.g. a run)."""
+    args = [*prefix, str(agent("codex")), "exec"]
+    args += ["--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", PROMPT]
+    return subprocess.run(
+        args, check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=180
+    )
+
+
+def assert_tool_turn(result: subprocess.CompletedProcess[str], upstream: Upstream) -> None:
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert ANSWER in result.stdout
+    calls = upstream.bodies("toolcall")
+    assert len(calls) == 2  # the tool call, then the answer to its output
+    assert calls[1]["messages"][-1]["role"] == "tool"
+    assert TOOL_WORD in calls[1]["messages"][-1]["content"]
+    assert {b["model"] for b in calls} == {"deepseek-chat"}  # the "*" mapping
+    assert upstream.bodies("auth")  # the 401 provider was tried first
+    for text in (result.stdout, result.stderr):
+        assert PROVIDER_KEY not in text
+        assert "Traceback" not in text
+
+
+def test_codex_configured_by_setup(proxy: Proxy, home: dict[str, str], tmp_path: Path) -> None:
+    codex_home = Path(home["CODEX_HOME"])
+    (codex_home / "config.toml").write_text('model_reasoning_effort = "low"\n')
+    setup = subprocess.run(
+        [BIN, "setup", "codex", "--base-url", proxy.base, "--write"],
+        env=home,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "config.toml" in setup.stdout
+    written = (codex_home / "config.toml").read_text()
+    assert 'model_reasoning_effort = "low"' in written  # the user's settings are kept
+    assert f'base_url = "{proxy.base}/v1"' in written
+    env = {**home, "AGENT_REACH_API_KEY": "unused"}
+    assert_tool_turn(codex_exec(env, tmp_path / "work"), proxy.upstream)
+
+
+def write_config(upstream: Upstream, tmp_path: Path) -> str:
+    path = tmp_path / "agent-reach.yaml"
+    path.write_text(yaml.safe_dump(agents_config(upstream)))
+    return str(path)
+
+
+def test_codex_through_agent_reach_run(
+    upstream: Upstream, home: dict[str, str], tmp_path: Path
+) -> None:
+    upstream.clear()
+    run = [BIN, "--config", write_config(upstream, tmp_path), "run", "--"]
+    assert_tool_turn(codex_exec(home, tmp_path / "work", *run), upstream)
+
+
+def test_run_route_sends_every_request_down_it(
+    upstream: Upstream, home: dict[str, str], tmp_path: Path
+) -> None:
+    upstream.clear()
+    config = write_config(upstream, tmp_path)
+    result = codex_exec(
+        home, tmp_path / "work", BIN, "--config", config, "run", "-r", "plain", "--"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "hello from ok" in result.stdout
+    assert not upstream.bodies("toolcall")
