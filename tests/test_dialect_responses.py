@@ -1,0 +1,526 @@
+"""The Responses API both ways: as a provider format (wire samples through a loopback server
+and the Router), as the client API (pure translation, checked against the official schemas),
+and chat → Responses → chat round trips (hypothesis)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent_reach import Reason
+from agent_reach.dialects import Context, Shape
+from agent_reach.dialects import responses as wire_format
+from agent_reach.dialects.responses import DIALECT, StreamOut, answer_out, request_in, tool_map
+from agent_reach.errors import RequestError
+
+from .conftest import COMPLETION, RESPONSE, assert_valid, assert_valid_event
+from .upstream import responses_answer, responses_events
+from .wire import Wire, first_failure, json_reply, provider, router, sse, stream_reply, text
+
+PATH = "/v1/responses"
+HELLO = {"model": "gpt-5", "messages": [{"role": "user", "content": "Hello"}]}
+CTX = Context("gpt-5", 1_700_000_000, Shape("output", "content.0.text"))
+
+
+@pytest.fixture
+async def wire() -> AsyncIterator[Wire]:
+    async with Wire.running() as w:
+        yield w
+
+
+def responses(url: str) -> dict[str, Any]:
+    return provider("resp", url, "responses")
+
+
+def stream_of(answer: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(
+        f"event: {kind}\n" + sse({"type": kind, "sequence_number": n, **data})
+        for n, (kind, data) in enumerate(responses_events(answer))
+    )
+
+
+# -- as a provider format ------------------------------------------------------------------
+
+
+async def test_answer_is_normalized_and_the_body_is_a_responses_request(wire: Wire) -> None:
+    async with router(responses(wire.on(PATH, json_reply(responses_answer("gpt-5"))))) as r:
+        result = await r.achat(
+            {
+                "model": "gpt-5",
+                "messages": [
+                    {"role": "system", "content": "Be brief."},
+                    {"role": "user", "content": "Hello"},
+                ],
+                "max_tokens": 50,
+                "temperature": 0.2,
+                "response_format": {"type": "json_object"},
+            }
+        )
+    resp = result.response
+    assert_valid(COMPLETION, resp)
+    message = resp["choices"][0]["message"]
+    assert message["content"] == "hello from responses"
+    assert message["reasoning_content"] == "thinking"
+    assert resp["usage"]["total_tokens"] == 10
+    assert resp["usage"]["completion_tokens_details"] == {"reasoning_tokens": 1}
+    assert wire.last.body == {
+        "model": "gpt-5",
+        "input": [
+            {
+                "type": "message",
+                "role": "system",
+                "content": [{"type": "input_text", "text": "Be brief."}],
+            },
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "Hello"}],
+            },
+        ],
+        "stream": False,
+        "store": False,
+        "temperature": 0.2,
+        "max_output_tokens": 50,
+        "text": {"format": {"type": "json_object"}},
+    }
+    assert wire.last.headers["Authorization"].startswith("Bearer ")
+
+
+async def test_stream_is_decoded(wire: Wire) -> None:
+    async with router(
+        responses(wire.on(PATH, stream_reply(*stream_of(responses_answer("m")))))
+    ) as r:
+        stream = await r.open_stream(HELLO)
+        chunks = [c async for c in stream]
+    assert text(chunks) == "hello from responses"
+    assert text(chunks, "reasoning_content") == ""  # the summary came whole, in the item
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_function_calls_both_in_answers_and_streams() -> None:
+    answer = {
+        **responses_answer("m"),
+        "output": [
+            {
+                "type": "function_call",
+                "id": "fc_1",
+                "call_id": "call_1",
+                "name": "get_weather",
+                "arguments": '{"city":"Paris"}',
+                "status": "completed",
+            }
+        ],
+    }
+    normalized = DIALECT.normalize(answer, CTX)
+    choice = normalized["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"]["tool_calls"] == [
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+        }
+    ]
+    decoder = DIALECT.decoder(CTX)
+    events = [
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {**answer["output"][0], "arguments": ""},
+        },
+        {
+            "type": "response.function_call_arguments.delta",
+            "item_id": "fc_1",
+            "output_index": 0,
+            "delta": '{"city":',
+        },
+        {
+            "type": "response.function_call_arguments.delta",
+            "item_id": "fc_1",
+            "output_index": 0,
+            "delta": '"Paris"}',
+        },
+        {"type": "response.completed", "response": answer},
+    ]
+    chunks = [c for e in events for c in decoder.feed(e["type"], orjson.dumps(e))]
+    calls = [tc for c in chunks for tc in c["choices"][0]["delta"].get("tool_calls", [])]
+    assert calls[0]["id"] == "call_1"
+    assert "".join(tc["function"]["arguments"] for tc in calls) == '{"city":"Paris"}'
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    assert decoder.finished
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (
+            json_reply(
+                {
+                    **responses_answer("m"),
+                    "status": "failed",
+                    "error": {"code": "server_error", "message": "boom"},
+                }
+            ),
+            Reason.SERVER_ERROR,
+        ),
+        (
+            json_reply(
+                {
+                    "error": {
+                        "message": "bad key",
+                        "type": "invalid_request_error",
+                        "code": "invalid_api_key",
+                    }
+                },
+                401,
+            ),
+            Reason.AUTH_FAILED,
+        ),
+    ],
+)
+async def test_errors_fail_over(wire: Wire, reply: Any, reason: Reason) -> None:
+    async with router(responses(wire.on(PATH, reply))) as r:
+        attempt = await first_failure(r, HELLO)
+    assert attempt.reason is reason
+
+
+async def test_stream_failure_event_fails_over(wire: Wire) -> None:
+    failed = {
+        "type": "response.failed",
+        "response": {
+            **responses_answer("m"),
+            "status": "failed",
+            "error": {"code": "server_error", "message": "overloaded"},
+        },
+    }
+    reply = stream_reply(
+        sse({"type": "response.created", "response": responses_answer("m")}), sse(failed)
+    )
+    async with router(responses(wire.on(PATH, reply))) as r:
+        attempt = await first_failure(r, HELLO, stream=True)
+    assert attempt.reason is Reason.SERVER_ERROR
+    assert "overloaded" in attempt.detail
+
+
+def test_length_stop_is_incomplete_both_ways() -> None:
+    answer = {
+        **responses_answer("m"),
+        "status": "incomplete",
+        "incomplete_details": {"reason": "max_output_tokens"},
+    }
+    assert DIALECT.normalize(answer, CTX)["choices"][0]["finish_reason"] == "length"
+    completion = DIALECT.normalize(responses_answer("m"), CTX)
+    completion["choices"][0]["finish_reason"] = "length"
+    out = answer_out(completion, {"model": "m", "input": "hi"}, 1)
+    assert out["status"] == "incomplete"
+    assert out["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert_valid(RESPONSE, out)
+
+
+# -- as the client's API --------------------------------------------------------------------
+
+CODEX_TOOLS = {
+    "type": "additional_tools",
+    "id": "at_1",
+    "role": "developer",
+    "tools": [
+        {
+            "type": "namespace",
+            "name": "functions",
+            "description": "",
+            "tools": [
+                {"type": "custom", "name": "exec", "description": "Run JavaScript."},
+                {
+                    "type": "function",
+                    "name": "wait",
+                    "parameters": {"type": "object"},
+                    "strict": False,
+                },
+            ],
+        },
+        {
+            "type": "namespace",
+            "name": "clock",
+            "description": "Time.",
+            "tools": [
+                {
+                    "type": "function",
+                    "name": "sleep",
+                    "parameters": {"type": "object"},
+                    "strict": False,
+                }
+            ],
+        },
+    ],
+}
+
+
+def test_codex_namespaces_and_custom_tools_become_chat_functions() -> None:
+    body = {
+        "model": "gpt-6.2-sol",
+        "input": [
+            CODEX_TOOLS,
+            {
+                "type": "message",
+                "role": "developer",
+                "content": [{"type": "input_text", "text": "rules"}],
+            },
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]},
+            {
+                "type": "custom_tool_call",
+                "call_id": "c1",
+                "name": "exec",
+                "namespace": "functions",
+                "input": "text(1)",
+            },
+            {
+                "type": "custom_tool_call_output",
+                "call_id": "c1",
+                "output": [{"type": "input_text", "text": "1"}],
+            },
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "x"},
+        ],
+        "tools": [{"type": "web_search"}],
+    }
+    inbound = request_in(body)
+    chat = inbound.body
+    assert [t["function"]["name"] for t in chat["tools"]] == ["exec", "wait", "clock__sleep"]
+    assert chat["tools"][0]["function"]["parameters"]["required"] == ["input"]
+    assert chat["messages"] == [
+        {"role": "system", "content": "rules"},
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "exec", "arguments": '{"input":"text(1)"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "1"},
+    ]
+    assert inbound.dropped == ("reasoning", "tools:web_search")
+    tools = tool_map(body)
+    completion = {
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c2",
+                            "type": "function",
+                            "function": {"name": "exec", "arguments": '{"input": "text(2)"}'},
+                        },
+                        {
+                            "id": "c3",
+                            "type": "function",
+                            "function": {"name": "clock__sleep", "arguments": '{"duration_ms": 5}'},
+                        },
+                    ],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+    }
+    out = answer_out(completion, body, 1)
+    assert_valid(RESPONSE, out)
+    custom, function = out["output"]
+    assert (custom["type"], custom["name"], custom["namespace"], custom["input"]) == (
+        "custom_tool_call",
+        "exec",
+        "functions",
+        "text(2)",
+    )
+    assert (function["type"], function["name"], function["namespace"]) == (
+        "function_call",
+        "sleep",
+        "clock",
+    )
+    assert tools["clock__sleep"].namespace == "clock"
+
+
+def test_stream_of_a_custom_tool_call_is_valid() -> None:
+    body = {"model": "m", "input": [CODEX_TOOLS, {"role": "user", "content": "go"}]}
+    out = StreamOut(body, 1, "m")
+    events = out.start()
+    first = {
+        "index": 0,
+        "id": "c9",
+        "type": "function",
+        "function": {"name": "exec", "arguments": ""},
+    }
+    for delta in (
+        {"role": "assistant", "content": "Running."},
+        {"tool_calls": [first]},
+        {"tool_calls": [{"index": 0, "function": {"arguments": '{"input": "te'}}]},
+        {"tool_calls": [{"index": 0, "function": {"arguments": 'xt(3)"}'}}]},
+    ):
+        events += out.feed(
+            {"model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        )
+    events += out.feed(
+        {"model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+    )
+    events += out.finish_events()
+    for n, (kind, data) in enumerate(events):
+        assert data["type"] == kind
+        assert data["sequence_number"] == n
+        assert_valid_event(data)
+    done = events[-1][1]["response"]
+    assert [i["type"] for i in done["output"]] == ["message", "custom_tool_call"]
+    assert done["output"][1]["input"] == "text(3)"
+    assert "response.custom_tool_call_input.done" in [k for k, _ in events]
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        (
+            {
+                "input": [
+                    {
+                        "type": "message",
+                        "role": "user",
+                        "content": [{"type": "input_text", "text": 5}],
+                    }
+                ]
+            },
+            "input[0].content",
+        ),
+        ({"input": [{"type": "function_call_output", "call_id": "c", "output": 5}]}, "input[0]"),
+        ({"input": "hi", "tools": [{"type": "function"}]}, "tools[0]"),
+        (
+            {
+                "input": "hi",
+                "tools": [{"type": "function", "name": "f"}],
+                "tool_choice": {"type": "function", "name": "g"},
+            },
+            "tool_choice",
+        ),
+        ({"input": "hi", "instructions": 3}, "instructions"),
+        ({"input": [{"type": "message", "role": "system", "content": "only rules"}]}, "input"),
+    ],
+)
+def test_malformed_requests_name_the_field(body: dict[str, Any], param: str) -> None:
+    with pytest.raises(RequestError) as info:
+        request_in(body)
+    assert info.value.param == param
+    assert info.value.status == 400
+
+
+# -- round trips ----------------------------------------------------------------------------
+
+names = st.from_regex(r"[A-Za-z][A-Za-z0-9_-]{0,20}", fullmatch=True)
+words = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=30)
+arguments = st.dictionaries(names, st.integers() | words, max_size=3).map(
+    lambda d: json.dumps(d, ensure_ascii=False)
+)
+
+
+@st.composite
+def tool_calls(draw: st.DrawFn) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": draw(names), "arguments": draw(arguments)},
+        }
+        for i in range(draw(st.integers(1, 3)))
+    ]
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Chat conversations both APIs can say: system, user and assistant text, assistant tool
+    calls and their results."""
+    messages: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        messages.append({"role": "system", "content": draw(words)})
+    for _ in range(draw(st.integers(1, 4))):
+        messages.append({"role": "user", "content": draw(words)})
+        if draw(st.booleans()):
+            calls = draw(tool_calls())
+            content = draw(st.none() | words)
+            messages.append({"role": "assistant", "content": content, "tool_calls": calls})
+            for call in calls:
+                messages.append(
+                    {"role": "tool", "tool_call_id": call["id"], "content": draw(words)}
+                )
+        else:
+            messages.append({"role": "assistant", "content": draw(words)})
+    return messages
+
+
+@settings(max_examples=80, deadline=None)
+@given(conversations())
+def test_round_trip_of_requests(messages: list[dict[str, Any]]) -> None:
+    sent = DIALECT.body({"messages": messages}, "m", False, "max_output_tokens")
+    back = request_in({"model": "m", **sent}).body
+    assert back["messages"] == messages
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.none() | words, st.none() | tool_calls(), st.integers(0, 10_000), st.integers(0, 10_000))
+def test_round_trip_of_answers(
+    content: str | None, calls: list[dict[str, Any]] | None, prompt: int, output: int
+) -> None:
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": content or (None if calls else "x"),
+        "refusal": None,
+    }
+    if calls:
+        message["tool_calls"] = calls
+    finish = "tool_calls" if calls else "stop"
+    usage = {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output}
+    completion = {
+        "model": "m",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": usage,
+    }
+    response = answer_out(completion, {"model": "m", "input": "hi"}, 1)
+    assert_valid(RESPONSE, response)
+    back = DIALECT.normalize(response, CTX)
+    choice = back["choices"][0]
+    assert choice["message"]["content"] == message["content"]
+    assert choice["message"].get("tool_calls") == message.get("tool_calls")
+    assert choice["finish_reason"] == finish
+    assert {k: back["usage"][k] for k in usage} == usage
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(words, min_size=1, max_size=5), st.none() | tool_calls())
+def test_round_trip_of_streams(pieces: list[str], calls: list[dict[str, Any]] | None) -> None:
+    out = StreamOut({"model": "m", "input": "hi"}, 1, "m")
+    events = out.start()
+    deltas: list[dict[str, Any]] = [{"content": p} for p in pieces]
+    for i, call in enumerate(calls or ()):
+        deltas.append({"tool_calls": [{"index": i, **call}]})
+    for delta in deltas:
+        events += out.feed(
+            {"model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        )
+    events += out.finish_events()
+    decoder = wire_format.DIALECT.decoder(CTX)
+    chunks = [c for kind, data in events for c in decoder.feed(kind, orjson.dumps(data))]
+    assert decoder.finished
+    assert text(chunks) == "".join(pieces)
+    got = [
+        tc for c in chunks for tc in c["choices"][0]["delta"].get("tool_calls", []) if "id" in tc
+    ]
+    assert [(tc["id"], tc["function"]["name"]) for tc in got] == [
+        (c["id"], c["function"]["name"]) for c in calls or ()
+    ]
