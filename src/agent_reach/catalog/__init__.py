@@ -180,7 +180,8 @@ def _check(entry: Entry, where: str) -> None:
 
 def formats_for_url(url: str) -> tuple[str, ...]:
     """The formats an endpoint URL suggests, most likely first, always ending with `openai`
-    (what most APIs speak): `/chat/completions` → openai, `/api/chat` → ollama, `/messages` →
+    (what most APIs speak): `/chat/completions` → openai, `/responses` → responses,
+    `/api/chat` → ollama, `/messages` →
     anthropic, `:generateContent`, a models collection (`…/models`) or a `generativelanguage`
     host → gemini, `/services/aigc/` → dashscope, `chatcompletion` → minimax,
     `wenxinworkshop` → ernie."""
@@ -189,6 +190,7 @@ def formats_for_url(url: str) -> tuple[str, ...]:
     host = (parts.hostname or "").lower()
     rules = (
         (path.rstrip("/").endswith("/chat/completions"), "openai"),
+        (path.rstrip("/").endswith("/responses"), "responses"),
         ("/api/chat" in path or "/api/generate" in path, "ollama"),
         (path.rstrip("/").endswith("/messages"), "anthropic"),
         (
@@ -208,7 +210,16 @@ def formats_for_url(url: str) -> tuple[str, ...]:
 
 
 # The order in which an answer's shape is tried: minimax last, since it also reads OpenAI's.
-_SHAPE_ORDER = ("openai", "ollama", "anthropic", "gemini", "dashscope", "ernie", "minimax")
+_SHAPE_ORDER = (
+    "openai",
+    "responses",
+    "ollama",
+    "anthropic",
+    "gemini",
+    "dashscope",
+    "ernie",
+    "minimax",
+)
 
 
 def formats_for_answer(raw: Any, endpoint: str) -> tuple[str, ...]:
