@@ -332,3 +332,17 @@ def test_model_named_route_and_star_mapping(proxy: Proxy) -> None:
     assert raw.parse().output_text == "hello from ok"
     assert raw.headers["X-Agent-Reach-Provider"] == "mapped"
     assert proxy.upstream.bodies("ok")[-1]["model"] == "upstream-model"
+
+
+def test_body_extension_and_api_label_in_metrics(proxy: Proxy) -> None:
+    answer = proxy.client().responses.create(
+        model="gpt-test",
+        input="hi",
+        extra_body={"agent_reach": {"fallback_order": ["dead", "backup"]}},
+    )
+    assert answer.output_text == "hello from backup"
+    sent = proxy.upstream.bodies("backup")[-1]
+    assert "agent_reach" not in sent
+    status, text = proxy.get("/metrics")
+    assert status == 200
+    assert 'agent_reach_requests_total{api="responses",outcome="ok",route="custom"}' in text
