@@ -190,8 +190,9 @@ def test_sync_chat_keeps_shared_state_between_event_loops(tmp_path: Path, up: Up
 
 async def test_stored_responses_are_shared_and_expire(make: Factory) -> None:
     a, b = make(), make()
-    await a.save_response("resp_1", '{"x": 1}', NOW, 60)
-    await a.save_response("resp_old", '{"x": 0}', NOW - 120, 60)
+    now = time.time()
+    await a.save_response("resp_1", '{"x": 1}', now, 60)
+    await a.save_response("resp_old", '{"x": 0}', now - 120, 60)
     await settle(a)
     assert await b.load_response("resp_1", time.time()) == '{"x": 1}'
     assert await b.load_response("resp_old", time.time()) is None  # expired
