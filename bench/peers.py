@@ -290,9 +290,9 @@ def agent_reach(name: str, config: str, env: dict[str, str]) -> Peer:
     return Peer(name, lambda port: agent_reach_serve(path, port), scenarios, env)
 
 
-def litellm(env: dict[str, str], workdir: Path) -> Peer:
-    config = workdir / "litellm.yaml"
-    config.write_text(string.Template((CONFIGS / "litellm.yaml").read_text()).substitute(env))
+def litellm(env: dict[str, str], workdir: Path, source: str = "litellm.yaml") -> Peer:
+    config = workdir / source
+    config.write_text(string.Template((CONFIGS / source).read_text()).substitute(env))
     binary = str(INSTALLS / "litellm" / "bin" / "litellm")
     auth = {"Authorization": f"Bearer {PROXY_KEY}"}
     models = {
@@ -363,9 +363,21 @@ def cold_start(procs: Processes, peer: Peer, runs: int, logs: Path) -> str | Non
 # -- streaming ----------------------------------------------------------------------------------
 
 
+def has_content(path: str, event: dict[str, Any]) -> bool:
+    """Whether one stream event of the API at `path` carries part of the answer's text: a chat
+    chunk's `delta.content`, a Responses `response.output_text.delta`, a Messages text delta."""
+    if path.endswith("/responses"):
+        return event.get("type") == "response.output_text.delta" and bool(event.get("delta"))
+    if path.endswith("/messages"):
+        delta = event.get("delta") or {}
+        return event.get("type") == "content_block_delta" and bool(delta.get("text"))
+    choices = event.get("choices") or [{}]
+    return bool((choices[0].get("delta") or {}).get("content"))
+
+
 def stream_once(conn: http.client.HTTPConnection, target: Target) -> tuple[float, list[float]]:
-    """One streamed request: ms to the first content chunk, and each content chunk's arrival (ms
-    after the request was sent)."""
+    """One streamed request: ms to the first content event, and each content event's arrival
+    (ms after the request was sent), in whichever API the target's path speaks."""
     for attempt in (1, 2):  # a keep-alive connection the server closed while idle: reopen once
         start = time.perf_counter()
         try:
@@ -390,8 +402,7 @@ def stream_once(conn: http.client.HTTPConnection, target: Target) -> tuple[float
                 payload = line[5:].strip() if line.startswith(b"data:") else b""
                 if not payload or payload == b"[DONE]":
                     continue
-                choices = json.loads(payload).get("choices") or [{}]
-                if (choices[0].get("delta") or {}).get("content"):
+                if has_content(target.path, json.loads(payload)):
                     arrivals.append(now)
     if resp.will_close:
         conn.close()
