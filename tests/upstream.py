@@ -394,6 +394,18 @@ class Upstream:
         request.transport.close()  # the connection dies mid-answer
         return resp
 
+    async def s_cutbody(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        # A whole answer announced with its length, and the connection closed halfway through.
+        resp = web.StreamResponse(
+            headers={"Content-Type": "application/json", "Content-Length": "400"}
+        )
+        await resp.prepare(request)
+        await resp.write(b'{"id": "chatcmpl-cut", "object": "chat.completion", ')
+        await asyncio.sleep(0.05)
+        assert request.transport is not None
+        request.transport.close()
+        return resp
+
     async def s_streamgap(
         self, request: web.Request, body: Any, stream: bool
     ) -> web.StreamResponse:

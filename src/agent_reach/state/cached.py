@@ -106,10 +106,9 @@ class CachedStore(MemoryStore, ABC):
         except Exception as exc:
             if self._down_until == 0.0:
                 log.warning(
-                    "agent-reach: state store %s is down (%s: %s); routing on in-memory state",
+                    "agent-reach: state store %s is down (%s); routing on in-memory state",
                     self.where,
-                    type(exc).__name__,
-                    exc,
+                    str(exc) or ("timed out" if isinstance(exc, TimeoutError) else "no answer"),
                 )
             self._down_until = time.monotonic() + self.retry_s
             return None
