@@ -214,7 +214,8 @@ def _chart(title: str, report: Report, key: str, top: float | None, unit: str) -
 def _legend(report: Report) -> str:
     """The providers' colors, as HTML under the charts: it wraps instead of being cut."""
     items = "".join(
-        f'<li><span class="swatch" style="background:{color}"></span>{_html.escape(name)}</li>'
+        f'<li><span class="swatch" style="background:{color}"></span>'
+        f"<span>{_html.escape(name)}</span></li>"
         for name, color in _colors(report).items()
     )
     return f'<ul class="legend">{items}</ul>'
