@@ -30,7 +30,8 @@ def read_png(path: Path) -> list[list[Pixel]]:
         pos += 12 + length
         if kind == b"IHDR":
             width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
-            assert depth == 8 and interlace == 0 and color in (2, 6), (depth, color, interlace)
+            if depth != 8 or interlace or color not in (2, 6):
+                raise ValueError(f"unsupported PNG: depth {depth}, color type {color}")
             channels = 3 if color == 2 else 4
         elif kind == b"IDAT":
             idat += body

@@ -222,6 +222,8 @@ class Upstream:
             return web.json_response({"error": "maintenance"}, status=503)
         if scenario == "auth":
             return await self.s_auth(request, None, False)
+        if scenario == "ollama-readme":  # the local model of examples/config.yaml
+            return web.json_response({"models": [{"name": "qwen2.5:7b"}]})
         if request.path.endswith("/api/tags"):
             return web.json_response(
                 {"models": [{"name": "qwen2:72b"}, {"name": "llama3.2:latest"}]}
@@ -298,6 +300,11 @@ class Upstream:
                 "eval_count": 298,
             }
         )
+
+    async def s_ollama_readme(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        return await self.s_ollama(request, body, stream)
 
     async def s_auth(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         # Like real providers, echo the key back: agent-reach must never show it.

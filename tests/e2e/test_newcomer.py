@@ -71,7 +71,8 @@ def test_chat_json_when_every_provider_failed(up: Upstream, tmp_path: Path) -> N
     interrupted = run("chat", "--stream", "--json", "-p", "hi", config=cut)
     assert interrupted.returncode == 1
     *chunks, last = [json.loads(line) for line in interrupted.stdout.splitlines()]
-    assert chunks and all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert chunks
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
     assert last["error"]["type"] == "stream_interrupted"
     assert [a["reason"] for a in last["attempts"]] == ["ok", "server_error"]
 
@@ -119,8 +120,10 @@ def test_check_json_has_typed_values(up: Upstream, tmp_path: Path) -> None:
             "models",
             "latency_ms",
         }
-        assert isinstance(row["reachable"], bool) and isinstance(row["usable"], bool)
-        assert isinstance(row["health"], str) and isinstance(row["detail"], str)
+        assert isinstance(row["reachable"], bool)
+        assert isinstance(row["usable"], bool)
+        assert isinstance(row["health"], str)
+        assert isinstance(row["detail"], str)
         assert isinstance(row["models"], list)
         assert row["latency_ms"] is None or isinstance(row["latency_ms"], int | float)
     good, dead, sick = rows["good"], rows["dead"], rows["sick"]
@@ -188,7 +191,8 @@ def test_every_json_flag_prints_typed_json(up: Upstream, tmp_path: Path) -> None
     assert validate["routes"] == {"main": ["flaky", "ok"]}
 
     probe = json.loads(run("probe", up.url("ok"), "--json").stdout)
-    assert probe["usable"] is True and isinstance(probe["tries"], list)
+    assert probe["usable"] is True
+    assert isinstance(probe["tries"], list)
 
     init = run("init", "--json", "--path", str(tmp_path / "new.yaml"), env={"OLLAMA_HOST": "x:1"})
     assert init.returncode == 1  # nothing usable here: written false, and still JSON

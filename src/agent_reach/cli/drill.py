@@ -45,6 +45,11 @@ def drill(obj: dict[str, Any], model: str | None, dry_run: bool, as_json: bool) 
     router = Router.from_config(obj["config_path"])
     routes = {"default": router.engine.table.default, **router.engine.table.routes}
     if dry_run:
+        if as_json:
+            from .render import print_json
+
+            print_json({name: list(chain) for name, chain in routes.items()})
+            return
         for name, chain in routes.items():
             click.echo(f"{name}: {' → '.join(chain)}")
         return
