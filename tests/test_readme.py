@@ -28,9 +28,7 @@ BIN = str(Path(sys.executable).parent / "agent-reach")
 def _schema_fields() -> set[str]:
     """Every field name of the config file, from `agent-reach config schema`."""
     schema = json.loads(
-        subprocess.run(
-            [BIN, "config", "schema"], capture_output=True, text=True, check=True
-        ).stdout
+        subprocess.run([BIN, "config", "schema"], capture_output=True, text=True, check=True).stdout
     )
     names: set[str] = set()
 
