@@ -98,57 +98,6 @@ def test_json_errors_for_config_and_request_mistakes(up: Upstream, tmp_path: Pat
         assert "Traceback" not in result.stderr
 
 
-def test_check_json_has_typed_values(up: Upstream, tmp_path: Path) -> None:
-    cfg = config_file(
-        tmp_path,
-        p("good", up.url("ok")),
-        p("dead", refused_url()),
-        p("sick", up.url("html-health")),
-        p("nocheck", up.url("ok"), health_check=""),
-        p("nokey", up.url("ok"), api_key_env="SURELY_NOT_SET_VAR"),
-    )
-    result = run("check", "--json", config=cfg)
-    assert result.returncode == 0, result.stderr
-    rows = {r["provider"]: r for r in json.loads(result.stdout)}
-    for row in rows.values():
-        assert set(row) == {
-            "provider",
-            "reachable",
-            "usable",
-            "health",
-            "detail",
-            "models",
-            "latency_ms",
-        }
-        assert isinstance(row["reachable"], bool)
-        assert isinstance(row["usable"], bool)
-        assert isinstance(row["health"], str)
-        assert isinstance(row["detail"], str)
-        assert isinstance(row["models"], list)
-        assert row["latency_ms"] is None or isinstance(row["latency_ms"], int | float)
-    good, dead, sick = rows["good"], rows["dead"], rows["sick"]
-    assert (good["reachable"], good["usable"], good["health"], good["detail"]) == (
-        True,
-        True,
-        "ok",
-        "",
-    )
-    assert good["models"] == ["gpt-test", "m2"]
-    assert good["latency_ms"] > 0
-    assert (dead["reachable"], dead["usable"], dead["latency_ms"]) == (False, False, None)
-    assert (dead["health"], dead["detail"]) == ("connect_failed", "connection refused")
-    assert (sick["reachable"], sick["usable"], sick["health"]) == (True, False, "schema_mismatch")
-    assert "text/html" in sick["detail"]
-    assert (rows["nocheck"]["health"], rows["nocheck"]["usable"]) == ("none", True)
-    assert (rows["nokey"]["health"], rows["nokey"]["detail"]) == (
-        "auth_failed",
-        "SURELY_NOT_SET_VAR is not set",
-    )
-    table = run("check", config=cfg)
-    assert "connect_failed: connection refused" in table.stdout
-    assert "no health check" in table.stdout
-
-
 def _numbers(*values: Any) -> bool:
     return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
 
