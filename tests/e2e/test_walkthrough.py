@@ -65,8 +65,8 @@ class Newcomer:
     def fill(self, command: str) -> tuple[list[str], str | None]:
         """The README's command with its placeholders filled in: (argv, stdin)."""
         stdin = None
-        if "|" in command:  # echo "Hello" | agent-reach …
-            feed, command = (part.strip() for part in command.split("|", 1))
+        if " | " in command:  # echo "Hello" | agent-reach …
+            feed, command = (part.strip() for part in command.split(" | ", 1))
             stdin = shlex.split(feed)[1] + "\n"
         words = [w.strip("[]") for w in shlex.split(command)]
         values = {
