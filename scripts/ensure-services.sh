@@ -13,5 +13,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "installing ${need[*]} for the tests" >&2
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -q
-$sudo apt-get install -y -q --no-install-recommends "${need[@]}"
+# Another apt or dpkg may be running (unattended upgrades, another checkout's `make test`):
+# wait up to 5 minutes for its lock instead of failing at once.
+wait_lock=(-o DPkg::Lock::Timeout=300)
+$sudo apt-get "${wait_lock[@]}" update -q
+$sudo apt-get "${wait_lock[@]}" install -y -q --no-install-recommends "${need[@]}"

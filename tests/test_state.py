@@ -12,10 +12,13 @@ import pytest
 
 from agent_reach import Router
 from agent_reach.breaker import CLOSED, CircuitState
+from agent_reach.outcomes import Outcome
+from agent_reach.routing import Health
 from agent_reach.state import LoggedAttempt, MemoryStore, open_store
 from agent_reach.state.cached import CachedStore
 from agent_reach.state.redis import RedisStore
 from agent_reach.state.sqlite import SQLiteStore
+from agent_reach.trace import Reason
 
 from .services import RedisServer
 from .upstream import Upstream
@@ -102,6 +105,27 @@ async def test_attempt_log_is_batched_and_read_back(make: Factory) -> None:
     got = await b.attempts(now - 4)
     assert [x.request for x in got] == ["r1", "r2", "r3", "r4"]
     assert got[0] == LoggedAttempt(now - 4, "r1", "default", "p", "ok", 200, 1.5)
+
+
+async def test_health_results_are_shared_until_they_expire(make: Factory) -> None:
+    a, b = make(), make()
+    sick = Health(
+        False, time.time(), Outcome(Reason.CONNECT_FAILED, None, "connection refused"), ms=1.5
+    )
+    listed = Health(True, time.time(), Outcome(Reason.OK), frozenset({"m1", "m2"}), ms=3.0)
+    await a.set_health("dead", sick, 0.5)
+    await a.set_health("good", listed, 60)
+    await settle(a)
+    assert await b.health("dead") == sick
+    assert await b.health("good") == listed
+    assert await b.health("other") is None
+    if isinstance(a, RedisStore):  # every key carries a TTL
+        ttl_ms = await a.redis.pttl("agent-reach:health:dead")
+        assert 0 < ttl_ms <= 500
+    await asyncio.sleep(0.6)
+    c = make()  # a new process: the expired result is gone, the live one is there
+    assert await c.health("dead") is None
+    assert await c.health("good") == listed
 
 
 async def test_memory_store_has_the_same_interface() -> None:

@@ -222,6 +222,8 @@ class Upstream:
             return web.json_response({"error": "maintenance"}, status=503)
         if scenario == "auth":
             return await self.s_auth(request, None, False)
+        if scenario == "ollama-readme":  # the local model of examples/config.yaml
+            return web.json_response({"models": [{"name": "qwen2.5:7b"}]})
         if request.path.endswith("/api/tags"):
             return web.json_response(
                 {"models": [{"name": "qwen2:72b"}, {"name": "llama3.2:latest"}]}
@@ -298,6 +300,11 @@ class Upstream:
                 "eval_count": 298,
             }
         )
+
+    async def s_ollama_readme(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        return await self.s_ollama(request, body, stream)
 
     async def s_auth(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         # Like real providers, echo the key back: agent-reach must never show it.
@@ -392,6 +399,18 @@ class Upstream:
         await asyncio.sleep(0.05)
         assert request.transport is not None
         request.transport.close()  # the connection dies mid-answer
+        return resp
+
+    async def s_cutbody(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        # A whole answer announced with its length, and the connection closed halfway through.
+        resp = web.StreamResponse(
+            headers={"Content-Type": "application/json", "Content-Length": "400"}
+        )
+        await resp.prepare(request)
+        await resp.write(b'{"id": "chatcmpl-cut", "object": "chat.completion", ')
+        await asyncio.sleep(0.05)
+        assert request.transport is not None
+        request.transport.close()
         return resp
 
     async def s_streamgap(

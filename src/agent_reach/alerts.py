@@ -151,6 +151,8 @@ class Alerts:
     async def _webhook(self, sink: WebhookAlert, alert: Alert) -> None:
         import aiohttp
 
+        from .transport import describe
+
         body = orjson.dumps(alert.to_dict())
         timeout = aiohttp.ClientTimeout(total=sink.timeout_ms / 1000)
         error = ""
@@ -166,7 +168,7 @@ class Alerts:
                         if resp.status < 500:
                             break  # the receiver refused it: trying again will not help
                 except (aiohttp.ClientError, TimeoutError) as exc:
-                    error = str(exc) or type(exc).__name__
+                    error = describe(exc) or "timed out"
                 if attempt + 1 < WEBHOOK_TRIES:
                     await asyncio.sleep(0.5 * 2**attempt)
         raise RuntimeError(f"webhook {sink.url}: {error}")

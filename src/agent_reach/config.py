@@ -30,13 +30,13 @@ from pydantic import (
 )
 
 from . import dialects, quota
+from ._version import PROTOCOL_VERSION
 from .errors import ConfigError
 from .routing import RouteTable
 from .validation import Level
 
 DEFAULT_PATH = "~/.agent-reach/config.yaml"
 ENV_PATH = "AGENT_REACH_CONFIG"
-PROTOCOL_VERSION = "0.3.2"
 
 Ms = Annotated[float, Field(gt=0, description="milliseconds")]
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$", min_length=1)]
@@ -452,7 +452,11 @@ def _load_hooks(config: Config, source: str) -> dict[tuple[str, str], Any]:
                 try:
                     loaded[(p.name, field)] = hooks.load(ref, base)
                 except ValueError as exc:
-                    where = f"provider {p.name!r} (providers[{i}]), field {field!r}"
+                    where = (
+                        f"defaults, field {field!r}"  # blame the place the value came from
+                        if config.defaults.get(field) == ref
+                        else f"provider {p.name!r} (providers[{i}]), field {field!r}"
+                    )
                     raise ConfigError(f"{where}: {exc}", file=source) from None
     return loaded
 
@@ -493,12 +497,7 @@ def _apply_defaults(data: dict[str, Any], source: str) -> dict[str, Any]:
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict):
         raise ConfigError("defaults: expected a mapping of provider fields", file=source)
-    known = set(Provider.model_fields) - {"name", "endpoint"}
-    for key in defaults:
-        if key not in known:
-            raise ConfigError(
-                f"defaults: unknown field {key!r}{_did_you_mean(key, known)}", file=source
-            )
+    _check_defaults(defaults, source)
     providers = data.get("providers")
     if not defaults or not isinstance(providers, list):
         return data
@@ -513,6 +512,21 @@ def _apply_defaults(data: dict[str, Any], source: str) -> dict[str, Any]:
         else:
             merged.append(p)
     return {**data, "providers": merged}
+
+
+def _check_defaults(defaults: dict[str, Any], source: str) -> None:
+    """Validate `defaults:` on its own, so that a mistake in it is reported once, as its own,
+    rather than once for every provider it is copied into."""
+    known = set(Provider.model_fields) - {"name", "endpoint"}
+    for key in defaults:
+        if key not in known:
+            raise ConfigError(
+                f"defaults, field {key!r}: unknown field{_did_you_mean(key, known)}", file=source
+            )
+    try:
+        Provider.model_validate({**defaults, "name": "defaults", "endpoint": "http://defaults/"})
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, {}, ("defaults",)), file=source) from None
 
 
 def _did_you_mean(word: object, choices: Any) -> str:
@@ -531,12 +545,16 @@ def _where(loc: tuple[Any, ...], data: Any) -> str:
         who = f"provider {name!r} (providers[{loc[1]}])" if name else f"providers[{loc[1]}]"
         rest = ".".join(str(x) for x in loc[2:])
         return f"{who}, field {rest!r}" if rest else who
+    if len(loc) >= 2 and loc[0] == "defaults":
+        return f"defaults, field {'.'.join(str(x) for x in loc[1:])!r}"
     return f"field {'.'.join(str(x) for x in loc)!r}" if loc else "top level"
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     """The config model class that holds the field at `loc` (for 'did you mean')."""
     model: Any = Config
+    if loc[:1] == ("defaults",):  # `defaults:` holds provider fields
+        model, loc = Provider, loc[1:]
     for part in loc:
         if isinstance(part, int) or model is None:
             continue
@@ -559,11 +577,13 @@ def _first_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _describe(exc: ValidationError, data: Any) -> str:
-    """Readable lines from pydantic's errors: where, what was expected, what was given."""
+def _describe(exc: ValidationError, data: Any, prefix: tuple[str, ...] = ()) -> str:
+    """Readable lines from pydantic's errors: where, what was expected, what was given.
+    `prefix` is where the validated value sits in the file (its errors' locations are
+    relative to it)."""
     lines = []
     for err in exc.errors(include_url=False):
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in _UNION_TAGS))
+        loc = prefix + tuple(p for p in err["loc"] if not (isinstance(p, str) and p in _UNION_TAGS))
         msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             model = _model_at(loc[:-1])

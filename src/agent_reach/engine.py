@@ -83,7 +83,7 @@ class Engine:
         self._hedge_ms = {n: r.hedge_after_ms for n, r in config.routes.items() if r.hedge_after_ms}
         retention_s = config.retention_days * 86400
         self.store: StateStore = store or open_store(config.state, retention_s=retention_s)
-        self.health = HealthMonitor(config.health.mode, config.health.ttl_s)
+        self.health = HealthMonitor(config.health.mode, config.health.ttl_s, self.store)
         self.clock = clock
         self.tz = config.tz
         self._spans: dict[Budget, tuple[str, float, float]] = {}

@@ -2,7 +2,9 @@
 
 Modes: `per_request` probes before every attempt; `cached` reuses a result for `ttl_s`;
 `background` is `cached` whose results the proxy refreshes on a timer; `off` never probes.
-Concurrent requests that need the same probe share one (single flight).
+Concurrent requests that need the same probe share one (single flight). Cached results are
+kept in the state store as well, so a later CLI run (or another proxy sharing the store) skips
+a provider found down within `ttl_s` without probing it again.
 """
 
 from __future__ import annotations
@@ -10,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+from dataclasses import replace
 
 import aiohttp
 
 from .backend import Backend
 from .outcomes import Transport, classify
 from .routing import Health
+from .state import StateStore
 from .transport import CLIENT_ERRORS, kind_of, timeouts
 
 
@@ -50,9 +54,10 @@ async def probe(
 class HealthMonitor:
     """The latest health result of every provider, refreshed as the mode says."""
 
-    def __init__(self, mode: str, ttl_s: float) -> None:
+    def __init__(self, mode: str, ttl_s: float, store: StateStore) -> None:
         self.mode = mode
         self.ttl_s = ttl_s
+        self.store = store
         self.results: dict[str, Health] = {}
         self._inflight: dict[str, asyncio.Task[Health]] = {}
 
@@ -69,9 +74,14 @@ class HealthMonitor:
         """(result, probed for this request), or None when the provider has no health check."""
         if not self.enabled(backend):
             return None
-        cached = self.results.get(backend.name)
-        if self.mode != "per_request" and cached and now - cached.checked_at < self.ttl_s:
-            return cached, False
+        if self.mode != "per_request":
+            cached = self.results.get(backend.name)
+            if cached is None or now - cached.checked_at >= self.ttl_s:
+                kept = await self.store.health(backend.name)  # another run may have checked
+                if kept is not None and (cached is None or kept.checked_at > cached.checked_at):
+                    self.results[backend.name] = cached = kept
+            if cached is not None and now - cached.checked_at < self.ttl_s:
+                return cached, False
         return await self.refresh(session, backend, now, remaining_s), True
 
     async def refresh(
@@ -80,11 +90,21 @@ class HealthMonitor:
         """Probe now (joining a probe already in flight) and remember the result."""
         task = self._inflight.get(backend.name)
         if task is None:
-            task = asyncio.ensure_future(probe(session, backend, now, remaining_s))
+            task = asyncio.ensure_future(self._probe(session, backend, now, remaining_s))
             self._inflight[backend.name] = task
             task.add_done_callback(functools.partial(self._forget, backend.name))
-        result = await asyncio.shield(task)
+        return await asyncio.shield(task)
+
+    async def _probe(
+        self, session: aiohttp.ClientSession, backend: Backend, now: float, remaining_s: float
+    ) -> Health:
+        result = await probe(session, backend, now, remaining_s)
+        detail = backend.redact(result.outcome.detail)  # it is kept on disk: never a key
+        if detail != result.outcome.detail:
+            result = replace(result, outcome=replace(result.outcome, detail=detail))
         self.results[backend.name] = result
+        if self.mode != "per_request":
+            await self.store.set_health(backend.name, result, self.ttl_s)
         return result
 
     def _forget(self, name: str, _task: asyncio.Task[Health]) -> None:

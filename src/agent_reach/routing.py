@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .breaker import CircuitState, opened_detail
 from .errors import RequestError
@@ -178,6 +179,31 @@ class Health:
     outcome: Outcome  # why it failed; `ok` when it passed
     models: frozenset[str] | None = None  # the models it listed, if its body lists any
     ms: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form kept in the state store."""
+        o = self.outcome
+        return {
+            "ok": self.ok,
+            "checked_at": self.checked_at,
+            "reason": str(o.reason),
+            "status": o.status,
+            "detail": o.detail,
+            "models": None if self.models is None else sorted(self.models),
+            "ms": self.ms,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Health:
+        """The inverse of `to_dict`."""
+        models = data.get("models")
+        return cls(
+            bool(data["ok"]),
+            float(data["checked_at"]),
+            Outcome(Reason(data["reason"]), data.get("status"), str(data.get("detail", ""))),
+            None if models is None else frozenset(models),
+            float(data.get("ms", 0.0)),
+        )
 
 
 def model_listed(model: str, models: frozenset[str]) -> bool:

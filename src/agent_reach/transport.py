@@ -71,25 +71,48 @@ CLIENT_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError)
 
 
 def kind_of(exc: BaseException) -> tuple[Transport, str]:
-    """The transport kind of a client exception, and a short description without URLs."""
+    """The transport kind of a client exception, and a short description in plain words
+    (never a library's class name, never a URL)."""
     for cls, kind in _KINDS:
         if isinstance(exc, cls):
-            return kind, _describe(exc)
-    return Transport.DISCONNECTED, _describe(exc)
+            return kind, describe(exc)
+    return Transport.DISCONNECTED, describe(exc)
 
 
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, aiohttp.ClientConnectorDNSError) or isinstance(
-        getattr(exc, "os_error", None), socket.gaierror
-    ):
+# What a user reads for each kind of client failure, most specific first.
+_PHRASES: tuple[tuple[type[BaseException], str], ...] = (
+    (aiohttp.ClientConnectorDNSError, "DNS lookup failed"),
+    (aiohttp.ClientConnectorCertificateError, "TLS certificate not trusted"),
+    (aiohttp.ServerFingerprintMismatch, "TLS certificate fingerprint mismatch"),
+    (aiohttp.ClientSSLError, "TLS handshake failed"),
+    (ssl.SSLError, "TLS failure"),
+    (aiohttp.ClientProxyConnectionError, "cannot connect to the HTTP proxy"),
+    (aiohttp.ConnectionTimeoutError, "connect timeout"),
+    (asyncio.TimeoutError, ""),  # the reason says it: `timeout`, detail "read timeout"
+    (aiohttp.ServerDisconnectedError, "server disconnected"),
+    (aiohttp.ClientPayloadError, "connection closed mid-answer"),
+    (aiohttp.TooManyRedirects, "too many redirects"),
+    (aiohttp.ClientResponseError, "malformed HTTP response"),
+    (aiohttp.InvalidURL, "invalid URL"),
+    (aiohttp.NonHttpUrlClientError, "not an http(s) URL"),
+)
+
+
+def describe(exc: BaseException) -> str:
+    """A client failure in plain words: "connection refused", "connection closed
+    mid-answer", "DNS lookup failed", …"""
+    if isinstance(getattr(exc, "os_error", None), socket.gaierror):
         return "DNS lookup failed"
+    for cls, phrase in _PHRASES:
+        if isinstance(exc, cls):
+            return phrase
+    err = exc.os_error if isinstance(exc, aiohttp.ClientConnectorError) else exc
+    if isinstance(err, ConnectionRefusedError) or getattr(err, "errno", None) == errno.ECONNREFUSED:
+        return "connection refused"
+    if isinstance(err, OSError) and err.errno:
+        return os.strerror(err.errno).lower()
     if isinstance(exc, aiohttp.ClientConnectorError):
-        err = exc.os_error
-        if isinstance(err, ConnectionRefusedError) or err.errno == errno.ECONNREFUSED:
-            return "connection refused"
-        return os.strerror(err.errno) if err.errno else type(err).__name__
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return "server disconnected"
-    if isinstance(exc, asyncio.TimeoutError):
-        return ""
-    return type(exc).__name__
+        return "connection failed"
+    if isinstance(exc, ConnectionError | aiohttp.ClientConnectionError):
+        return "connection lost"
+    return "invalid response" if isinstance(exc, ValueError) else "connection error"

@@ -337,30 +337,62 @@ def test_config_validate_and_schema(tmp_path: Path) -> None:
     assert not list(Draft202012Validator(schema).iter_errors(data))
 
 
-def test_check_table_and_exit_codes(up: Upstream, tmp_path: Path) -> None:
+def test_check_table_json_and_exit_codes(up: Upstream, tmp_path: Path) -> None:
     cfg = config_file(
         tmp_path,
         p("good", up.url("ok")),
         p("dead", refused_url()),
         p("sick", up.url("html-health")),
         p("nocheck", up.url("ok"), health_check=""),
+        p("nokey", up.url("ok"), api_key_env="SURELY_NOT_SET_VAR"),
     )
     result = run("check", "--json", config=cfg)
     assert result.returncode == 0, result.stderr
     rows = {r["provider"]: r for r in json.loads(result.stdout)}
-    assert rows["good"]["usable"]
-    assert rows["good"]["models"] == "gpt-test, m2"
-    assert rows["dead"]["reachable"] == "no"
-    assert not rows["dead"]["usable"]
-    assert rows["sick"]["reachable"] == "yes"
-    assert not rows["sick"]["usable"]
-    assert rows["nocheck"]["usable"]
+    for row in rows.values():
+        assert set(row) == {
+            "provider",
+            "reachable",
+            "usable",
+            "health",
+            "detail",
+            "models",
+            "latency_ms",
+        }
+        assert isinstance(row["reachable"], bool)
+        assert isinstance(row["usable"], bool)
+        assert isinstance(row["health"], str)
+        assert isinstance(row["detail"], str)
+        assert isinstance(row["models"], list)
+        assert row["latency_ms"] is None or isinstance(row["latency_ms"], int | float)
+    good, dead, sick = rows["good"], rows["dead"], rows["sick"]
+    assert (good["reachable"], good["usable"], good["health"], good["detail"]) == (
+        True,
+        True,
+        "ok",
+        "",
+    )
+    assert good["models"] == ["gpt-test", "m2"]
+    assert good["latency_ms"] > 0
+    assert (dead["reachable"], dead["usable"], dead["latency_ms"]) == (False, False, None)
+    assert (dead["health"], dead["detail"]) == ("connect_failed", "connection refused")
+    assert (sick["reachable"], sick["usable"], sick["health"]) == (True, False, "schema_mismatch")
+    assert "text/html" in sick["detail"]
+    assert (rows["nocheck"]["health"], rows["nocheck"]["usable"]) == ("none", True)
+    assert (rows["nokey"]["health"], rows["nokey"]["detail"]) == (
+        "auth_failed",
+        "SURELY_NOT_SET_VAR is not set",
+    )
     table = run("check", config=cfg)
-    assert "good" in table.stdout
-    assert "reachable" in table.stdout
+    assert "connect_failed: connection refused" in table.stdout
+    assert "no health check" in table.stdout
     model = run("check", "--json", "--model", "absent-model", config=cfg)
     rows = {r["provider"]: r for r in json.loads(model.stdout)}
     assert not rows["good"]["usable"]
+    assert (rows["good"]["health"], rows["good"]["detail"]) == (
+        "model_unavailable",
+        "'absent-model' is not listed",
+    )
     none_ok = config_file(tmp_path, p("dead", refused_url()))
     assert run("check", config=none_ok).returncode == 1
 
@@ -378,7 +410,7 @@ def test_demo_shows_a_real_failover() -> None:
 def test_version_and_help() -> None:
     version = run("--version")
     assert version.returncode == 0
-    assert version.stdout.startswith("agent-reach, version ")
+    assert version.stdout.startswith("agent-reach ")
     helptext = run("--help")
     for command in ("chat", "check", "config", "demo"):
         assert command in helptext.stdout

@@ -57,4 +57,6 @@ def test_drill_dry_run_sends_nothing(up: Upstream, tmp_path: Path) -> None:
     result = run("drill", "--dry-run", config=cfg)
     assert result.returncode == 0
     assert result.stdout.splitlines() == ["default: a → b", "main: b → a"]
+    as_json = run("drill", "--dry-run", "--json", config=cfg)
+    assert json.loads(as_json.stdout) == {"default": ["a", "b"], "main": ["b", "a"]}
     assert up.received == []

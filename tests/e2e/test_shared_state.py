@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from ..png import read_png
 from ..services import RedisServer
 from ..upstream import Upstream
 from .test_cli import config_file, p, run
@@ -135,8 +136,8 @@ def test_report_and_status_from_the_attempt_log(upstream: Upstream, tmp_path: Pa
     assert rows["flaky"]["requests"] == 3  # the 4th request skipped it: its circuit opened
     assert rows["flaky"]["skipped"] == {"circuit_open": 1}
     assert rows["flaky"]["success_rate"] == 0.0
-    assert rows["flaky"]["failovers_from"] == 4  # a skip moves the request on as well
-    assert rows["ok"]["failovers_to"] == 4
+    assert (rows["flaky"]["failures"], rows["flaky"]["failovers"]) == (3, 3)
+    assert rows["flaky"]["skips"] == 1  # a skip is not a failover
     assert (rows["ok"]["requests"], rows["ok"]["success_rate"]) == (4, 1.0)
     assert rows["ok"]["breach"] is True
     assert rows["ok"]["p50_ms"] > 0
@@ -153,17 +154,35 @@ def test_report_and_status_from_the_attempt_log(upstream: Upstream, tmp_path: Pa
     assert run("report", "--since", "forever", config=cfg).returncode == 2
 
 
-def test_report_html_renders_its_charts_in_chromium(upstream: Upstream, tmp_path: Path) -> None:
+LONG = "provider-with-a-name-long-enough-to-be-cut-by-a-narrow-legend"
+
+# Injected into a copy of the page: after layout, is every provider name fully inside the box
+# that shows it, and where is the first chart?
+_MEASURE = """<script>
+window.addEventListener("load", function () {
+  var names = %s, found = 0, clipped = [];
+  document.querySelectorAll("body *").forEach(function (el) {
+    if (el.children.length || names.indexOf(el.textContent.trim()) < 0) return;
+    found++;
+    var box = el.getBoundingClientRect();
+    var frame = (el.closest("svg") || document.documentElement).getBoundingClientRect();
+    var right = Math.min(frame.right, document.documentElement.clientWidth);
+    if (box.left < frame.left || box.right > right + 0.5 || box.width === 0) {
+      clipped.push(el.textContent.trim());
+    }
+  });
+  var chart = document.querySelector("svg.chart").getBoundingClientRect();
+  document.body.setAttribute("data-found", String(found));
+  document.body.setAttribute("data-clipped", JSON.stringify(clipped));
+  document.body.setAttribute("data-chart", [chart.left, chart.top, chart.width, chart.height]
+    .map(Math.round).join(","));
+});
+</script>"""
+
+
+def _chromium(tmp_path: Path, *args: str) -> str:
     chromium = shutil.which("chromium")
     assert chromium, "chromium is not installed (.ci/run installs it with apt-get)"
-    cfg = config_file(tmp_path, p("flaky", upstream.url("flaky")), p("ok", upstream.url("ok")))
-    for _ in range(6):
-        run("chat", "-p", "hi", config=cfg)
-    page = tmp_path / "report.html"
-    result = run("report", "--since", "1h", "--html", str(page), config=cfg)
-    assert result.returncode == 0, result.stderr
-    text = page.read_text()
-    assert "http://" not in text.replace("http://www.w3.org", "")  # self-contained: no CDN
     flags = [
         "--headless",
         "--no-sandbox",
@@ -172,33 +191,57 @@ def test_report_html_renders_its_charts_in_chromium(upstream: Upstream, tmp_path
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
+        "--hide-scrollbars",
         f"--user-data-dir={tmp_path / 'chromium'}",
         "--virtual-time-budget=3000",
+        "--window-size=1000,1000",
     ]
-    dom = subprocess.run(
-        [chromium, *flags, "--dump-dom", page.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    done = subprocess.run(
+        [chromium, *flags, *args], capture_output=True, text=True, timeout=60, check=True
+    )
+    return done.stdout
+
+
+def _attr(dom: str, name: str) -> str:
+    return dom.split(f'{name}="', 1)[1].split('"', 1)[0].replace("&quot;", '"')
+
+
+def test_report_html_renders_its_charts_in_chromium(upstream: Upstream, tmp_path: Path) -> None:
+    cfg = config_file(tmp_path, p(LONG, upstream.url("flaky")), p("ok", upstream.url("ok")))
+    for _ in range(8):
+        run("chat", "-p", "hi", config=cfg)
+        time.sleep(0.1)  # a few seconds of data in a 24 h report
+    page = tmp_path / "report.html"
+    result = run("report", "--since", "24h", "--html", str(page), config=cfg)
+    assert result.returncode == 0, result.stderr
+    text = page.read_text()
+    assert "http://" not in text.replace("http://www.w3.org", "")  # self-contained: no CDN
+
     # the page's own script counts the chart lines that have a non-empty box after layout
-    drawn = int(dom.split('data-drawn="', 1)[1].split('"', 1)[0])
-    assert drawn >= 2  # success-rate and latency lines, at least one provider each
+    dom = _chromium(tmp_path, "--dump-dom", page.as_uri())
+    assert int(_attr(dom, "data-drawn")) >= 2  # success rate and latency, one provider each
+
+    # every provider name on the page is shown whole: the legend does not cut long names
+    probe = tmp_path / "measured.html"
+    names = json.dumps([LONG, "ok"])
+    probe.write_text(text.replace("</body>", _MEASURE % names + "</body>"))
+    measured = _chromium(tmp_path, "--dump-dom", probe.as_uri())
+    assert json.loads(_attr(measured, "data-clipped")) == []
+    assert int(_attr(measured, "data-found")) >= 2 * 2 + 2  # 2 legends and the table, each name
+
+    # the screenshot: the first chart's points spread over its width instead of all sitting
+    # at the right edge of a 24 h axis
+    left, top, width, height = map(int, _attr(measured, "data-chart").split(","))
     shot = tmp_path / "report.png"
-    subprocess.run(
-        [chromium, *flags, "--window-size=900,900", f"--screenshot={shot}", page.as_uri()],
-        capture_output=True,
-        timeout=60,
-        check=True,
-    )
-    blank = tmp_path / "blank.html"
-    blank.write_text("<html><body></body></html>")
-    blank_shot = tmp_path / "blank.png"
-    subprocess.run(
-        [chromium, *flags, "--window-size=900,900", f"--screenshot={blank_shot}", blank.as_uri()],
-        capture_output=True,
-        timeout=60,
-        check=True,
-    )
-    assert shot.stat().st_size > 5 * blank_shot.stat().st_size  # far from blank
+    _chromium(tmp_path, f"--screenshot={shot}", page.as_uri())
+    rows = read_png(shot)
+    colors = {tuple(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in ("#2563eb", "#dc2626")}
+    xs = [
+        x
+        for row in rows[top : top + height]
+        for x, pixel in enumerate(row[left : left + width])
+        if pixel[:3] in colors
+    ]
+    assert xs, "no series drawn in the screenshot"
+    plot = width - 2 * 40  # the chart's axis, inside its padding
+    assert (max(xs) - min(xs)) / plot > 0.6, (min(xs), max(xs), plot)

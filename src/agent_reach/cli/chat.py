@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import expected_errors, fail
+from . import NDJSON, expected_errors, fail
 from .render import print_json
 
 if TYPE_CHECKING:
@@ -63,6 +63,8 @@ def chat(
         request["agent_reach"] = {"provider_route": route}
     import asyncio
 
+    if stream and as_json:
+        click.get_current_context().meta[NDJSON] = True
     asyncio.run((_stream if stream else _once)(router, request, as_json))
 
 
@@ -89,14 +91,12 @@ async def _once(router: Router, request: dict[str, Any], as_json: bool) -> None:
 
 
 async def _stream(router: Router, request: dict[str, Any], as_json: bool) -> None:
-    import orjson
-
     try:
         stream = await router.open_stream(request)
         out = sys.stdout
         async for chunk in stream:
             if as_json:  # one chunk per line (NDJSON)
-                click.echo(orjson.dumps(chunk).decode())
+                print_json(chunk)
                 continue
             for choice in chunk["choices"]:
                 text = choice["delta"].get("content")

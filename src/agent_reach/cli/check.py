@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -19,12 +19,29 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Row:
+    """One provider's check, as `check --json` prints it."""
+
     provider: str
-    reachable: str
-    health: str
-    models: str
-    latency: str
-    usable: bool
+    reachable: bool  # something answered at its endpoint or health URL
+    usable: bool  # a request would be sent to it
+    health: str  # "ok", "none" (no health check), else the reason it failed
+    detail: str  # why, in words ("" when ok)
+    models: list[str]  # what its health check lists ([] when it lists none)
+    latency_ms: float | None  # of the health check or TCP connect; null when unreachable
+
+    def health_text(self) -> str:
+        if self.health == "none":
+            return "no health check"
+        return f"{self.health}: {self.detail}" if self.detail else self.health
+
+
+def _row(
+    provider: str, reachable: bool, health: str, detail: str, models: list[str], ms: float
+) -> Row:
+    usable = health in ("ok", "none") and reachable
+    return Row(
+        provider, reachable, usable, health, detail, models, round(ms, 1) if reachable else None
+    )
 
 
 @click.command()
@@ -43,7 +60,7 @@ def check(obj: dict[str, Any], model: str | None, as_json: bool) -> None:
     if as_json:
         from .render import print_json
 
-        print_json([r.__dict__ for r in rows])
+        print_json([asdict(r) for r in rows])
     else:
         _table(rows)
     usable = sum(r.usable for r in rows)
@@ -75,25 +92,27 @@ async def _check_one(session: aiohttp.ClientSession, backend: Backend, model: st
     name = backend.name
     if backend.health_url is None:
         reachable, ms = await _connects(backend)
-        return Row(name, "yes" if reachable else "no", "no health check", "-", ms, reachable)
+        detail = "" if reachable else "no TCP connection to its endpoint"
+        return _row(name, reachable, "none", detail, [], ms)
     budget = backend.connect_s + backend.read_s
     health = await probe(session, backend, time.time(), budget)
-    ms = f"{health.ms:.0f} ms"
     reached = health.outcome.reason not in (Reason.CONNECT_FAILED, Reason.TIMEOUT)
-    listed = "-" if health.models is None else _models(health.models)
+    listed = sorted(health.models or ())
     if backend.missing_key:
-        return Row(name, _yes(reached), f"{backend.missing_key} is not set", listed, ms, False)
+        detail = f"{backend.missing_key} is not set"
+        return _row(name, reached, str(Reason.AUTH_FAILED), detail, listed, health.ms)
     if not health.ok:
-        what = f"{health.outcome.reason}: {backend.redact(health.outcome.detail)}"
-        return Row(name, _yes(reached), what, listed, ms, False)
+        detail = backend.redact(health.outcome.detail)
+        return _row(name, reached, str(health.outcome.reason), detail, listed, health.ms)
     wanted = backend.model_for(model) if model else ""
     if wanted and health.models is not None and not model_listed(wanted, health.models):
-        return Row(name, "yes", f"ok, but {wanted!r} is not listed", listed, ms, False)
-    return Row(name, "yes", "ok", listed, ms, True)
+        detail = f"{wanted!r} is not listed"
+        return _row(name, True, str(Reason.MODEL_UNAVAILABLE), detail, listed, health.ms)
+    return _row(name, True, "ok", "", listed, health.ms)
 
 
-async def _connects(backend: Backend) -> tuple[bool, str]:
-    """A TCP connect to the endpoint, for providers without a health check."""
+async def _connects(backend: Backend) -> tuple[bool, float]:
+    """A TCP connect to the endpoint, for providers without a health check: (ok, ms)."""
     import asyncio
     import time
     from urllib.parse import urlsplit
@@ -106,17 +125,14 @@ async def _connects(backend: Backend) -> tuple[bool, str]:
             asyncio.open_connection(parts.hostname, port), backend.connect_s
         )
     except (OSError, TimeoutError):
-        return False, f"{(time.perf_counter() - start) * 1000:.0f} ms"
+        return False, (time.perf_counter() - start) * 1000
     writer.close()
-    return True, f"{(time.perf_counter() - start) * 1000:.0f} ms"
+    return True, (time.perf_counter() - start) * 1000
 
 
-def _yes(flag: bool) -> str:
-    return "yes" if flag else "no"
-
-
-def _models(models: frozenset[str]) -> str:
-    names = sorted(models)
+def _models(names: list[str]) -> str:
+    if not names:
+        return "-"
     return ", ".join(names[:3]) + (f" (+{len(names) - 3})" if len(names) > 3 else "")
 
 
@@ -130,6 +146,10 @@ def _table(rows: list[Row]) -> None:
     for r in rows:
         style = "green" if r.usable else "red"
         table.add_row(
-            r.provider, r.reachable, f"[{style}]{escape(r.health)}[/]", r.models, r.latency
+            r.provider,
+            "yes" if r.reachable else "no",
+            f"[{style}]{escape(r.health_text())}[/]",
+            _models(r.models),
+            "-" if r.latency_ms is None else f"{r.latency_ms:.0f} ms",
         )
     print_table(table)

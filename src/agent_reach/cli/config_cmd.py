@@ -16,19 +16,33 @@ def config() -> None:
 
 @config.command()
 @click.argument("path", required=False, type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
 @expected_errors
-def validate(obj: dict[str, Any], path: str | None) -> None:
+def validate(obj: dict[str, Any], path: str | None, as_json: bool) -> None:
     """Validate a config file (default: the one agent-reach would use); exit 2 if it is wrong."""
     from ..config import load_config
 
     cfg = load_config(path or obj["config_path"])
     table = cfg.route_table()
+    unset = [p for p in cfg.providers if p.api_key_env and not _is_set(p.api_key_env)]
+    if as_json:
+        from .render import print_json
+
+        print_json(
+            {
+                "source": cfg.source,
+                "providers": [p.name for p in cfg.providers],
+                "default_order": list(table.default),
+                "routes": {name: list(names) for name, names in table.routes.items()},
+                "unset_keys": {p.name: p.api_key_env for p in unset},
+            }
+        )
+        return
     click.echo(f"{cfg.source}: ok, {len(cfg.providers)} provider(s)")
     click.echo(f"  default order: {' → '.join(table.default)}")
     for name, names in table.routes.items():
         click.echo(f"  route {name}: {' → '.join(names)}")
-    unset = [p for p in cfg.providers if p.api_key_env and not _is_set(p.api_key_env)]
     for p in unset:
         click.echo(f"  note: {p.name}: {p.api_key_env} is not set (it will be skipped)")
 

@@ -36,7 +36,7 @@ class Row:
 def drill(obj: dict[str, Any], model: str | None, dry_run: bool, as_json: bool) -> None:
     """For each provider in turn, force it down and send one real request per route.
 
-    Exit 1 when losing a single provider leaves some route with no answer.
+    Exit 1 when some route has no answer, or losing a single provider leaves one without.
     """
     import asyncio
 
@@ -45,6 +45,11 @@ def drill(obj: dict[str, Any], model: str | None, dry_run: bool, as_json: bool) 
     router = Router.from_config(obj["config_path"])
     routes = {"default": router.engine.table.default, **router.engine.table.routes}
     if dry_run:
+        if as_json:
+            from .render import print_json
+
+            print_json({name: list(chain) for name, chain in routes.items()})
+            return
         for name, chain in routes.items():
             click.echo(f"{name}: {' → '.join(chain)}")
         return
@@ -55,14 +60,20 @@ def drill(obj: dict[str, Any], model: str | None, dry_run: bool, as_json: bool) 
         print_json([asdict(r) for r in rows])
     else:
         _table(rows)
-    broken = [r for r in rows if r.answered_by is None and r.down != "-"]
+    dead = {r.route: r.detail for r in rows if r.answered_by is None and r.down == "-"}
+    for route, why in dead.items():
+        click.echo(
+            f"agent-reach: route {route} has no answer even with nothing forced down ({why})",
+            err=True,
+        )
+    broken = [r for r in rows if r.answered_by is None and r.down != "-" and r.route not in dead]
     for r in broken:
         click.echo(
             f"agent-reach: single point of failure: without {r.down}, route {r.route} "
             "has no answer",
             err=True,
         )
-    if broken:
+    if dead or broken:
         sys.exit(1)
 
 

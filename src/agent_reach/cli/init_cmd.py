@@ -55,9 +55,10 @@ def config_target(path: str | None) -> Path:
     type=click.Path(dir_okay=False),
     help="Where to write (default: --config, $AGENT_REACH_CONFIG, ~/.agent-reach/config.yaml).",
 )
+@click.option("--json", "as_json", is_flag=True, help="Print what was kept and written as JSON.")
 @click.pass_obj
 @expected_errors
-def init(obj: dict[str, Any], force: bool, path: str | None) -> None:
+def init(obj: dict[str, Any], force: bool, path: str | None, as_json: bool) -> None:
     """Write a starter config: the known providers whose key variables are set, and a local
     Ollama if one answers. Exit 1 (writing nothing) when none is usable."""
     import asyncio
@@ -68,9 +69,22 @@ def init(obj: dict[str, Any], force: bool, path: str | None) -> None:
     if target.exists() and not force:
         fail(f"{target} already exists; use --force to overwrite it", 2)
     choices = asyncio.run(choose(catalog.load(), dict(os.environ)))
-    for choice in choices:
-        click.echo(choice.line())
     kept = [c for c in choices if c.kept]
+    if as_json:
+        from .render import print_json
+
+        print_json(
+            {
+                "path": str(target),
+                "written": bool(kept),
+                "providers": [
+                    {"name": c.entry.name, "kept": c.kept, "why": c.why} for c in choices
+                ],
+            }
+        )
+    else:
+        for choice in choices:
+            click.echo(choice.line())
     if not kept:
         fail(
             "nothing usable was found, so nothing was written: set the key variable of a "
@@ -82,8 +96,8 @@ def init(obj: dict[str, Any], force: bool, path: str | None) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
     names = ", ".join(c.entry.name for c in kept)
-    click.echo(f"wrote {target} with {len(kept)} provider(s): {names}")
-    click.echo("next: `agent-reach check`, then `agent-reach chat -v -p Hello`")
+    click.echo(f"wrote {target} with {len(kept)} provider(s): {names}", err=as_json)
+    click.echo("next: `agent-reach check`, then `agent-reach chat -v -p Hello`", err=as_json)
 
 
 async def choose(entries: tuple[Entry, ...], environ: Mapping[str, str]) -> list[Choice]:
@@ -143,8 +157,8 @@ def render(kept: list[Choice], json_file: bool = False) -> str:
     `.json` file gets the same data as JSON, without the comments)."""
     import textwrap
 
+    from .._version import PROTOCOL_VERSION
     from ..catalog import to_yaml
-    from ..config import PROTOCOL_VERSION
 
     if json_file:
         import json

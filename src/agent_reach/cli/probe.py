@@ -87,6 +87,11 @@ class Report:
 @click.option("--model", "-m", help="The model to ask for (default: the first one listed).")
 @click.option("--api-key-env", "key_env", help="The environment variable holding the key.")
 @click.option("--write", "name", help="Append the entry to the config file as provider NAME.")
+@click.option(
+    "--weight",
+    type=click.FloatRange(min=0),
+    help="The written entry's fallback_weight (default: below every other, so it comes last).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_obj
 @expected_errors
@@ -97,6 +102,7 @@ def probe(
     model: str | None,
     key_env: str | None,
     name: str | None,
+    weight: float | None,
     as_json: bool,
 ) -> None:
     """Send one health check and one small chat request to URL; report its format, its
@@ -127,6 +133,10 @@ def probe(
         if name in _names_in(target):
             fail(f"{target} already has a provider named {name!r}", 2)
     report = asyncio.run(run_probe(url, fmt, model or "", key_env or "", environ, name or "probe"))
+    if target is not None and report.usable:
+        weight = weight if weight is not None else _weight_after_last(target)
+        if weight is not None:
+            report.provider["fallback_weight"] = weight
     if as_json:
         from .render import print_json
 
@@ -138,6 +148,12 @@ def probe(
             fail("nothing was written: the endpoint did not answer usably", 1)
         how = append_provider(target, report.provider)
         click.echo(_written(how, repr(name), target), err=as_json)
+        if _read(target)[0].get("fallback_order"):
+            click.echo(
+                f"note: the file's fallback_order does not name {name!r}; add it there to try "
+                "it by default",
+                err=True,
+            )
     if not report.usable:
         raise SystemExit(1)
 
@@ -253,7 +269,7 @@ def _entry(
 
 def _config(entry: dict[str, Any]) -> dict[str, Any]:
     """A one-provider config in memory, without health checks, with generous timeouts."""
-    from ..config import PROTOCOL_VERSION
+    from .._version import PROTOCOL_VERSION
 
     return {
         "version": PROTOCOL_VERSION,
@@ -448,6 +464,26 @@ def _names_in(target: Path) -> set[str]:
     return {str(p.get("name", p.get("provider"))) for p in items if isinstance(p, dict)}
 
 
+def _weight_after_last(target: Path) -> float | None:
+    """A `fallback_weight` below every provider's in the file, so that a new provider comes
+    last in the default order (None when the file has none). At 0 the tie keeps file order,
+    which puts an appended provider last as well."""
+    if not target.exists():
+        return None
+    data, items = _read(target)
+    defaults = data.get("defaults")
+    if not isinstance(defaults, dict):
+        defaults = {}
+    weights = [
+        float(w)
+        for p in items
+        if isinstance(p, dict)
+        for w in [p.get("fallback_weight", defaults.get("fallback_weight", 1.0))]
+        if isinstance(w, int | float) and not isinstance(w, bool)
+    ]
+    return round(max(0.0, min(weights) - 0.1), 4) if weights else None
+
+
 def _read(target: Path) -> tuple[dict[str, Any], list[Any]]:
     """(the file's data, its provider list), parsed but not expanded or validated."""
     from ..config import parse_text
@@ -483,7 +519,7 @@ def append_provider(target: Path, entry: dict[str, Any]) -> str:
     """Add `entry` to the config file's providers and say how: `created` (a new file),
     `appended` (the text added after the list's last item, comments kept) or `rewrote` (a JSON
     file, or a list that text cannot be appended to; the old file is kept as `.bak`)."""
-    from ..config import PROTOCOL_VERSION
+    from .._version import PROTOCOL_VERSION
 
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)

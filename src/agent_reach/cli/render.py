@@ -76,8 +76,14 @@ def print_table(table: object) -> None:
 
 
 def print_json(value: object) -> None:
-    """`value` as indented JSON on stdout."""
+    """`value` as JSON on stdout: indented, or on one line when the command writes NDJSON."""
     import click
     import orjson
 
-    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
+    from . import NDJSON, PRINTED
+
+    ctx = click.get_current_context(silent=True)
+    line = ctx is not None and bool(ctx.meta.get(NDJSON))
+    if ctx is not None:
+        ctx.meta[PRINTED] = True
+    click.echo(orjson.dumps(value, option=0 if line else orjson.OPT_INDENT_2).decode())

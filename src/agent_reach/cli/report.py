@@ -45,7 +45,8 @@ def _router(obj: dict[str, Any]) -> Router:
 def report(
     obj: dict[str, Any], since: str, only: str | None, as_json: bool, html_file: str | None
 ) -> None:
-    """Per provider: requests, success rate, latency against latency_p95_ms, failovers, quota."""
+    """Per provider: requests, success rate, failures, failovers, skips, latency against
+    latency_p95_ms, quota."""
     import asyncio
 
     window = seconds(since)
@@ -106,12 +107,13 @@ def _report_table(built: Any) -> None:
         "provider",
         "requests",
         "success",
+        "failures",
+        "failovers",
+        "skips",
         "p50 ms",
         "p95 ms",
         "p99 ms",
         "declared p95",
-        "failovers from",
-        "failovers to",
         "quota",
     )
     for p in built.providers:
@@ -126,12 +128,13 @@ def _report_table(built: Any) -> None:
             p.name,
             str(p.requests),
             rate,
+            str(p.failures),
+            str(p.failovers),
+            str(p.skips),
             cell(p.p50_ms),
             p95,
             cell(p.p99_ms),
             cell(p.declared_p95_ms),
-            str(p.failovers_from),
-            str(p.failovers_to),
             quota,
         )
     print_table(table)

@@ -49,6 +49,7 @@ from .base import (
     object_at,
     openai_error,
     parts_of,
+    require_object,
     split_system,
     stop_list,
     text_of,
@@ -220,8 +221,7 @@ class Anthropic(Dialect):
         return openai_error(body)
 
     def normalize(self, raw: Any, ctx: Context) -> dict[str, Any]:
-        if not isinstance(raw, dict):
-            raise Mismatch(f"expected a JSON object, got {type(raw).__name__}")
+        raw = require_object(raw)
         if is_default_shape(ctx.shape, (self.choices_path, self.content_path)):
             blocks = raw.get("content")
             if not isinstance(blocks, list):

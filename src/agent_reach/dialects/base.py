@@ -236,10 +236,22 @@ def is_default_shape(shape: Shape, *defaults: tuple[str, str]) -> bool:
     return (shape.choices_path, shape.content_path) in defaults
 
 
+_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number"}
+
+
+def require_object(raw: Any) -> dict[str, Any]:
+    """`raw` when it is a JSON object; `Mismatch` saying what it is in JSON's words otherwise."""
+    if not isinstance(raw, dict):
+        kind = "null" if raw is None else "true/false" if isinstance(raw, bool) else None
+        raise Mismatch(
+            f"expected a JSON object, got {kind or _JSON_KINDS.get(type(raw), 'a value')}"
+        )
+    return raw
+
+
 def content_at(raw: Any, shape: Shape) -> tuple[Any, str]:
     """(choice, content) at the shape's paths; `Mismatch` when there is no string there."""
-    if not isinstance(raw, dict):
-        raise Mismatch(f"expected a JSON object, got {type(raw).__name__}")
+    raw = require_object(raw)
     choice, content = paths.extract(raw, shape.choices_path, shape.content_path)
     content = text_of(content)
     if not isinstance(content, str):

@@ -34,6 +34,7 @@ from .base import (
     model_of,
     object_at,
     openai_error,
+    require_object,
     stop_list,
     text_of,
     tool_call,
@@ -178,8 +179,7 @@ class DashScope(Dialect):
         return openai_error(body)
 
     def normalize(self, raw: Any, ctx: Context) -> dict[str, Any]:
-        if not isinstance(raw, dict):
-            raise Mismatch(f"expected a JSON object, got {type(raw).__name__}")
+        raw = require_object(raw)
         output = object_at(raw, "output")
         if not is_default_shape(ctx.shape, (self.choices_path, self.content_path)):
             found, content = content_at(raw, ctx.shape)

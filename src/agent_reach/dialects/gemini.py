@@ -60,6 +60,7 @@ from .base import (
     model_of,
     openai_error,
     parts_of,
+    require_object,
     split_system,
     stop_list,
     text_of,
@@ -304,8 +305,7 @@ class Gemini(Dialect):
         return ErrorInfo(str(err.get("message") or code or err), code, status)
 
     def normalize(self, raw: Any, ctx: Context) -> dict[str, Any]:
-        if not isinstance(raw, dict):
-            raise Mismatch(f"expected a JSON object, got {type(raw).__name__}")
+        raw = require_object(raw)
         candidates = raw.get("candidates")
         if not isinstance(candidates, list) or not candidates:
             raise _blocked(raw)

@@ -47,6 +47,7 @@ from .base import (
     model_of,
     object_at,
     openai_error,
+    require_object,
     split_system,
     text_of,
     tool_call,
@@ -145,8 +146,7 @@ class Minimax(Dialect):
         return openai_error(body)
 
     def normalize(self, raw: Any, ctx: Context) -> dict[str, Any]:
-        if not isinstance(raw, dict):
-            raise Mismatch(f"expected a JSON object, got {type(raw).__name__}")
+        raw = require_object(raw)
         choices = raw.get("choices")
         first = choices[0] if isinstance(choices, list) and choices else None
         if isinstance(first, dict) and isinstance(first.get("message"), dict):  # v2

@@ -8,9 +8,11 @@ stored Responses-API responses and the attempt log. The engine talks to the smal
                        `~/.agent-reach/state.db`): successive CLI runs and a local proxy share
                        circuits and quotas;
 - `redis://HOST:PORT/DB` one view for several proxy instances on several machines.
-Shared stores keep an in-memory view that requests read, and sync it with the backend off the
-request path (`cached.CachedStore`). A store never fails a request: when its backend is down it
-says so once in the log and routing goes on with the in-memory view.
+Health check results are kept too (with the health TTL), so that a provider found down by one
+CLI run is skipped by the next without a network call. Shared stores keep an in-memory view
+that requests read, and sync it with the backend off the request path
+(`cached.CachedStore`). A store never fails a request: when its backend is down it says so
+once in the log and routing goes on with the in-memory view.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..breaker import CircuitState
+from ..routing import Health
 from .memory import MemoryStore
 
 
@@ -42,6 +45,14 @@ class StateStore(Protocol):
     async def circuit(self, provider: str) -> CircuitState: ...
 
     async def set_circuit(self, provider: str, state: CircuitState) -> None: ...
+
+    async def health(self, provider: str) -> Health | None:
+        """The provider's latest health check result that is still kept, if any."""
+        ...
+
+    async def set_health(self, provider: str, health: Health, ttl_s: float) -> None:
+        """Keep a health check result for `ttl_s` seconds."""
+        ...
 
     async def usage(self, provider: str, key: str) -> int:
         """How much of a budget window (`key`) the provider has used."""

@@ -6,7 +6,7 @@ kept in sync with the backend off the request path.
   refreshes run in the background.
 - Writes: applied to the view at once, then queued for one writer task that sends them to the
   backend in order. A circuit written here is not overwritten by a refresh until its write has
-  landed.
+  landed; of two health results for a provider, the more recent check wins.
 - Budget counters and the attempt log are batched: increments add up in memory and go out as
   one increment per counter, with the log lines, every `flush_s` (or at `batch` log lines), so
   the backend sees a few writes a second however busy the proxy is. Counters merge by maximum
@@ -24,13 +24,22 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..breaker import CircuitState
+from ..routing import Health
 from . import LoggedAttempt
 from .memory import MemoryStore
 
 log = logging.getLogger("agent_reach")
+
+
+class Snapshot(NamedTuple):
+    """What a backend holds that requests read: circuits, live health results and counters."""
+
+    circuits: dict[str, CircuitState]
+    health: dict[str, Health]
+    used: dict[tuple[str, str], int]
 
 
 class CachedStore(MemoryStore, ABC):
@@ -58,11 +67,15 @@ class CachedStore(MemoryStore, ABC):
     # -- the backend ---------------------------------------------------------------------------
 
     @abstractmethod
-    async def _load(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
-        """Every circuit and every live budget counter."""
+    async def _load(self) -> Snapshot:
+        """Every circuit, every health result not yet expired, every live budget counter."""
 
     @abstractmethod
     async def _save_circuit(self, provider: str, state: CircuitState) -> None: ...
+
+    @abstractmethod
+    async def _save_health(self, provider: str, health: Health, ttl_s: float) -> None:
+        """Keep the result, expiring after `ttl_s`."""
 
     @abstractmethod
     async def _incr(self, provider: str, key: str, amount: int, ttl_s: float) -> int:
@@ -106,10 +119,9 @@ class CachedStore(MemoryStore, ABC):
         except Exception as exc:
             if self._down_until == 0.0:
                 log.warning(
-                    "agent-reach: state store %s is down (%s: %s); routing on in-memory state",
+                    "agent-reach: state store %s is down (%s); routing on in-memory state",
                     self.where,
-                    type(exc).__name__,
-                    exc,
+                    str(exc) or ("timed out" if isinstance(exc, TimeoutError) else "no answer"),
                 )
             self._down_until = time.monotonic() + self.retry_s
             return None
@@ -140,16 +152,24 @@ class CachedStore(MemoryStore, ABC):
         loaded = await self._safe(self._load())
         if loaded is None:
             return
-        circuits, used = loaded
+        circuits, health, used = loaded
         for name in set(self.circuits) | set(circuits):
             if name not in self._dirty:
                 await MemoryStore.set_circuit(self, name, circuits.get(name, CircuitState()))
+        for name, result in health.items():
+            mine = self.healths.get(name)
+            if mine is None or result.checked_at > mine.checked_at:
+                self.healths[name] = result
         for key, total in used.items():
             self.used[key] = max(total, self.used.get(key, 0))
 
     async def circuit(self, provider: str) -> CircuitState:
         await self._sync()
         return await super().circuit(provider)
+
+    async def health(self, provider: str) -> Health | None:
+        await self._sync()
+        return await super().health(provider)
 
     async def usage(self, provider: str, key: str) -> int:
         await self._sync()
@@ -190,6 +210,10 @@ class CachedStore(MemoryStore, ABC):
                     self._dirty.pop(provider, None)
 
         self._enqueue(write)
+
+    async def set_health(self, provider: str, health: Health, ttl_s: float) -> None:
+        await super().set_health(provider, health, ttl_s)
+        self._enqueue(lambda: self._save_health(provider, health, ttl_s))
 
     async def add_usage(self, provider: str, key: str, amount: int, ttl_s: float) -> int:
         total = await super().add_usage(provider, key, amount, ttl_s)

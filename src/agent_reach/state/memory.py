@@ -8,17 +8,19 @@ from typing import TYPE_CHECKING
 from ..breaker import CLOSED, CircuitState
 
 if TYPE_CHECKING:
+    from ..routing import Health
     from . import LoggedAttempt
 
 
 class MemoryStore:
-    """Circuits, budget counters, claims, stored responses (the latest `responses_kept`) and
-    a bounded attempt log, in dicts."""
+    """Circuits, health results, budget counters, claims, stored responses (the latest
+    `responses_kept`) and a bounded attempt log, in dicts."""
 
     responses_kept = 1000
 
     def __init__(self, log_size: int = 10_000) -> None:
         self.circuits: dict[str, CircuitState] = {}
+        self.healths: dict[str, Health] = {}
         self.used: dict[tuple[str, str], int] = {}
         self.claims: dict[str, float] = {}
         self.log: deque[LoggedAttempt] = deque(maxlen=log_size)
@@ -32,6 +34,12 @@ class MemoryStore:
             self.circuits.pop(provider, None)
         else:
             self.circuits[provider] = state
+
+    async def health(self, provider: str) -> Health | None:
+        return self.healths.get(provider)
+
+    async def set_health(self, provider: str, health: Health, ttl_s: float) -> None:
+        self.healths[provider] = health  # readers judge its age by `checked_at`
 
     async def usage(self, provider: str, key: str) -> int:
         return self.used.get((provider, key), 0)

@@ -3,6 +3,7 @@
 Keys (all under `agent-reach:`), each with a TTL so nothing grows without bound:
 - `circuit:{provider}`   a hash (failures, open_until, trial, cause); expires an hour after it
                          would close; a closed circuit is deleted.
+- `health:{provider}`    the latest health check result (JSON), expiring after `health.ttl_s`.
 - `usage:{provider}:{window}` a counter (INCRBY), expiring when its window ends.
 - `claim:{key}`          SET NX PX: the first instance to claim an alert sends it.
 - `response:{id}`        a stored Responses-API response (JSON), expiring after
@@ -15,13 +16,15 @@ Writes are MULTI/EXEC pipelines, so each update is atomic. Requires the `redis` 
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..breaker import CLOSED, CircuitState
+from ..routing import Health
 from . import LoggedAttempt
-from .cached import CachedStore
+from .cached import CachedStore, Snapshot
 
 PREFIX = "agent-reach:"
 _LOG_CAP = 100_000
@@ -46,7 +49,7 @@ class RedisStore(CachedStore):
             url, socket_connect_timeout=1.0, socket_timeout=1.0, decode_responses=True
         )
 
-    async def _load(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
+    async def _load(self) -> Snapshot:
         circuits: dict[str, CircuitState] = {}
         async for key in self.redis.scan_iter(match=f"{PREFIX}circuit:*", count=500):
             h = await self.redis.hgetall(key)
@@ -55,13 +58,29 @@ class RedisStore(CachedStore):
                     int(h["failures"]), float(h["open_until"]), h["trial"] == "1", h["cause"]
                 )
         used: dict[tuple[str, str], int] = {}
-        keys = [k async for k in self.redis.scan_iter(match=f"{PREFIX}usage:*", count=500)]
-        if keys:
-            for key, value in zip(keys, await self.redis.mget(keys), strict=True):
-                if value is not None:
-                    provider, _, window = key.removeprefix(f"{PREFIX}usage:").partition("|")
-                    used[(provider, window)] = int(value)
-        return circuits, used
+        for name, value in await self._values("usage:"):
+            provider, _, window = name.partition("|")
+            used[(provider, window)] = int(value)
+        health = {
+            name: Health.from_dict(json.loads(v)) for name, v in await self._values("health:")
+        }
+        return Snapshot(circuits, health, used)
+
+    async def _values(self, kind: str) -> list[tuple[str, str]]:
+        """(key without `agent-reach:{kind}`, value) of every live string key of a kind."""
+        keys = [k async for k in self.redis.scan_iter(match=f"{PREFIX}{kind}*", count=500)]
+        if not keys:
+            return []
+        values = await self.redis.mget(keys)
+        return [
+            (k.removeprefix(f"{PREFIX}{kind}"), v)
+            for k, v in zip(keys, values, strict=True)
+            if v is not None
+        ]
+
+    async def _save_health(self, provider: str, health: Health, ttl_s: float) -> None:
+        value = json.dumps(health.to_dict())
+        await self.redis.set(f"{PREFIX}health:{provider}", value, px=max(1, int(ttl_s * 1000)))
 
     async def _save_circuit(self, provider: str, state: CircuitState) -> None:
         key = f"{PREFIX}circuit:{provider}"

@@ -2,13 +2,15 @@
 
 One worker thread owns the connection, so the event loop never blocks on the disk. The file
 uses WAL (readers never block the writer) and short transactions; several CLI runs, a library
-user and a proxy on one machine share circuits, budget counters and the attempt log. Rows of
+user and a proxy on one machine share circuits, health results, budget counters and the
+attempt log. Rows of
 the log older than the retention, and counters of ended windows, are deleted now and then.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import time
 from collections.abc import Callable
@@ -17,8 +19,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..breaker import CLOSED, CircuitState
+from ..routing import Health
 from . import LoggedAttempt
-from .cached import CachedStore
+from .cached import CachedStore, Snapshot
 
 T = TypeVar("T")
 
@@ -30,6 +33,8 @@ CREATE TABLE IF NOT EXISTS usage (
     provider TEXT NOT NULL, key TEXT NOT NULL, amount INTEGER NOT NULL, expires REAL NOT NULL,
     PRIMARY KEY (provider, key));
 CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, until REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS health (
+    provider TEXT PRIMARY KEY, result TEXT NOT NULL, expires REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS attempts (
     ts REAL NOT NULL, request TEXT NOT NULL, route TEXT NOT NULL, provider TEXT NOT NULL,
     reason TEXT NOT NULL, status INTEGER, ms REAL NOT NULL, last_resort INTEGER NOT NULL);
@@ -65,24 +70,40 @@ class SQLiteStore(CachedStore):
 
     # -- primitives, each one short transaction on the worker thread ----------------------------
 
-    async def _load(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
-        def load() -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
+    async def _load(self) -> Snapshot:
+        def load() -> Snapshot:
             db = self._db()
+            now = time.time()
             circuits = {
                 p: CircuitState(f, o, bool(t), c)
                 for p, f, o, t, c in db.execute(
                     "SELECT provider, failures, open_until, trial, cause FROM circuits"
                 )
             }
+            health = {
+                p: Health.from_dict(json.loads(r))
+                for p, r in db.execute(
+                    "SELECT provider, result FROM health WHERE expires > ?", (now,)
+                )
+            }
             used = {
                 (p, k): n
                 for p, k, n in db.execute(
-                    "SELECT provider, key, amount FROM usage WHERE expires > ?", (time.time(),)
+                    "SELECT provider, key, amount FROM usage WHERE expires > ?", (now,)
                 )
             }
-            return circuits, used
+            return Snapshot(circuits, health, used)
 
         return await self._run(load)
+
+    async def _save_health(self, provider: str, health: Health, ttl_s: float) -> None:
+        def save() -> None:
+            self._db().execute(
+                "INSERT OR REPLACE INTO health VALUES (?, ?, ?)",
+                (provider, json.dumps(health.to_dict()), time.time() + ttl_s),
+            )
+
+        await self._run(save)
 
     async def _save_circuit(self, provider: str, state: CircuitState) -> None:
         def save() -> None:
@@ -130,6 +151,7 @@ class SQLiteStore(CachedStore):
                 db.execute("DELETE FROM usage WHERE expires < ?", (now,))
                 db.execute("DELETE FROM claims WHERE until < ?", (now,))
                 db.execute("DELETE FROM responses WHERE expires < ?", (now,))
+                db.execute("DELETE FROM health WHERE expires < ?", (now,))
 
         await self._run(append)
 

@@ -1,0 +1,89 @@
+"""README.zh-CN.md is kept in step with README.md: the same sections, the same commands, the
+same config fields, and each links to the other. What is compared is read from README.md's own
+structure (its command-line table, its shell examples, its YAML), so a command or field added
+there must be added to the Chinese README too."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from .readme import (
+    README,
+    README_ZH,
+    cli_table_commands,
+    code_blocks,
+    config_fields,
+    headings,
+    shown_commands,
+    subcommands,
+)
+
+BIN = str(Path(sys.executable).parent / "agent-reach")
+
+
+def _schema_fields() -> set[str]:
+    """Every field name of the config file, from `agent-reach config schema`."""
+    schema = json.loads(
+        subprocess.run([BIN, "config", "schema"], capture_output=True, text=True, check=True).stdout
+    )
+    names: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            names.update(node.get("properties", {}))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    return names
+
+
+def test_both_readmes_have_the_same_sections() -> None:
+    assert headings(README_ZH.read_text()) == headings(README.read_text())
+
+
+def test_both_readmes_name_the_same_commands() -> None:
+    en, zh = README.read_text(), README_ZH.read_text()
+    assert cli_table_commands(zh) == cli_table_commands(en)
+    assert shown_commands(zh) == shown_commands(en)  # commands and the output they show
+    assert subcommands(zh) == subcommands(en)
+    assert len(cli_table_commands(en)) >= 15
+
+
+def test_both_readmes_name_the_same_config_fields() -> None:
+    known = _schema_fields()
+    en = config_fields(README.read_text(), known)
+    zh = config_fields(README_ZH.read_text(), known)
+    assert "fallback_weight" in en
+    assert "ttl_s" in en
+    assert zh == en, {"only in README.md": en - zh, "only in README.zh-CN.md": zh - en}
+
+
+def test_the_examples_are_the_same() -> None:
+    def examples(text: str) -> list[str]:
+        # code without its comments: the comments are translated, the code is not
+        return [
+            "\n".join(line.split("#", 1)[0].rstrip() for line in body.splitlines())
+            for lang, body in code_blocks(text)
+            if lang in ("yaml", "python", "sh", "")
+        ]
+
+    assert examples(README_ZH.read_text()) == examples(README.read_text())
+
+
+def test_each_readme_links_to_the_other() -> None:
+    assert "(README.zh-CN.md)" in README.read_text().split("\n## ", 1)[0]
+    assert "(README.md)" in README_ZH.read_text().split("\n## ", 1)[0]
+
+
+def test_the_chinese_readme_is_chinese() -> None:
+    text = README_ZH.read_text()
+    han = sum("\u4e00" <= ch <= "\u9fff" for ch in text)
+    assert han > 3000  # prose in Chinese; commands, fields and CLI messages stay as they are
