@@ -170,6 +170,18 @@ def run(quick: bool, workdir: Path, logs: Path) -> dict[str, Any]:
         plain = {k: t for p in peers for k, t in targets(p, False).items()}
         streamed = {k: t for p in peers for k, t in targets(p, True).items()}
         results["shapes"] = check_shapes(plain)
+        if lite.ok and any(p.name == "LiteLLM" for p in peers):
+            # What a new user gets asking LiteLLM's Messages API for a DeepSeek deployment.
+            port = next(p.port for p in peers if p.name == "LiteLLM")
+            deepseek = Target(
+                port,
+                plain["LiteLLM chat"].headers,
+                body("messages", "bench", False),
+                APIS["messages"],
+            )
+            results["litellm_messages_deepseek_deployment"] = check_shapes(
+                {"LiteLLM messages": deepseek}
+            )["LiteLLM messages"]
         results["stream_shapes"] = check_stream_shapes(streamed)
         print(
             "  shapes: " + ", ".join(f"{k}: {v}" for k, v in results["shapes"].items()), flush=True
@@ -271,6 +283,11 @@ def markdown(results: dict[str, Any]) -> str:
         state = "met" if t["met"] else "MISSED"
         lines.append(
             f"- {t['what']}: {t['measured_ms']} ms (target ≤ +{t['target_ms']} ms): {state}"
+        )
+    seen = results.get("litellm_messages_deepseek_deployment")
+    if seen is not None:
+        lines.append(
+            f"- LiteLLM /v1/messages for a `deepseek/` deployment on this upstream: {seen}"
         )
     for name, why in results.get("left_out", {}).items():
         lines.append(f"- {name} left out: {why}")
