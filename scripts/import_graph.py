@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""The import graph of `src/agent_reach`, drawn from the code, and the layer rule it must keep.
+
+    python scripts/import_graph.py            # the graph, layer by layer, as text
+    python scripts/import_graph.py --dot      # the same as Graphviz DOT
+    python scripts/import_graph.py --check    # exit 1, naming each import that points up
+
+A unit is a top-level module or subpackage of `agent_reach`. Units sit in layers (`LAYERS`,
+bottom first); a unit may import units of its own layer or of a layer below, never above.
+Imports inside functions count too (a lazy import is still a dependency), and so do imports
+under `TYPE_CHECKING`, so that the picture is the whole truth.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "src" / "agent_reach"
+
+# Bottom first. The words of the protocol and the pure decisions; the wire formats and the
+# config; the parts that do I/O; the one loop; the library's front door; the faces.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "core",
+        (
+            "_version",
+            "trace",
+            "errors",
+            "outcomes",
+            "breaker",
+            "paths",
+            "completion",
+            "quota",
+            "request",
+            "routing",
+            "validation",
+            "events",
+        ),
+    ),
+    ("formats", ("dialects", "hooks", "config", "catalog")),
+    ("parts", ("backend", "transport", "health", "state", "alerts", "report")),
+    ("engine", ("engine",)),
+    ("front door", ("router",)),
+    ("faces", ("server", "cli", "__init__", "__main__")),
+)
+
+
+def unit_of(module: str) -> str:
+    """`agent_reach.x.y` → `x`; the package itself → `__init__`."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def imports(root: Path = ROOT) -> dict[str, set[str]]:
+    """unit → the other units it imports."""
+    edges: dict[str, set[str]] = defaultdict(set)
+    for file in sorted(root.rglob("*.py")):
+        parts = file.relative_to(root.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        package = module if parts[-1] == "__init__" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                targets = [base] if node.module else [f"{base}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            for target in targets:
+                if target.split(".")[0] == "agent_reach" and unit_of(target) != unit_of(module):
+                    edges[unit_of(module)].add(unit_of(target))
+    return dict(edges)
+
+
+def layer_of(unit: str) -> int:
+    for i, (_, units) in enumerate(LAYERS):
+        if unit in units:
+            return i
+    raise KeyError(unit)
+
+
+def violations(edges: dict[str, set[str]]) -> list[str]:
+    """Every import that points up a layer, and every unit no layer names."""
+    out = []
+    known = {u for _, units in LAYERS for u in units}
+    for unit in sorted(set(edges) | {t for ts in edges.values() for t in ts}):
+        if unit not in known:
+            out.append(f"{unit}: in no layer (add it to LAYERS in scripts/import_graph.py)")
+    for unit, targets in sorted(edges.items()):
+        for target in sorted(targets):
+            if unit in known and target in known and layer_of(target) > layer_of(unit):
+                here, there = LAYERS[layer_of(unit)][0], LAYERS[layer_of(target)][0]
+                out.append(f"{unit} ({here}) imports {target} ({there}): an import pointing up")
+    return out
+
+
+def text(edges: dict[str, set[str]]) -> str:
+    lines = []
+    for name, units in reversed(LAYERS):
+        lines.append(f"{name}:")
+        for unit in units:
+            if unit in edges or any(unit in t for t in edges.values()):
+                lines.append(f"  {unit} -> {', '.join(sorted(edges.get(unit, ()))) or '-'}")
+    return "\n".join(lines)
+
+
+def dot(edges: dict[str, set[str]]) -> str:
+    lines = ["digraph agent_reach {", "  rankdir=BT; node [shape=box];"]
+    for i, (name, units) in enumerate(LAYERS):
+        present = [u for u in units if u in edges or any(u in t for t in edges.values())]
+        members = " ".join(f'"{u}";' for u in present)
+        lines.append(f'  subgraph cluster_{i} {{ label="{name}"; {members} }}')
+    for unit, targets in sorted(edges.items()):
+        lines += [f'  "{unit}" -> "{t}";' for t in sorted(targets)]
+    return "\n".join([*lines, "}"])
+
+
+def main(argv: list[str]) -> int:
+    edges = imports()
+    if "--check" in argv:
+        problems = violations(edges)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        return 1 if problems else 0
+    print(dot(edges) if "--dot" in argv else text(edges))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

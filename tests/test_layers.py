@@ -1,0 +1,47 @@
+"""The layer rule of docs/architecture.md: no import in `src/agent_reach` points up a layer."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def graph() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "import_graph", ROOT / "scripts" / "import_graph.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["import_graph"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_no_import_points_up() -> None:
+    g = graph()
+    edges = g.imports()
+    assert "engine" in edges["router"]  # the graph is read from the code
+    assert g.violations(edges) == []
+
+
+def test_an_import_pointing_up_is_caught(tmp_path: Path) -> None:
+    g = graph()
+    package = tmp_path / "agent_reach"
+    (package / "dialects").mkdir(parents=True)
+    (package / "__init__.py").write_text("from .router import Router\n")
+    (package / "router.py").write_text("from . import engine\n")
+    (package / "engine.py").write_text("from .dialects import openai\n")
+    (package / "dialects" / "__init__.py").write_text("")
+    # A dialect that reaches up into the engine, inside a function: still a dependency.
+    (package / "dialects" / "openai.py").write_text("def f():\n    from ..engine import Engine\n")
+    (package / "gadget.py").write_text("import agent_reach.trace\n")
+    problems = g.violations(g.imports(package))
+    assert problems == [
+        "gadget: in no layer (add it to LAYERS in scripts/import_graph.py)",
+        "dialects (formats) imports engine (engine): an import pointing up",
+    ]
