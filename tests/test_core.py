@@ -113,6 +113,67 @@ def test_classify(kwargs: dict[str, Any], reason: Reason, retry_after: float | N
         assert outcome.retry_after == retry_after
 
 
+CONTEXT, BLOCKED = Reason.CONTEXT_EXCEEDED, Reason.CONTENT_BLOCKED
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "code", "reason"),
+    [
+        (
+            400,
+            "This model's maximum context length is 131072 tokens",
+            "context_length_exceeded",
+            CONTEXT,
+        ),
+        (
+            400,
+            "prompt is too long: 210000 tokens > 200000 maximum",
+            "invalid_request_error",
+            CONTEXT,
+        ),
+        (
+            400,
+            "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+            "INVALID_ARGUMENT",
+            CONTEXT,
+        ),
+        (400, "Invalid request: Your request exceeded model token limit: 8192", None, CONTEXT),
+        (400, "Range of input length should be [1, 30720]", "InvalidParameter", CONTEXT),
+        (400, "Prompt 超长", "1261", CONTEXT),
+        (200, "This model's maximum context length is 8192 tokens", None, CONTEXT),
+        (
+            400,
+            "The response was filtered due to the prompt triggering Azure OpenAI's content management policy.",
+            "content_filter",
+            BLOCKED,
+        ),
+        (
+            400,
+            "Your request was rejected as a result of our safety system.",
+            "content_policy_violation",
+            BLOCKED,
+        ),
+        (400, "Input data may contain inappropriate content.", "DataInspectionFailed", BLOCKED),
+        (400, "系统检测到输入或生成内容可能包含不安全或敏感内容", "1301", BLOCKED),
+        (400, "The request was rejected because it was considered high risk", None, BLOCKED),
+        (200, "Input data may contain inappropriate content.", "DataInspectionFailed", BLOCKED),
+        # No false alarms: other 400s stay bad requests, and the status wins over words.
+        (400, "Invalid value for 'safety_identifier'", "invalid_value", Reason.BAD_REQUEST),
+        (400, "Unknown parameter: 'context'", None, Reason.BAD_REQUEST),
+        (401, "content policy", None, Reason.AUTH_FAILED),
+        (429, "maximum context length", None, Reason.RATE_LIMITED),
+    ],
+)
+def test_refused_requests(status: int, message: str, code: str | None, reason: Reason) -> None:
+    assert classify(status=status, error=ErrorInfo(message, code)).reason is reason
+
+
+def test_a_dialect_verdict_wins() -> None:
+    error = ErrorInfo("sensitive input", "1026", 400, Reason.CONTENT_BLOCKED)
+    assert classify(status=200, error=error).reason is BLOCKED
+    assert classify(status=400, error=error).reason is BLOCKED
+
+
 def test_retry_after_http_date() -> None:
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 1445412470.0) == 10.0
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 1445412490.0) == 0.0

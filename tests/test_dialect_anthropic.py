@@ -328,7 +328,7 @@ async def test_stream_without_message_stop_is_cut(wire: Wire) -> None:
             400,
             "invalid_request_error",
             "prompt is too long: 210000 tokens > 200000 maximum",
-            Reason.BAD_REQUEST,
+            Reason.CONTEXT_EXCEEDED,
         ),
         (
             413,

@@ -209,7 +209,7 @@ async def test_stream_request_sends_the_sse_header(wire: Wire) -> None:
         (429, "Throttling.RateQuota", Reason.RATE_LIMITED),
         (429, "Throttling.AllocationQuota", Reason.RATE_LIMITED),
         (400, "InvalidParameter", Reason.BAD_REQUEST),
-        (400, "DataInspectionFailed", Reason.BAD_REQUEST),
+        (400, "DataInspectionFailed", Reason.CONTENT_BLOCKED),
         (500, "InternalError", Reason.SERVER_ERROR),
         (200, "InvalidApiKey", Reason.AUTH_FAILED),  # an error body with a 200
         (200, "Throttling.RateQuota", Reason.RATE_LIMITED),

@@ -260,7 +260,7 @@ async def test_tool_results_become_function_responses(wire: Wire) -> None:
     }
 
 
-async def test_blocked_prompt_is_a_clear_schema_mismatch(wire: Wire) -> None:
+async def test_blocked_prompt_is_content_blocked(wire: Wire) -> None:
     blocked = {
         "promptFeedback": {"blockReason": "SAFETY", "safetyRatings": []},
         "usageMetadata": {"promptTokenCount": 8, "totalTokenCount": 8},
@@ -273,7 +273,7 @@ async def test_blocked_prompt_is_a_clear_schema_mismatch(wire: Wire) -> None:
     async with router(gemini(wire.url(BASE))) as r:
         streamed_attempt = await first_failure(r, HELLO, stream=True)
     for a in (attempt, streamed_attempt):
-        assert a.reason is Reason.SCHEMA_MISMATCH
+        assert a.reason is Reason.CONTENT_BLOCKED
         assert "blockReason SAFETY" in a.detail
 
 

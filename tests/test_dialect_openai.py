@@ -7,9 +7,22 @@ from collections.abc import AsyncIterator
 import orjson
 import pytest
 
+from agent_reach import Reason
+
 from .conftest import CHUNK, COMPLETION, assert_valid
 from .upstream import chunk, completion
-from .wire import Wire, provider, raw_reply, router, sse, stream_reply, streamed, text
+from .wire import (
+    Wire,
+    first_failure,
+    json_reply,
+    provider,
+    raw_reply,
+    router,
+    sse,
+    stream_reply,
+    streamed,
+    text,
+)
 
 PATH = "/chat/completions"
 HELLO = {"model": "deepseek-chat", "messages": [{"role": "user", "content": "hi"}]}
@@ -48,3 +61,56 @@ async def test_keep_alive_comments_in_a_stream(wire: Wire) -> None:
         assert_valid(CHUNK, c)
     assert text(chunks) == "hello there"
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+async def test_an_answer_filtered_away_is_content_blocked(wire: Wire) -> None:
+    # Azure, Moonshot and Zhipu ("sensitive") answer 200 with nothing but the filter's verdict.
+    filtered = completion("", "deepseek-chat")
+    filtered["choices"][0]["finish_reason"] = "sensitive"
+    wire.on(PATH, json_reply(filtered))
+    async with router(provider("ds", wire.url(PATH), "openai")) as r:
+        attempt = await first_failure(r, HELLO)
+    assert attempt.reason is Reason.CONTENT_BLOCKED
+    assert "content_filter" in attempt.detail
+
+
+async def test_a_stream_filtered_before_any_content_is_content_blocked(wire: Wire) -> None:
+    pieces = (sse(chunk(role=True)), sse(chunk(finish="content_filter")), "data: [DONE]\n\n")
+    async with router(provider("ds", wire.on(PATH, stream_reply(*pieces)), "openai")) as r:
+        attempt = await first_failure(r, HELLO, stream=True)
+    assert attempt.reason is Reason.CONTENT_BLOCKED
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (
+            {
+                "message": "This model's maximum context length is 8192 tokens",
+                "code": "context_length_exceeded",
+            },
+            Reason.CONTEXT_EXCEEDED,
+        ),
+        ({"message": "Prompt 超长", "code": "1261"}, Reason.CONTEXT_EXCEEDED),
+        (
+            {"message": "系统检测到输入或生成内容可能包含不安全或敏感内容", "code": "1301"},
+            Reason.CONTENT_BLOCKED,
+        ),
+        (
+            {
+                "message": "The request was rejected because it was considered high risk",
+                "type": "content_filter",
+            },
+            Reason.CONTENT_BLOCKED,
+        ),
+    ],
+)
+async def test_refusals_in_a_200_and_in_a_stream(
+    wire: Wire, error: dict[str, str], reason: Reason
+) -> None:
+    wire.on(PATH, json_reply({"error": error}))
+    async with router(provider("ds", wire.url(PATH), "openai")) as r:
+        assert (await first_failure(r, HELLO)).reason is reason
+    wire.on(PATH, stream_reply(sse(chunk(role=True)), sse({"error": error})))
+    async with router(provider("ds", wire.url(PATH), "openai")) as r:
+        assert (await first_failure(r, HELLO, stream=True)).reason is reason

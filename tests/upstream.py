@@ -329,6 +329,14 @@ class Upstream:
 
     async def s_badreq(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         error = {
+            "message": "Invalid value for 'top_logprobs': expected an integer",
+            "type": "invalid_request_error",
+            "code": "invalid_value",
+        }
+        return web.json_response({"error": error}, status=400)
+
+    async def s_context(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        error = {
             "message": "This model's maximum context length is 131072 tokens",
             "type": "invalid_request_error",
             "code": "context_length_exceeded",

@@ -11,11 +11,11 @@ from urllib.parse import quote, urljoin, urlsplit
 
 import orjson
 
-from . import dialects, hooks, validation
+from . import completion, dialects, hooks, validation
 from .config import Provider
 from .dialects import Context, Dialect, Mismatch, Shape
 from .hooks import Hook, HookError
-from .outcomes import OK, ErrorInfo, Outcome, classify, mismatch
+from .outcomes import OK, ErrorInfo, Outcome, classify, filtered, mismatch
 from .quota import Budget
 from .request import ChatRequest
 from .routing import Health
@@ -165,6 +165,8 @@ class Backend:
             return Outcome(Reason.HOOK_ERROR, status, str(exc)), None
         except Mismatch as exc:
             return mismatch(str(exc), status), None
+        if completion.filtered(normalized["choices"]):
+            return filtered(status), None
         accepted = {m for m in (requested, model) if m}
         problem = validation.check(self.spec.validation, normalized, body, accepted)
         if problem:

@@ -157,6 +157,18 @@ def has_content(chunk_body: dict[str, Any]) -> bool:
     return False
 
 
+def filtered(choices: Any) -> bool:
+    """Whether an answer's (or a stream's) choices say only that the provider filtered it:
+    `finish_reason: content_filter`, with no content and no tool calls."""
+    said = False
+    for c in choices:
+        said = said or c.get("finish_reason") == "content_filter"
+        part = c.get("message") or c.get("delta") or {}
+        if part.get("content") or part.get("tool_calls"):
+            return False
+    return said
+
+
 def as_chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
     """A whole `chat.completion` as the chunks a stream of it would have sent."""
     out = []

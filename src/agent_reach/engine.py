@@ -28,7 +28,7 @@ from .dialects.base import framer
 from .errors import AllProvidersFailed, StreamInterrupted
 from .events import AttemptEvent, CircuitEvent, Event, Observer, QuotaEvent, RequestEvent
 from .health import HealthMonitor
-from .outcomes import Outcome, Transport, classify, mismatch
+from .outcomes import Outcome, Transport, classify, filtered, mismatch
 from .quota import Budget
 from .request import ChatRequest
 from .routing import Skip, Walk, attempt_order, health_verdict, precheck, retry_delay
@@ -414,6 +414,9 @@ class Engine:
                     keep_frames=backend.speaks(req),
                 )
                 if not await live.first_content():
+                    choices = [c for chunk in live.pending for c in chunk.get("choices") or ()]
+                    if completion.filtered(choices):
+                        return filtered(status), None, None
                     return mismatch("stream ended without content", status), None, None
                 handed_over = True
                 return Outcome(Reason.OK, status), live, None

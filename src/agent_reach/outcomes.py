@@ -32,11 +32,14 @@ class ErrorInfo:
 
     `status` is the HTTP status the dialect maps the provider's own code to, when it knows it
     (e.g. Minimax `base_resp.status_code` 1004 → 401); None leaves the decision to keywords.
+    `reason` is the reason the provider's own code means, when the dialect knows one that a
+    status cannot say (Minimax 1026 → `content_blocked`, Gemini's `blockReason`).
     """
 
     message: str
     code: str | None = None
     status: int | None = None
+    reason: Reason | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,42 @@ _RATE_WORDS = (
     "balance",
 )
 _SERVER_WORDS = ("server_error", "internal", "api_error", "overloaded", "unavailable")
+# The request is too long for the model: OpenAI and DeepSeek ("maximum context length"),
+# Anthropic ("prompt is too long"), Gemini ("exceeds the maximum number of tokens"), Kimi
+# ("exceeded model token limit"), DashScope ("Range of input length"), Zhipu 1261 ("Prompt 超长").
+_CONTEXT_WORDS = (
+    "context_length_exceeded",
+    "context length",
+    "context window",
+    "maximum context",
+    "prompt is too long",
+    "input is too long",
+    "too many input tokens",
+    "maximum number of tokens",
+    "model token limit",
+    "range of input length",
+    "string_above_max_length",
+    "超长",
+    "超过最大长度",
+)
+_CONTEXT_CODES = frozenset({"context_length_exceeded", "1261"})
+# The provider refused the content: OpenAI/Azure, Moonshot ("high risk"), DashScope
+# (`DataInspectionFailed`), Zhipu 1301 ("不安全或敏感内容"), Gemini's safety blocks.
+_CONTENT_WORDS = (
+    "content_filter",
+    "content_policy",
+    "content policy",
+    "content management policy",
+    "datainspectionfailed",
+    "data inspection failed",
+    "inappropriate content",
+    "considered high risk",
+    "敏感内容",
+    "不安全",
+)
+_CONTENT_CODES = frozenset(
+    {"content_filter", "content_policy_violation", "datainspectionfailed", "1301"}
+)
 
 
 def _mentions(error: ErrorInfo | None, words: tuple[str, ...]) -> bool:
@@ -107,7 +146,23 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
         return None
 
 
+def _refused_request(error: ErrorInfo | None) -> Reason | None:
+    """`context_exceeded` or `content_blocked` when the error says so, by its code or words."""
+    if error is None:
+        return None
+    if error.reason is not None:
+        return error.reason
+    code = (error.code or "").lower()
+    if code in _CONTEXT_CODES or _mentions(error, _CONTEXT_WORDS):
+        return Reason.CONTEXT_EXCEEDED
+    if code in _CONTENT_CODES or _mentions(error, _CONTENT_WORDS):
+        return Reason.CONTENT_BLOCKED
+    return None
+
+
 def _status_reason(status: int, error: ErrorInfo | None) -> Reason:
+    if error is not None and error.reason is not None:
+        return error.reason
     if status in (401, 403):
         return Reason.AUTH_FAILED
     if status in (429, 402):
@@ -116,6 +171,9 @@ def _status_reason(status: int, error: ErrorInfo | None) -> Reason:
         return Reason.SERVER_ERROR
     if status == 408:
         return Reason.TIMEOUT
+    refused = _refused_request(error)
+    if refused is not None:
+        return refused
     if _mentions(error, _AUTH_WORDS):  # Gemini answers a bad key with 400
         return Reason.AUTH_FAILED
     if status == 404 and _mentions(error, ("model",)):
@@ -152,8 +210,11 @@ def classify(
         return Outcome(reason, status, message or f"HTTP {status}", wait)
     if error is None:
         return Outcome(Reason.OK, status)
+    refused = _refused_request(error)
     if error.status is not None and not 200 <= error.status < 300:
         reason = _status_reason(error.status, error)
+    elif refused is not None:
+        reason = refused
     elif _mentions(error, _AUTH_WORDS):
         reason = Reason.AUTH_FAILED
     elif _mentions(error, _RATE_WORDS):
@@ -169,3 +230,11 @@ def classify(
 def mismatch(detail: str, status: int | None = None) -> Outcome:
     """A 2xx answer that is not a usable chat completion."""
     return Outcome(Reason.SCHEMA_MISMATCH, status, detail)
+
+
+FILTERED = "the provider filtered the answer (finish_reason content_filter, no content)"
+
+
+def filtered(status: int | None = None) -> Outcome:
+    """A 2xx answer (or stream) whose only word is `finish_reason: content_filter`."""
+    return Outcome(Reason.CONTENT_BLOCKED, status, FILTERED)

@@ -19,6 +19,8 @@ class Reason(StrEnum):
     SERVER_ERROR = "server_error"
     AUTH_FAILED = "auth_failed"
     RATE_LIMITED = "rate_limited"
+    CONTEXT_EXCEEDED = "context_exceeded"
+    CONTENT_BLOCKED = "content_blocked"
     BAD_REQUEST = "bad_request"
     SCHEMA_MISMATCH = "schema_mismatch"
     HOOK_ERROR = "hook_error"

@@ -24,8 +24,8 @@ The answer is `candidates[].content.parts[]`: text parts make the content (parts
 STOP → stop, MAX_TOKENS → length, SAFETY/RECITATION/… → content_filter. Usage comes from
 `usageMetadata` (thought tokens count as completion tokens and as reasoning tokens); the model
 from `modelVersion`. A prompt that Gemini blocks comes back without candidates and with
-`promptFeedback.blockReason`: that is a `schema_mismatch` whose detail names the block reason
-(as an answer whose content was filtered away is), and it fails over.
+`promptFeedback.blockReason`: that is `content_blocked`, naming the block reason (as an answer
+whose content was filtered away, `finishReason: SAFETY` with no text, is).
 
 The stream (`alt=sse`) is `data: {GenerateContentResponse}` events with no terminal marker: the
 event whose candidate has a `finishReason` ends it. Errors are
@@ -43,6 +43,7 @@ from urllib.parse import quote
 
 from .. import completion
 from ..outcomes import ErrorInfo
+from ..trace import Reason
 from .base import (
     Context,
     Decoder,
@@ -203,12 +204,13 @@ def _block_reason(raw: dict[str, Any]) -> str | None:
     return str(reason) if reason else None
 
 
-def _blocked(raw: dict[str, Any]) -> Mismatch:
-    """The `Mismatch` for a body without candidates, naming Gemini's block reason if any."""
+def _blocked(raw: dict[str, Any]) -> ErrorInfo | None:
+    """A prompt Gemini blocked: no candidates, and `promptFeedback.blockReason`."""
     reason = _block_reason(raw)
-    if reason:
-        return Mismatch(f"Gemini blocked the prompt (promptFeedback.blockReason {reason})")
-    return Mismatch("no candidates")
+    if reason is None or raw.get("candidates"):
+        return None
+    message = f"Gemini blocked the prompt (promptFeedback.blockReason {reason})"
+    return ErrorInfo(message, reason, None, Reason.CONTENT_BLOCKED)
 
 
 def _pieces(candidate: Any) -> tuple[str, str, list[dict[str, Any]]]:
@@ -286,7 +288,7 @@ class Gemini(Dialect):
             body = body[0]  # the non-SSE stream form is a JSON array of responses
         err = body.get("error") if isinstance(body, dict) else None
         if not isinstance(err, dict):
-            return openai_error(body)
+            return (_blocked(body) if isinstance(body, dict) else None) or openai_error(body)
         name = err.get("status") if isinstance(err.get("status"), str) else None
         details = err["details"] if isinstance(err.get("details"), list) else []
         reason = next(
@@ -308,7 +310,7 @@ class Gemini(Dialect):
         raw = require_object(raw)
         candidates = raw.get("candidates")
         if not isinstance(candidates, list) or not candidates:
-            raise _blocked(raw)
+            raise Mismatch("no candidates")
         if is_default_shape(ctx.shape, (self.choices_path, self.content_path)):
             choices = [self._choice(c, i) for i, c in enumerate(candidates)]
         else:
@@ -358,8 +360,8 @@ class GeminiDecoder(Decoder):
             self.model = obj["modelVersion"]
         candidates = obj.get("candidates")
         if not isinstance(candidates, list) or not candidates:
-            if _block_reason(obj) or not isinstance(obj.get("usageMetadata"), dict):
-                raise _blocked(obj)
+            if not isinstance(obj.get("usageMetadata"), dict):
+                raise Mismatch("no candidates")
             return []  # a usage-only event
         usage = _usage(obj.get("usageMetadata"))
         out = []

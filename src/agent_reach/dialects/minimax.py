@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 from .. import completion
 from ..outcomes import ErrorInfo
+from ..trace import Reason
 from . import openai
 from .base import (
     Context,
@@ -69,6 +70,7 @@ _STATUS = {
     2045: 429,
     2049: 401,
 }
+_SENSITIVE = frozenset({1026, 1027})  # the input / the output was judged sensitive
 _V1_SHAPE = ("choices", "messages.0.text")
 _V2_SHAPE = ("choices", "message.content")
 
@@ -142,7 +144,9 @@ class Minimax(Dialect):
             raw = resp["status_code"]
             code = int(raw) if isinstance(raw, int) or str(raw).isdigit() else None
             message = str(resp.get("status_msg") or f"Minimax error {raw}")
-            return ErrorInfo(message, str(raw), _STATUS.get(code) if code is not None else None)
+            status = _STATUS.get(code) if code is not None else None
+            blocked = Reason.CONTENT_BLOCKED if code in _SENSITIVE else None
+            return ErrorInfo(message, str(raw), status, blocked)
         return openai_error(body)
 
     def normalize(self, raw: Any, ctx: Context) -> dict[str, Any]:
