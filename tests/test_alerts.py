@@ -18,7 +18,7 @@ from agent_reach import AllProvidersFailed, Router
 from .services import free_port
 from .upstream import Upstream
 
-HELLO = {"messages": [{"role": "user", "content": "hi"}]}
+HELLO = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
 DAY = 86400.0
 
 

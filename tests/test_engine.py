@@ -13,7 +13,7 @@ from agent_reach import AllProvidersFailed, Reason, RequestError, Router, Stream
 from .conftest import CHUNK, COMPLETION, ERROR, assert_valid
 from .upstream import ECHOED_KEY_PREFIX, Upstream, refused_url
 
-HELLO = {"messages": [{"role": "user", "content": "hi"}]}
+HELLO = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
 KEY = "sk-test-0123456789abcdef-SECRET"
 
 
@@ -302,8 +302,13 @@ async def test_models_field_skips_other_models(up: Upstream) -> None:
     async with router(prov("a", up.url("ok"), models=["m1"]), prov("b", up.url("backup"))) as r:
         result = await r.achat({**HELLO, "model": "m9"})
         assert reasons(result.trace) == ["a:model_unavailable", "b:ok"]
-        await r.achat({**HELLO, "agent_reach": {"fallback_order": ["a"]}})
-    assert up.bodies("ok")[-1]["model"] == "m1"  # no model asked: the first of `models`
+        no_model = {"messages": HELLO["messages"]}
+        await r.achat({**no_model, "agent_reach": {"fallback_order": ["a"]}})
+        assert up.bodies("ok")[-1]["model"] == "m1"  # no model asked: the first of `models`
+        result = await r.achat({**no_model, "agent_reach": {"fallback_order": ["b", "a"]}})
+        assert reasons(result.trace) == ["b:model_unavailable", "a:ok"]
+        assert result.trace[0].detail == "no model given"  # never sent a body without one
+    assert up.bodies("backup") == [HELLO | {"model": "m9", "stream": False}]
 
 
 @pytest.mark.parametrize("mode", ["cached", "per_request", "off"])

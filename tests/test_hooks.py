@@ -16,7 +16,7 @@ from .conftest import COMPLETION, assert_valid
 from .upstream import Upstream
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
-HELLO = {"messages": [{"role": "user", "content": "这是什么？"}]}
+HELLO = {"model": "antique-v1", "messages": [{"role": "user", "content": "这是什么？"}]}
 
 
 @pytest.fixture

@@ -204,7 +204,7 @@ def test_sync_chat_keeps_shared_state_between_event_loops(tmp_path: Path, up: Up
             {"name": "good", "endpoint": up.url("backup")},
         ],
     }
-    request = {"messages": [{"role": "user", "content": "hi"}]}
+    request = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
     first = Router(config).chat(request)
     assert [a.reason for a in first.trace] == ["server_error", "ok"]
     again = Router(config)  # a new router, as a new process would have

@@ -42,6 +42,7 @@ class Backend:
     preprocess: Hook | None = None
     postprocess: Hook | None = None
     budgets: tuple[Budget, ...] = ()
+    needs_model: bool = True
 
     @classmethod
     def prepare(
@@ -77,6 +78,7 @@ class Backend:
             preprocess=preprocess,
             postprocess=postprocess,
             budgets=spec.budgets,
+            needs_model=postprocess is None and dialect.needs_model(spec.endpoint),
         )
 
     @property
@@ -99,9 +101,15 @@ class Backend:
         return self.spec.models[0] if self.spec.models else mapping.get("*", "")
 
     def serves(self, requested: str | None) -> bool:
-        """Whether a request for `requested` may go to this provider (its `models`)."""
+        """Whether a request for `requested` may go to this provider (its `models`). A request
+        that names no model goes only where the provider knows one to use, or takes requests
+        without one: its URL names the model, a `post_process_hook` makes the answer, or its
+        `model_map` says `"*": ""` (spec §3)."""
         models = self.spec.models
-        if models is None or not requested:
+        if not requested:
+            takes_none = "*" in self.spec.model_map or not self.needs_model
+            return bool(self.model_for(None)) or takes_none
+        if models is None:
             return True
         return requested in models or self.model_for(requested) in models
 

@@ -148,8 +148,9 @@ class Engine:
     async def _drive(
         self, req: ChatRequest, send: Send[T], order: tuple[str, ...] | None = None
     ) -> tuple[T, str, Run]:
-        """Walk the request's providers (or exactly `order`, without last resort)."""
-        walk = Walk(self.order(req) if order is None else order, last_resort=order is None)
+        """Walk the request's providers (or exactly `order`): each in turn, then the ones
+        skipped only for remembered state as last resort (spec §4.2)."""
+        walk = Walk(self.order(req) if order is None else order)
         run = Run(f"{self._id_prefix}-{next(self._ids)}", self.route_label(req), req.api)
         deadline = time.perf_counter() + (req.deadline_ms or self.config.deadline_ms) / 1000
         while (step := walk.next()) is not None:

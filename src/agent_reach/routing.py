@@ -104,13 +104,12 @@ def attempt_order(
 class Walk:
     """Hands out one request's providers: the order first, then the deferred as last resort."""
 
-    __slots__ = ("_allow", "_deferred", "_last_resort", "_queue")
+    __slots__ = ("_deferred", "_last_resort", "_queue")
 
-    def __init__(self, order: Iterable[str], *, last_resort: bool = True) -> None:
+    def __init__(self, order: Iterable[str]) -> None:
         self._queue = deque(order)
         self._deferred: list[str] = []
         self._last_resort = False
-        self._allow = last_resort
 
     def next(self) -> tuple[str, bool] | None:
         """(provider, is_last_resort), or None when every provider has had its turn."""
@@ -123,7 +122,7 @@ class Walk:
 
     def defer(self, provider: str) -> None:
         """Remember a provider skipped for remembered state, to try it as last resort."""
-        if self._allow and not self._last_resort:
+        if not self._last_resort:
             self._deferred.append(provider)
 
     def drain(self) -> list[str]:
@@ -160,6 +159,8 @@ def precheck(
     """The skip decisions that need no network (spec §4 steps 1-2), or None to go on.
     `exhausted` says which budget is used up, if one is."""
     if not serves_model:
+        if not model:
+            return Skip(Reason.MODEL_UNAVAILABLE, "no model given")
         return Skip(Reason.MODEL_UNAVAILABLE, f"does not serve model {model!r}")
     if circuit.is_open(now):
         return Skip(Reason.CIRCUIT_OPEN, opened_detail(circuit, now))

@@ -50,6 +50,8 @@ def config_file(tmp_path: Path, *providers: dict[str, Any], **top: Any) -> Path:
         "version": "0.3.2",
         "health": {"mode": "off"},
         "state": f"sqlite:///{tmp_path}/state.db",  # each test its own, shared by its runs
+        # The simulated providers take any model, or none: `chat -p hi` needs no --model.
+        "defaults": {"model_map": {"*": ""}},
         "providers": list(providers),
         **top,
     }

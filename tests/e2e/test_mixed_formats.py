@@ -25,7 +25,7 @@ def srv() -> Iterator[DialectServer]:
 
 def working(srv: DialectServer, fmt: str) -> dict[str, Any]:
     entry: dict[str, Any] = {
-        "openai": {"endpoint": srv.url("/openai/v1/chat/completions")},
+        "openai": {"endpoint": srv.url("/openai/v1/chat/completions"), "models": ["gpt-4o-mini"]},
         "ollama": {"endpoint": srv.url("/ollama/api/chat"), "models": ["llama3.2:latest"]},
         "dashscope": {
             "endpoint": srv.url("/dashscope/api/v1/services/aigc/text-generation/generation"),

@@ -444,6 +444,35 @@ def test_step_mode_seed_flow(upstream: Upstream, tmp_path: Path) -> None:
         assert stop(proxy) == 0
 
 
+def test_a_named_provider_is_tried_even_with_its_circuit_open(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    """Spec §4.2: remembered state alone never refuses a request, in step mode and for a
+    one-provider fallback_order too."""
+    config = {
+        "health": {"mode": "off"},
+        "state": "memory://",
+        "circuit": {"failures": 1, "cooldown_s": 600},
+        "providers": [{"name": "down", "endpoint": upstream.url("server")}],
+    }
+    upstream.clear()
+    proxy = start(config, tmp_path, upstream)
+    try:
+        step = {"provider": "down", "prompt": "Hi", "model": "m"}
+        first = proxy.post("/agent-reach/v1/route", step)[1]
+        assert first["reason"] == "server_error"  # and its circuit is now open
+        again = proxy.post("/agent-reach/v1/route", step)[1]
+        assert again["reason"] == "server_error"  # tried, not refused as circuit_open
+        headers = {"X-Agent-Reach-Fallback-Order": "down"}
+        status, body = proxy.post("/v1/chat/completions", {"model": "m", "messages": MSG}, headers)
+        assert status == 502
+        attempts = [(a["reason"], a["last_resort"]) for a in body["error"]["attempts"]]
+        assert attempts == [("circuit_open", False), ("server_error", True)]
+        assert len(upstream.bodies("server")) == 3
+    finally:
+        assert stop(proxy) == 0
+
+
 # -- serving: auth, background health, shutdown, workers --------------------------------------
 
 

@@ -25,7 +25,7 @@ PROGRAM = textwrap.dedent(
     def call(key):
         req = urllib.request.Request(
             env["OPENAI_BASE_URL"] + "/chat/completions",
-            data=json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode(),
+            data=json.dumps({"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}).encode(),
             headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"})
         try:
             with urllib.request.urlopen(req, timeout=10) as resp:

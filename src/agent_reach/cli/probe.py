@@ -250,6 +250,8 @@ async def _conclude(
         )
     if report.model:
         entry["models"] = [report.model]
+    else:  # it answered a request without a model: requests without one may go there
+        entry["model_map"] = {"*": ""}
     report.provider = entry
 
 
@@ -275,7 +277,8 @@ def _config(entry: dict[str, Any]) -> dict[str, Any]:
         "version": PROTOCOL_VERSION,
         "state": "memory://",
         "health": {"mode": "off"},
-        "providers": [{**entry, "health_check": "", "timeout": TIMEOUT}],
+        # `"*": ""`: an endpoint that lists no model is asked without one (it may need none).
+        "providers": [{**entry, "health_check": "", "timeout": TIMEOUT, "model_map": {"*": ""}}],
     }
 
 

@@ -148,6 +148,11 @@ class Dialect(ABC):
         """The URL to POST to (some formats put the model or the stream flag in it)."""
         return endpoint
 
+    def needs_model(self, endpoint: str) -> bool:
+        """Whether a request to `endpoint` must name a model (in its body or its URL): a
+        provider that knows none is then skipped rather than sent a request without one."""
+        return True
+
     def headers(self) -> dict[str, str]:
         """Fixed headers the format needs besides auth and content type."""
         return {}

@@ -135,6 +135,9 @@ class Ernie(Dialect):
     def url(self, endpoint: str, model: str, stream: bool) -> str:
         return with_model(endpoint, model)
 
+    def needs_model(self, endpoint: str) -> bool:
+        return "{model}" in endpoint  # ERNIE's model is its URL's last segment
+
     def body(
         self, request: dict[str, Any], model: str, stream: bool, max_tokens_field: str
     ) -> dict[str, Any]:

@@ -257,6 +257,10 @@ class Gemini(Dialect):
             params.append("alt=sse")
         return base + ("?" + "&".join(params) if params else "")
 
+    def needs_model(self, endpoint: str) -> bool:
+        base = endpoint.partition("?")[0]
+        return "{model}" in base or not _METHOD.search(base)
+
     def body(
         self, request: dict[str, Any], model: str, stream: bool, max_tokens_field: str
     ) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from aiohttp import web
 
 from ..errors import RequestError
 from ..request import ChatRequest
-from ..trace import Attempt, Reason
+from ..trace import Attempt
 from .http import BadBody, json_response, read_json, trace_headers
 
 if TYPE_CHECKING:
@@ -31,10 +31,6 @@ async def step(proxy: Proxy, request: web.Request) -> web.Response:
         raise BadBody("'provider' must be a provider name")
     name, following = _target(proxy, target)
     req = ChatRequest.parse(body, stream=False)
-    backend = engine.backends[name]
-    if short and not req.model and not backend.spec.models:
-        detail = "no model given and the provider lists no models"
-        return _failed(Attempt(name, Reason.MODEL_UNAVAILABLE, detail=detail), following)
     attempt, response = await engine.step(req, name)
     if response is None:
         return _failed(attempt, following)
