@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt
 
 COLORS = {
     "direct": "#9e9e9e",
+    "nginx": "#5d5d5d",
     "agent-reach": "#1b7f3b",
     "LiteLLM": "#c0392b",
     "Portkey": "#2c6fbb",
@@ -73,7 +74,7 @@ def main() -> None:
     )
     bars(
         axes[0][1],
-        "Throughput (wrk; direct = nginx alone)",
+        "Throughput (wrk; direct = the upstream alone)",
         "requests/s",
         {
             f"{c} in flight": {p: get(r, "throughput", c, p, "rps") for p in peers}

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -38,11 +37,10 @@ from peers import (
     LITELLM_SPEC,
     LOAD_CPU,
     PROXY_KEY,
-    UPSTREAM_KEY,
     Peer,
     agent_reach,
+    bench_env,
     cold_start,
-    free_port,
     install_nginx,
     install_venv,
     litellm,
@@ -143,18 +141,10 @@ def run(quick: bool, workdir: Path, logs: Path) -> dict[str, Any]:
         "proxies on CPU 0, upstreams and client on CPU 1" if pin_self(LOAD_CPU) else "none"
     )
     with Processes() as procs:
-        upstream = start_nginx(procs, nginx.path, workdir, logs)
+        upstream, failing = start_nginx(procs, nginx.path, workdir, logs)
         sse = start_mock(procs, cpu=LOAD_CPU)
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("AGENT_REACH")},
-            "BENCH_UPSTREAM": f"http://127.0.0.1:{upstream}",
-            "BENCH_SSE": f"http://127.0.0.1:{sse}",
-            "BENCH_REFUSED": f"http://127.0.0.1:{free_port()}",
-            "BENCH_UPSTREAM_KEY": UPSTREAM_KEY,
-            "BENCH_PROXY_KEY": PROXY_KEY,
-            "BENCH_PROXY_KEYS": PROXY_KEY,
-        }
-        peers = [agent_reach("agent-reach", "agent-reach.yaml", env)]
+        env = bench_env(upstream, failing, sse)
+        peers = [agent_reach(env)]
         if lite.ok:
             peers.append(litellm(env, workdir, "litellm-ingress.yaml"))
         else:

@@ -1,5 +1,6 @@
 """agent-reach against its peers, side by side in one run on one upstream: direct to the
-upstream, `agent-reach serve`, the LiteLLM proxy and Portkey's open-source gateway.
+upstream, nginx as a plain reverse proxy (the floor for one hop), `agent-reach serve`, the
+LiteLLM proxy and Portkey's open-source gateway.
 
     .venv/bin/python bench/peers.py [--quick]
 
@@ -9,8 +10,13 @@ upstream, `agent-reach serve`, the LiteLLM proxy and Portkey's open-source gatew
 - Peers are installed by this script into bench/.peers/ (git-ignored): LiteLLM in its own
   venv, Portkey with npm, matplotlib in a venv of its own for the chart. One that cannot be
   installed or started is left out, and the output says why. Their configs: bench/peers/.
-- Pinning: every proxy under test on CPU 0; nginx, the SSE upstream, wrk and this script's
-  own client on CPU 1.
+- nginx as a peer: a second nginx, one worker (`nginx_proxy_conf`), routing by path prefix;
+  like agent-reach it has a raw-failover twin, so failover is measured both ways: every
+  request paying for the dead upstream, and the dead upstream once remembered (nginx's
+  max_fails/fail_timeout, agent-reach's circuit). The ratios of issue 13 item 6 (agent-reach's
+  figures over nginx's) are printed with the targets.
+- Pinning: every proxy under test on CPU 0; the upstream nginx, the SSE upstream, wrk and this
+  script's own client on CPU 1.
 - Scenarios: added latency at 1 in flight (interleaved rounds, keep-alive); throughput and p99
   at 32 and 128 in flight (wrk); primary refusing connections → backup and primary answering
   500 → backup (added latency vs the backup alone, through the same peer); streaming added
@@ -38,7 +44,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -207,14 +213,14 @@ MODELS = json.dumps({"object": "list", "data": [{"id": "bench", "object": "model
 ERROR_500 = json.dumps({"error": {"message": "bench: upstream failure", "type": "server_error"}})
 
 
-def nginx_conf(port: int, workdir: Path) -> str:
-    """One worker answering fixed bodies from memory: the fastest upstream there is."""
-    chat = COMPLETION.decode()
+def _nginx_frame(workdir: Path, log_level: str, servers: str) -> str:
+    """An nginx config with one worker, its files under `workdir`, keep-alive clients and no
+    access log, around `servers` (the upstream and server blocks)."""
     return f"""
 daemon off;
 worker_processes 1;
 pid {workdir}/nginx.pid;
-error_log {workdir}/nginx-error.log warn;
+error_log {workdir}/nginx-error.log {log_level};
 events {{ worker_connections 4096; }}
 http {{
     access_log off;
@@ -226,6 +232,20 @@ http {{
     keepalive_requests 100000000;
     keepalive_timeout 300s;
     default_type application/json;
+{servers}
+}}
+"""
+
+
+def nginx_conf(port: int, failing: int, workdir: Path) -> str:
+    """One worker answering fixed bodies from memory: the fastest upstream there is. On `port`
+    the chat answer, and a 500 under /err500/; on `failing` a 500 on every path (for a proxy
+    that sends every server of a group the same path: nginx)."""
+    chat = COMPLETION.decode()
+    return _nginx_frame(
+        workdir,
+        "warn",
+        f"""
     server {{
         listen 127.0.0.1:{port} backlog=4096;
         location = /v1/chat/completions {{ return 200 '{chat}'; }}
@@ -234,19 +254,82 @@ http {{
         location = /err500/v1/models {{ return 200 '{MODELS}'; }}
         location / {{ return 404 '{{"error": {{"message": "not found"}}}}'; }}
     }}
-}}
-"""
+    server {{
+        listen 127.0.0.1:{failing} backlog=4096;
+        location / {{ return 500 '{ERROR_500}'; }}
+    }}""",
+    )
 
 
-def start_nginx(procs: Processes, nginx: str, workdir: Path, logs: Path) -> int:
-    port = free_port()
+def nginx_proxy_conf(port: int, workdir: Path, env: dict[str, str], remember: bool) -> str:
+    """nginx as a plain reverse proxy on `port`, one path prefix per scenario, keep-alive to the
+    upstreams (as every proxy measured here keeps its upstream connections). Failover is an
+    upstream group: the failing server first, the real one as `backup`. `remember`: nginx's
+    defaults (max_fails=1 fail_timeout=10s: a failed server is left alone for 10 s, as
+    agent-reach's circuit leaves a dead provider); else max_fails=0, every request pays. Errors
+    are logged at `crit` only: agent-reach writes nothing per failed attempt either."""
+    host = {
+        k: env[f"BENCH_{k.upper()}"].removeprefix("http://")
+        for k in ("upstream", "failing", "sse", "refused")
+    }
+    fails = "max_fails=1 fail_timeout=10s" if remember else "max_fails=0"
+    keep = "keepalive 16;"
+    return _nginx_frame(
+        workdir,
+        "crit",
+        f"""
+    upstream backup {{ server {host["upstream"]}; {keep} }}
+    upstream sse {{ server {host["sse"]}; {keep} }}
+    upstream refused {{ server {host["refused"]} {fails}; server {host["upstream"]} backup; {keep} }}
+    upstream error500 {{ server {host["failing"]} {fails}; server {host["upstream"]} backup; {keep} }}
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        proxy_http_version 1.1;
+        proxy_set_header Connection "";
+        proxy_set_header Authorization "Bearer {UPSTREAM_KEY}";
+        location = {PATH} {{ proxy_pass http://backup; }}
+        location = /refused{PATH} {{ proxy_pass http://refused{PATH}; }}
+        location = /error500{PATH} {{
+            proxy_pass http://error500{PATH};
+            proxy_next_upstream error timeout http_500 non_idempotent;
+        }}
+        location = /stream{PATH} {{
+            proxy_pass http://sse/sse{PATH};
+            proxy_buffering off;
+        }}
+    }}""",
+    )
+
+
+def nginx_command(nginx: str, conf: Path, workdir: Path) -> list[str]:
+    return [nginx, "-c", str(conf), "-p", str(workdir), "-e", str(workdir / "nginx-error.log")]
+
+
+def start_nginx(procs: Processes, nginx: str, workdir: Path, logs: Path) -> tuple[int, int]:
+    """The upstream nginx on CPU 1: its chat port and its always-500 port."""
+    port, failing = free_port(), free_port()
     conf = workdir / "nginx.conf"
-    conf.write_text(nginx_conf(port, workdir))
-    cmd = [nginx, "-c", str(conf), "-p", str(workdir), "-e", str(workdir / "nginx-error.log")]
-    procs.start(cmd, cpu=LOAD_CPU, log=logs / "nginx.log")
+    conf.write_text(nginx_conf(port, failing, workdir))
+    log = logs / "upstream-nginx.log"
+    procs.start(nginx_command(nginx, conf, workdir), cpu=LOAD_CPU, log=log)
     if wait_until_ok(Target(port), timeout_s=20) is None:
-        raise SystemExit(f"nginx did not answer within 20 s: {_tail(logs / 'nginx.log')}")
-    return port
+        raise SystemExit(f"nginx did not answer within 20 s: {_tail(log)}")
+    return port, failing
+
+
+def bench_env(upstream: int, failing: int, sse: int) -> dict[str, str]:
+    """The environment of every peer: where the upstreams are (BENCH_*, which the peers'
+    configs name) and the keys, without the caller's own AGENT_REACH_* settings."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("AGENT_REACH")},
+        "BENCH_UPSTREAM": f"http://127.0.0.1:{upstream}",
+        "BENCH_FAILING": f"http://127.0.0.1:{failing}",
+        "BENCH_SSE": f"http://127.0.0.1:{sse}",
+        "BENCH_REFUSED": f"http://127.0.0.1:{free_port()}",  # nothing listens there
+        "BENCH_UPSTREAM_KEY": UPSTREAM_KEY,
+        "BENCH_PROXY_KEY": PROXY_KEY,
+        "BENCH_PROXY_KEYS": PROXY_KEY,
+    }
 
 
 # -- peers --------------------------------------------------------------------------------------
@@ -265,10 +348,13 @@ class Peer:
 
     name: str
     command: Callable[[int], list[str]]  # its command line, given its port
-    scenarios: dict[str, tuple[dict[str, str], str]]  # scenario -> (headers, body)
+    scenarios: dict[str, Target]  # scenario -> its request (port 0: the peer's own)
     env: dict[str, str]
     cwd: Path | None = None
     start_timeout_s: float = 30.0
+    # The same proxy set to pay for every failure, where this one (its defaults) remembers a
+    # dead upstream: its process runs the failover chains, this one the "once remembered" ones.
+    raw: Peer | None = None
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
     served: int = 0  # requests sent to it so far
@@ -276,32 +362,69 @@ class Peer:
     rss: dict[str, float] = field(default_factory=dict)
 
     def target(self, scenario: str = "plain") -> Target:
-        headers, body = self.scenarios[scenario]
-        return Target(self.port, headers, body)
+        return replace(self.scenarios[scenario], port=self.port)
 
 
-def agent_reach(name: str, config: str, env: dict[str, str]) -> Peer:
-    auth = {"Authorization": f"Bearer {PROXY_KEY}"}
-    scenarios = {"plain": (auth, request_body())}
-    for route in ("stream", "refused", "error500"):
-        headers = {**auth, "X-Agent-Reach-Route": route}
-        scenarios[route] = (headers, request_body(stream=route == "stream"))
-    path = CONFIGS / config
-    return Peer(name, lambda port: agent_reach_serve(path, port), scenarios, env)
+SCENARIOS = ("plain", "stream", "refused", "error500")
+AUTH = {"Authorization": f"Bearer {PROXY_KEY}"}
+
+
+def agent_reach(env: dict[str, str], remember: bool = True) -> Peer:
+    """`agent-reach serve` routing by header: as a user runs it (bench/peers/agent-reach.yaml)
+    with its raw-failover twin, or that twin (agent-reach-failover.yaml)."""
+    scenarios = {"plain": Target(0, AUTH)}
+    for route in SCENARIOS[1:]:
+        headers = {**AUTH, "X-Agent-Reach-Route": route}
+        scenarios[route] = Target(0, headers, request_body(stream=route == "stream"))
+    path = CONFIGS / ("agent-reach.yaml" if remember else "agent-reach-failover.yaml")
+    return Peer(
+        "agent-reach" if remember else "agent-reach (raw failover)",
+        lambda port: agent_reach_serve(path, port),
+        scenarios,
+        env,
+        raw=agent_reach(env, remember=False) if remember else None,
+    )
+
+
+def nginx_proxy(nginx: str, env: dict[str, str], workdir: Path, remember: bool = True) -> Peer:
+    """nginx as a plain reverse proxy (`nginx_proxy_conf`) routing by path prefix: with its
+    defaults and its raw-failover twin, or that twin."""
+    folder = workdir / ("nginx-proxy" if remember else "nginx-proxy-raw")
+
+    def command(port: int) -> list[str]:
+        folder.mkdir(exist_ok=True)
+        conf = folder / "nginx.conf"
+        conf.write_text(nginx_proxy_conf(port, folder, env, remember))
+        return nginx_command(nginx, conf, folder)
+
+    scenarios = {
+        s: Target(
+            0, AUTH, request_body(stream=s == "stream"), PATH if s == "plain" else f"/{s}{PATH}"
+        )
+        for s in SCENARIOS
+    }
+    return Peer(
+        "nginx" if remember else "nginx (raw failover)",
+        command,
+        scenarios,
+        env,
+        raw=nginx_proxy(nginx, env, workdir, remember=False) if remember else None,
+    )
 
 
 def litellm(env: dict[str, str], workdir: Path, source: str = "litellm.yaml") -> Peer:
     config = workdir / source
     config.write_text(string.Template((CONFIGS / source).read_text()).substitute(env))
     binary = str(INSTALLS / "litellm" / "bin" / "litellm")
-    auth = {"Authorization": f"Bearer {PROXY_KEY}"}
     models = {
         "plain": "bench",
         "stream": "bench-stream",
         "refused": "refused",
         "error500": "error500",
     }
-    scenarios = {s: (auth, request_body(m, stream=s == "stream")) for s, m in models.items()}
+    scenarios = {
+        s: Target(0, AUTH, request_body(m, stream=s == "stream")) for s, m in models.items()
+    }
     own = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}
     return Peer(
         "LiteLLM",
@@ -320,7 +443,7 @@ def portkey(env: dict[str, str]) -> Peer:
     raw = string.Template((CONFIGS / "portkey.json").read_text()).substitute(env)
     configs = {k: v for k, v in json.loads(raw).items() if not k.startswith("_")}
     scenarios = {
-        s: ({"x-portkey-config": json.dumps(cfg)}, request_body(stream=s == "stream"))
+        s: Target(0, {"x-portkey-config": json.dumps(cfg)}, request_body(stream=s == "stream"))
         for s, cfg in configs.items()
     }
     folder = INSTALLS / "portkey"
@@ -336,6 +459,11 @@ def portkey(env: dict[str, str]) -> Peer:
     )
 
 
+def remembered(name: str) -> str:
+    """The failover chains of peer `name` as its defaults run them: a dead upstream remembered."""
+    return f"{name} (once remembered)"
+
+
 def cold_start(procs: Processes, peer: Peer, runs: int, logs: Path) -> str | None:
     """Spawn → first 200, `runs` times; the last process stays up. None, or why it failed."""
     for run in range(runs):
@@ -349,6 +477,7 @@ def cold_start(procs: Processes, peer: Peer, runs: int, logs: Path) -> str | Non
         elapsed = time.perf_counter() - start
         if up is None:
             procs.stop(peer.proc)
+            peer.proc = None
             return f"no 200 within {peer.start_timeout_s:.0f} s of starting: {_tail(log)}"
         peer.cold_s.append(elapsed)
         peer.served += 1
@@ -494,6 +623,7 @@ class Bench:
             p.name: {"median": statistics.median(p.cold_s), "runs": p.cold_s} for p in self.peers
         }
         self.results["targets"] = targets_met(self.results)
+        self.results["vs_nginx"] = vs_nginx(self.results)
 
     def install(self) -> dict[str, Install]:
         installs = install_all(self.logs)
@@ -507,8 +637,8 @@ class Bench:
         self.results["left_out"] = {"Bifrost": BIFROST}
         print(f"  Bifrost: NOT MEASURED: {BIFROST}")
         self.results["pinning"] = (
-            f"proxies on CPU {PROXY_CPU}; nginx, the SSE upstream, wrk and the Python client "
-            f"on CPU {LOAD_CPU} (taskset)"
+            f"proxies on CPU {PROXY_CPU}; the upstream nginx, the SSE upstream, wrk and the "
+            f"Python client on CPU {LOAD_CPU} (taskset)"
             if pin_self(LOAD_CPU)
             else "none (one CPU or no taskset): every process shares the CPUs"
         )
@@ -519,20 +649,13 @@ class Bench:
 
     def start(self, installs: dict[str, Install]) -> None:
         """The upstreams, then each peer alone (so that its cold start is its own)."""
-        upstream = start_nginx(self.procs, installs["nginx"].path, self.workdir, self.logs)
+        nginx = installs["nginx"].path
+        upstream, failing = start_nginx(self.procs, nginx, self.workdir, self.logs)
         sse = start_mock(self.procs, cpu=LOAD_CPU)
         self.direct = Target(upstream)
         self.direct_sse = Target(sse, body=request_body(stream=True), path="/sse" + PATH)
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("AGENT_REACH")},
-            "BENCH_UPSTREAM": f"http://127.0.0.1:{upstream}",
-            "BENCH_SSE": f"http://127.0.0.1:{sse}",
-            "BENCH_REFUSED": f"http://127.0.0.1:{free_port()}",  # nothing listens there
-            "BENCH_UPSTREAM_KEY": UPSTREAM_KEY,
-            "BENCH_PROXY_KEY": PROXY_KEY,
-            "BENCH_PROXY_KEYS": PROXY_KEY,
-        }
-        candidates = [agent_reach("agent-reach", "agent-reach.yaml", env)]
+        env = bench_env(upstream, failing, sse)
+        candidates = [nginx_proxy(nginx, env, self.workdir), agent_reach(env)]
         for name, make in (
             ("LiteLLM", lambda: litellm(env, self.workdir)),
             ("Portkey", lambda: portkey(env)),
@@ -541,22 +664,26 @@ class Bench:
                 candidates.append(make())
             else:
                 self.unavailable[name] = installs[name].detail
-        self.raw = agent_reach("agent-reach (raw failover)", "agent-reach-failover.yaml", env)
-        for peer in [*candidates, self.raw]:
-            runs = self.settings.cold_runs if peer is not self.raw else 1
-            why = cold_start(self.procs, peer, runs, self.logs)
-            if why is None:
-                cold = ", ".join(f"{s:.2f}" for s in peer.cold_s)
-                print(f"  {peer.name}: up, cold start {cold} s, RSS idle {peer.rss['idle']:.1f} MB")
-                if peer is not self.raw:
-                    self.peers.append(peer)
-            elif peer.name.startswith("agent-reach"):
-                raise SystemExit(f"{peer.name} did not start: {why}")
-            else:
-                self.unavailable[peer.name] = why
-                print(f"  {peer.name}: NOT AVAILABLE: {why}", flush=True)
+        for peer in candidates:
+            if self.cold_start(peer, self.settings.cold_runs):
+                self.peers.append(peer)
+                if peer.raw:
+                    self.cold_start(peer.raw, 1)
         self.results["unavailable"] = self.unavailable
         self.results["peers"] = [p.name for p in self.peers]
+
+    def cold_start(self, peer: Peer, runs: int) -> bool:
+        """Whether `peer` came up (agent-reach must)."""
+        why = cold_start(self.procs, peer, runs, self.logs)
+        if why is None:
+            cold = ", ".join(f"{s:.2f}" for s in peer.cold_s)
+            print(f"  {peer.name}: up, cold start {cold} s, RSS idle {peer.rss['idle']:.1f} MB")
+            return True
+        if peer.name.startswith("agent-reach"):
+            raise SystemExit(f"{peer.name} did not start: {why}")
+        self.unavailable[peer.name] = why
+        print(f"  {peer.name}: NOT AVAILABLE: {why}", flush=True)
+        return False
 
     def latency(self) -> None:
         targets = {"direct": self.direct, **{p.name: p.target() for p in self.peers}}
@@ -592,10 +719,15 @@ class Bench:
             p.rss["warm_requests"] = p.served
 
     def failover(self) -> None:
-        """Each peer's failover chains against the same peer sending to the backup alone."""
-        chains: dict[str, Peer] = {"agent-reach": self.raw}
-        chains.update({p.name: p for p in self.peers[1:]})
-        chains["agent-reach (dead provider remembered)"] = self.peers[0]
+        """Each peer's failover chains against the same peer sending to the backup alone: where
+        a peer's defaults remember a dead upstream, its raw twin's (every request pays) under
+        its name and its own under "NAME (once remembered)"."""
+        chains: dict[str, Peer] = {}
+        for p in self.peers:
+            if p.raw is None or p.raw.proc is not None:
+                chains[p.name] = p.raw or p
+            if p.raw is not None:
+                chains[remembered(p.name)] = p
         scenarios = ("plain", "refused", "error500")
         targets = {f"{label}|{s}": p.target(s) for label, p in chains.items() for s in scenarios}
         samples, failed = interleaved(
@@ -740,6 +872,93 @@ TARGETS = [
 ]
 
 
+# Issue 13, item 6: agent-reach's hop against nginx's, as ratios: (what, agent-reach's figure,
+# nginx's figure, the ratio's limit, at least?). Failover figures are added p50 over the backup
+# alone, through the same proxy.
+AR, NGINX = "agent-reach", "nginx"
+VS_NGINX: list[tuple[str, tuple[str, ...], tuple[str, ...], float, bool]] = [
+    (
+        "added latency p50, 1 in flight",
+        ("latency_ms", AR, "added_p50"),
+        ("latency_ms", NGINX, "added_p50"),
+        3.0,
+        False,
+    ),
+    (
+        "primary refuses → backup, extra p50, every request pays",
+        ("failover", AR, "refused", "added_p50"),
+        ("failover", NGINX, "refused", "added_p50"),
+        2.0,
+        False,
+    ),
+    (
+        "primary refuses → backup, extra p50, once remembered",
+        ("failover", remembered(AR), "refused", "added_p50"),
+        ("failover", remembered(NGINX), "refused", "added_p50"),
+        2.0,
+        False,
+    ),
+    (
+        "primary refuses → backup, extra p50, every request pays, ÷ nginx's hop (the issue's wording)",
+        ("failover", AR, "refused", "added_p50"),
+        ("latency_ms", NGINX, "added_p50"),
+        2.0,
+        False,
+    ),
+    (
+        "req/s, 32 in flight",
+        ("throughput", "32", AR, "rps"),
+        ("throughput", "32", NGINX, "rps"),
+        1 / 20,
+        True,
+    ),
+]
+# How the two peers that remember a dead upstream are run raw and as their defaults run them.
+REMEMBERING = {
+    AR: (
+        "bench/peers/agent-reach-failover.yaml: no health checks, a circuit that never opens",
+        "agent-reach.yaml: health checks and circuit breakers",
+    ),
+    NGINX: (
+        "max_fails=0: every request tries the failing server first",
+        "max_fails=1 fail_timeout=10s: a failed server is left alone for 10 s",
+    ),
+}
+
+
+def _times(ratio: float) -> str:
+    return f"{ratio:.2f}×" if ratio >= 1 or ratio <= 0 else f"{ratio:.3f}× (1/{1 / ratio:.0f})"
+
+
+def vs_nginx(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """Item 6's ratios of agent-reach's figures to nginx's, each met or missed."""
+    rows = []
+    for what, mine_at, theirs_at, limit, at_least in VS_NGINX:
+        mine, theirs = _get(r, *mine_at), _get(r, *theirs_at)
+        unit = "req/s" if mine_at[0] == "throughput" else "ms"
+        goal = f"{limit:g}×" if limit >= 1 else f"1/{1 / limit:.0f}"
+        target = f"{'≥' if at_least else '≤'} {goal}"
+        row: dict[str, Any] = {"what": what, "agent-reach": mine, "nginx": theirs}
+        row |= {"unit": unit, "target": target, "ratio": None, "met": None, "note": ""}
+        if mine is None or theirs is None:
+            row["note"] = "not measured"
+        elif mine <= 0 and not at_least:
+            row |= {"met": True, "note": "agent-reach's figure is ≤ 0: nothing measurable added"}
+        elif theirs <= 0:
+            row["note"] = f"nginx's figure is {theirs:.3f} {unit}: within noise, no ratio"
+        else:
+            row["ratio"] = mine / theirs
+            row["met"] = row["ratio"] >= limit if at_least else row["ratio"] <= limit
+        direct = _get(r, "throughput", "32", "direct", "rps")
+        if unit == "req/s" and theirs and direct and theirs >= 0.9 * direct:
+            row["note"] = (
+                "nginx is within 10 % of direct: CPU 1 (upstream and wrk) bounds it, so its "
+                "figure is a floor and the ratio flatters agent-reach"
+            )
+        rows.append(row)
+    return rows
+
+
 def _get(data: Any, *keys: str) -> Any:
     for key in keys:
         if not isinstance(data, dict) or key not in data:
@@ -805,6 +1024,11 @@ def markdown(r: dict[str, Any]) -> str:
         "Versions: " + ", ".join(f"{k} {v}" for k, v in r.get("versions", {}).items()) + ".",
         "Upstream: nginx (one worker, fixed chat.completion) on loopback; for streaming "
         f"bench/mock_upstream.py ({_get(r, 'streaming', 'upstream')}).",
+        "The nginx column: a second nginx, one worker, as a plain reverse proxy in front of the "
+        "same upstreams (keep-alive to them, a path prefix per scenario; failover by an upstream "
+        "group, the failing server first and the real one `backup`, `proxy_next_upstream error` "
+        "or `http_500 non_idempotent`; for 500 → backup its failing server is a second port of "
+        "the upstream nginx answering 500 on every path).",
         f"Method: 1 in flight: {s.get('latency_requests')} requests kept per column from one "
         "Python client, keep-alive, interleaved rounds of 100 (the first 10 of a round not kept); "
         f"throughput: wrk, 1 thread, {s.get('load_seconds'):g} s per run; failover: "
@@ -888,16 +1112,30 @@ def markdown(r: dict[str, Any]) -> str:
         "cold start s, spawn → first 200 (median)",
         lambda c: _cell(_get(cold, c, "median"), digits=3),
     )
-    remembered = _get(fo, "agent-reach (dead provider remembered)")
-    if remembered:
-        lines += [
-            "",
-            "agent-reach's column fails over raw (bench/peers/agent-reach-failover.yaml: no health "
-            "checks, circuit never opens). With its defaults (agent-reach.yaml) the dead provider is "
-            "remembered: refused → backup p50 "
-            f"{_cell(_get(remembered, 'refused', 'p50'), _get(remembered, 'refused', 'added_p50'), 3)} ms, "
-            f"500 → backup p50 {_cell(_get(remembered, 'error500', 'p50'), _get(remembered, 'error500', 'added_p50'), 3)} ms.",
-        ]
+    for peer, (raw, defaults) in REMEMBERING.items():
+        if once := _get(fo, remembered(peer)):
+            lines += [
+                "",
+                f"{peer}'s failover rows are raw ({raw}). With its defaults ({defaults}) the "
+                "failing upstream is **once remembered**: refused → backup p50 "
+                f"{_cell(_get(once, 'refused', 'p50'), _get(once, 'refused', 'added_p50'), 3)} ms, "
+                "500 → backup p50 "
+                f"{_cell(_get(once, 'error500', 'p50'), _get(once, 'error500', 'added_p50'), 3)} ms.",
+            ]
+    lines += [
+        "",
+        "| agent-reach ÷ nginx (issue 13, item 6) | agent-reach | nginx | ratio | goal | |",
+        "|---|---|---|---|---|---|",
+    ]
+    for v in r.get("vs_nginx", []):
+        digits = 0 if v["unit"] == "req/s" else 3
+        figures = [_cell(v[k], digits=digits) + f" {v['unit']}" for k in ("agent-reach", "nginx")]
+        ratio = "—" if v["ratio"] is None else _times(v["ratio"])
+        verdict = "n/a" if v["met"] is None else ("met" if v["met"] else "MISSED")
+        note = f": {v['note']}" if v["note"] else ""
+        lines.append(
+            f"| {v['what']} | {' | '.join(figures)} | {ratio} | {v['target']} | {verdict}{note} |"
+        )
     lines += ["", "| agent-reach target | goal | measured | |", "|---|---|---|---|"]
     for t in r.get("targets", []):
         unit = "" if t.get("unit") == "×" else " "
