@@ -1,7 +1,8 @@
 """Simulated providers on 127.0.0.1 for the tests: one aiohttp server, one scenario per path.
 
-`/s/<scenario>/v1/chat/completions` (OpenAI), `/s/<scenario>/api/chat` (Ollama) and their
-health URLs `/s/<scenario>/v1/models`, `/s/<scenario>/api/tags`. The server runs in its own
+`/s/<scenario>/v1/chat/completions` (OpenAI), `/s/<scenario>/api/chat` (Ollama),
+`/s/<scenario>/v1/messages` (Anthropic) and the health URLs `/s/<scenario>/v1/models`,
+`/s/<scenario>/api/tags`. The server runs in its own
 thread with its own loop, so that both in-process tests and CLI subprocesses can reach it.
 Every chat request it receives is recorded (headers and JSON body) for assertions.
 """
@@ -18,6 +19,14 @@ import orjson
 from aiohttp import web
 
 ECHOED_KEY_PREFIX = "Incorrect API key provided: "
+# What the `tools` scenario calls a tool with, by the tool's name (any other tool: WEATHER).
+TOOL_ARGS = {"Bash": {"command": "echo agent-reach-tool-ok", "description": "Print a marker"}}
+WEATHER = {"city": "Paris"}
+TOOL_CALL_ID = "call_00_w3aTHer"
+# What the `claude` scenario (a native Anthropic provider) answers.
+CLAUDE_THINKING = {"type": "thinking", "thinking": "Hmm.", "signature": "sig-EqQBCkYIBxgC"}
+CLAUDE_TEXT = "hello from claude"
+CLAUDE_USAGE = {"input_tokens": 11, "cache_read_input_tokens": 5, "output_tokens": 7}
 
 
 def completion(content: str, model: str = "gpt-test") -> dict[str, Any]:
@@ -39,6 +48,15 @@ def completion(content: str, model: str = "gpt-test") -> dict[str, Any]:
 
 def sse(obj: Any) -> bytes:
     return b"data: " + (obj if isinstance(obj, bytes) else orjson.dumps(obj)) + b"\n\n"
+
+
+def anthropic_event(name: str, data: dict[str, Any]) -> bytes:
+    """One named Anthropic stream event."""
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps({"type": name, **data}) + b"\n\n"
+
+
+def _delta(kind: str, text: str) -> dict[str, str]:
+    return {"type": f"{kind}_delta", kind: text}
 
 
 def chunk(
@@ -197,9 +215,11 @@ class Upstream:
     cancelled: list[str] = field(default_factory=list)  # requests whose client went away
 
     def url(self, scenario: str, kind: str = "openai") -> str:
-        tail = {"ollama": "/api/chat", "responses": "/v1/responses"}.get(
-            kind, "/v1/chat/completions"
-        )
+        tail = {
+            "ollama": "/api/chat",
+            "responses": "/v1/responses",
+            "anthropic": "/v1/messages",
+        }.get(kind, "/v1/chat/completions")
         return f"http://127.0.0.1:{self.port}/s/{scenario}{tail}"
 
     def bodies(self, scenario: str) -> list[Any]:
@@ -512,6 +532,118 @@ class Upstream:
             await resp.write(f"event: {kind}\n".encode() + sse(event))
         return resp
 
+    async def s_tools(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A chat provider that calls a tool (`Bash` if offered, else the first one) and,
+        once the conversation ends with the tool's result, answers with that result."""
+        last = body["messages"][-1]
+        tools = [t["function"]["name"] for t in body.get("tools") or ()]
+        if last.get("role") == "tool" or not tools:
+            content = last.get("content")
+            text = content if isinstance(content, str) else "".join(p["text"] for p in content)
+            answer = f"The tool said: {text.strip()}" if tools or last["role"] == "tool" else text
+            if not stream:
+                return web.json_response(completion(answer, body.get("model") or "gpt-test"))
+            return await self._chunks(request, body, [{"content": answer}], "stop")
+        name = "Bash" if "Bash" in tools else tools[0]
+        arguments = orjson.dumps(TOOL_ARGS.get(name, WEATHER)).decode()
+        call = {"id": TOOL_CALL_ID, "type": "function", "function": {"name": name}}
+        if not stream:
+            out = completion("", body.get("model") or "gpt-test")
+            message = out["choices"][0]["message"]
+            message["content"] = None
+            message["tool_calls"] = [{**call, "function": {"name": name, "arguments": arguments}}]
+            out["choices"][0]["finish_reason"] = "tool_calls"
+            return web.json_response(out)
+        half = len(arguments) // 2
+        pieces = [
+            {"tool_calls": [{"index": 0, **call, "function": {"name": name, "arguments": ""}}]},
+            {"tool_calls": [{"index": 0, "function": {"arguments": arguments[:half]}}]},
+            {"tool_calls": [{"index": 0, "function": {"arguments": arguments[half:]}}]},
+        ]
+        return await self._chunks(request, body, pieces, "tool_calls")
+
+    async def _chunks(
+        self, request: web.Request, body: Any, deltas: list[dict[str, Any]], finish: str
+    ) -> web.StreamResponse:
+        """A chat stream of these deltas, the finish, and usage when the request asked."""
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(sse(chunk(role=True)))
+        for delta in deltas:
+            piece = chunk()
+            piece["choices"][0]["delta"] = delta
+            await resp.write(sse(piece))
+        await resp.write(sse(chunk(finish=finish)))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage = {"prompt_tokens": 21, "completion_tokens": 9, "total_tokens": 30}
+            await resp.write(sse({**chunk(), "choices": [], "usage": usage}))
+        await resp.write(sse(b"[DONE]"))
+        return resp
+
+    async def s_claude(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A native Anthropic provider: a thinking block with its signature, then text."""
+        return await self._claude(request, body, stream, cut=False)
+
+    async def s_claudecut(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        """The native Anthropic stream, cut after its first content event."""
+        return await self._claude(request, body, stream, cut=True)
+
+    async def _claude(
+        self, request: web.Request, body: Any, stream: bool, *, cut: bool
+    ) -> web.StreamResponse:
+        message = {
+            "id": "msg_01ClaudeNative",
+            "type": "message",
+            "role": "assistant",
+            "content": [CLAUDE_THINKING, {"type": "text", "text": CLAUDE_TEXT}],
+            "model": body.get("model") or "claude-test",
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": CLAUDE_USAGE,
+        }
+        if not stream:
+            return web.json_response(message)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        start = {**message, "content": [], "stop_reason": None, "usage": {**CLAUDE_USAGE}}
+        start["usage"]["output_tokens"] = 1
+        thinking = {**CLAUDE_THINKING, "thinking": "", "signature": ""}
+        for name, data in (
+            ("message_start", {"message": start}),
+            ("content_block_start", {"index": 0, "content_block": thinking}),
+            ("ping", {}),
+            ("content_block_delta", {"index": 0, "delta": _delta("thinking", "Hmm.")}),
+            (
+                "content_block_delta",
+                {
+                    "index": 0,
+                    "delta": {"type": "signature_delta", "signature": CLAUDE_THINKING["signature"]},
+                },
+            ),
+            ("content_block_stop", {"index": 0}),
+            ("content_block_start", {"index": 1, "content_block": {"type": "text", "text": ""}}),
+            ("content_block_delta", {"index": 1, "delta": _delta("text", "hello ")}),
+            ("content_block_delta", {"index": 1, "delta": _delta("text", "from claude")}),
+            ("content_block_stop", {"index": 1}),
+            (
+                "message_delta",
+                {
+                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": 7},
+                },
+            ),
+            ("message_stop", {}),
+        ):
+            await resp.write(anthropic_event(name, data))
+            if name == "content_block_delta" and cut:
+                await asyncio.sleep(0.05)
+                assert request.transport is not None
+                request.transport.close()  # the connection dies after the first content
+                return resp
+        return resp
+
     # -- running -----------------------------------------------------------------------------
 
     def app(self) -> web.Application:
@@ -521,6 +653,7 @@ class Upstream:
         app.router.add_post("/s/{scenario}/v1/chat/completions", self.chat)
         app.router.add_post("/s/{scenario}/api/chat", self.chat)
         app.router.add_post("/s/{scenario}/v1/responses", self.responses)
+        app.router.add_post("/s/{scenario}/v1/messages", self.chat)
         return app
 
     def start(self) -> None:

@@ -68,3 +68,9 @@ def sse(event: str | None, data: bytes) -> bytes:
 def json_response(body: Any, headers: dict[str, str] | None = None) -> web.Response:
     """A 200 with `body` as JSON."""
     return web.Response(body=orjson.dumps(body), content_type="application/json", headers=headers)
+
+
+def sse_event(event: str | None, data: bytes) -> bytes:
+    """One server-sent event: an `event:` line when named, then the data line(s)."""
+    head = b"event: " + event.encode() + b"\n" if event else b""
+    return head + b"data: " + data.replace(b"\n", b"\ndata: ") + b"\n\n"

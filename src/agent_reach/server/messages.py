@@ -1,0 +1,130 @@
+"""`POST /v1/messages` and `POST /v1/messages/count_tokens`: the Anthropic Messages face of the
+proxy (spec §10.1), the API Claude Code speaks.
+
+A Messages request is read into the engine's chat request (`dialects.anthropic.read_request`)
+and keeps the body as it came (`native`): a `format: anthropic` provider gets that body and its
+answer or stream is forwarded as it is; any other provider's answer is rendered back into
+Messages, with `X-Agent-Reach-Dropped` naming what that provider was not sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import orjson
+from aiohttp import web
+
+from ..dialects import anthropic
+from ..dialects.base import Inbound
+from ..errors import AllProvidersFailed, StreamInterrupted
+from ..request import ChatRequest
+from ..trace import Reason
+from .errors import error_body, error_response
+from .http import SSE_HEADERS, json_response, read_json, sse_event, trace_headers, with_headers
+
+if TYPE_CHECKING:
+    from ..engine import ChatStream
+    from .app import Proxy
+
+_RATE_LIMITED = frozenset({Reason.RATE_LIMITED, Reason.QUOTA_EXHAUSTED})
+
+
+async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
+    """`POST /v1/messages`: one message, whole or streamed, with failover."""
+    body = await read_json(request)
+    inbound = anthropic.read_request(body)
+    req = with_headers(ChatRequest.parse(inbound.body), request)
+    # A Messages client always gets a Messages body: `response_schema_compatibility` does
+    # not apply here.
+    beta = request.headers.get("anthropic-beta")
+    req = replace(
+        req,
+        api="messages",
+        native=body,
+        native_headers={"anthropic-beta": beta} if beta else None,
+        raw_response=False,
+    )
+    if req.stream:
+        return await _stream(proxy, request, req, inbound)
+    try:
+        result = await proxy.engine.chat(req)
+    except AllProvidersFailed as exc:
+        return all_failed(request.path, exc)
+    headers = trace_headers(result.provider, result.trace)
+    if result.native:
+        return json_response(result.response, headers)
+    return json_response(anthropic.message_of(result.response), _dropped(headers, inbound))
+
+
+async def count_tokens(_proxy: Proxy, request: web.Request) -> web.Response:
+    """`POST /v1/messages/count_tokens`: a local estimate, no provider is asked."""
+    body = await read_json(request)
+    return json_response({"input_tokens": anthropic.estimate_tokens(body)})
+
+
+def all_failed(path: str, exc: AllProvidersFailed) -> web.Response:
+    """No provider answered: 429 `rate_limit_error` when every attempt was rate limited or
+    out of quota (the client should wait), 400 `invalid_request_error` when every provider
+    refused the request as bad (retrying will not help), else 502 `api_error`; the attempts go
+    inside `error`."""
+    reasons = {a.reason for a in exc.attempts}
+    status = 502
+    if reasons and reasons <= _RATE_LIMITED:
+        status = 429
+    elif reasons == {Reason.BAD_REQUEST}:
+        status = 400
+    return error_response(path, status, str(exc), attempts=[a.to_dict() for a in exc.attempts])
+
+
+def _dropped(headers: dict[str, str], inbound: Inbound) -> dict[str, str]:
+    if inbound.dropped:
+        headers["X-Agent-Reach-Dropped"] = ", ".join(inbound.dropped)
+    return headers
+
+
+async def _stream(
+    proxy: Proxy, request: web.Request, req: ChatRequest, inbound: Inbound
+) -> web.StreamResponse:
+    try:
+        stream = await proxy.engine.stream(req)
+    except AllProvidersFailed as exc:
+        return all_failed(request.path, exc)
+    try:
+        headers = trace_headers(stream.provider, stream.trace)
+        if not stream.native:
+            headers = _dropped(headers, inbound)
+        resp = web.StreamResponse(headers={**SSE_HEADERS, **headers})
+        await resp.prepare(request)
+        try:
+            if stream.native:
+                await _forward(resp, stream)
+            else:
+                await _render(resp, stream)
+        except StreamInterrupted as exc:
+            attempts = [a.to_dict() for a in exc.attempts]
+            error = error_body(request.path, 500, str(exc), attempts=attempts)
+            await resp.write(sse_event("error", orjson.dumps(error)))
+        return resp
+    finally:
+        await stream.aclose()  # a client that went away cancels us: close the upstream
+
+
+async def _forward(resp: web.StreamResponse, stream: ChatStream) -> None:
+    """The provider's own events, in order, as it sent them."""
+    async for _ in stream:
+        await _send(resp, stream.take_frames())
+    await _send(resp, stream.take_frames())
+
+
+async def _render(resp: web.StreamResponse, stream: ChatStream) -> None:
+    """A chat provider's chunks as Messages events."""
+    events = anthropic.MessageEvents()
+    async for chunk in stream:
+        await _send(resp, [(e, orjson.dumps(d)) for e, d in events.feed(chunk)])
+    await _send(resp, [(e, orjson.dumps(d)) for e, d in events.end()])
+
+
+async def _send(resp: web.StreamResponse, frames: list[tuple[str | None, bytes]]) -> None:
+    if frames:
+        await resp.write(b"".join(sse_event(e, d) for e, d in frames))
