@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "tests" / ".agents" / "node_modules" / ".bin"
+AGENT_CLIENT_KEY = "sk-agent-client-9f8e7d6c-SECRET"
+AGENT_PROMPT = "Run `echo agent-reach-tool-ok` with the Bash tool and tell me what it printed."
+TOOL_OUTPUT = "agent-reach-tool-ok"  # what the `tools` scenario's Bash call prints
 
 
 def agent(name: str) -> Path:
@@ -16,3 +20,15 @@ def agent(name: str) -> Path:
     if not path.exists():
         raise RuntimeError(f"{path} is missing after scripts/ensure-agents.sh")
     return path
+
+
+def claude_env(home: Path, base_url: str, key: str, **extra: str) -> dict[str, str]:
+    """The environment Claude Code needs to talk to the proxy at `base_url`, offline."""
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": key,
+        **extra,
+    }

@@ -397,6 +397,8 @@ _READ = frozenset(
         "agent_reach",
     }
 )
+_ROLES = ("user", "assistant", "system")  # system: Claude Code's mid-conversation system
+_BILLING = "x-anthropic-billing-header:"
 _TOOL_FIELDS = frozenset({"type", "name", "description", "input_schema"})
 _CHAT_TOOL_CHOICE = {"auto": "auto", "any": "required", "none": "none"}
 _STOP_REASON = {
@@ -431,6 +433,8 @@ def read_request(request: Any, *, need_max_tokens: bool = True) -> Inbound:
         content = m["content"]
         if isinstance(content, str):
             chat.append({"role": m["role"], "content": content})
+        elif m["role"] == "system":  # mid-conversation: kept in place (a cached prefix stays)
+            chat.append({"role": "system", "content": _texts(content, dropped)})
         elif m["role"] == "assistant":
             chat.append(_assistant(content, dropped))
         else:
@@ -464,9 +468,9 @@ def _checked(request: Any) -> list[dict[str, Any]]:
     if not isinstance(messages, list) or not messages:
         raise RequestError("messages: a non-empty array is required", param="messages")
     for i, m in enumerate(messages):
-        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
+        if not isinstance(m, dict) or m.get("role") not in _ROLES:
             raise RequestError(
-                f"messages.{i}.role: must be 'user' or 'assistant'", param="messages"
+                f"messages.{i}.role: must be 'user', 'assistant' or 'system'", param="messages"
             )
         content = m.get("content")
         if not isinstance(content, str) and not (
@@ -499,8 +503,15 @@ def _texts(blocks: list[Any], dropped: dict[str, None], where: str = "") -> str:
 
 
 def _system(system: Any, dropped: dict[str, None]) -> str:
+    """The system prompt as one text, without Claude Code's billing line (meant for
+    Anthropic, noise to any other model)."""
     if isinstance(system, list):
-        return _texts(system, dropped)
+        blocks = [
+            b
+            for b in system
+            if not (isinstance(b, dict) and str(b.get("text", "")).startswith(_BILLING))
+        ]
+        return _texts(blocks, dropped)
     return system or ""
 
 

@@ -1,0 +1,45 @@
+"""Fixtures for the end-to-end tests of the real coding agents (Claude Code, Codex CLI).
+
+`agent_config` is a config whose default chain is a dead provider, one that answers 401, and a
+chat provider (the `tools` scenario of `tests/upstream.py`) that calls a tool and then answers
+with the tool's result; any model an agent asks for maps to `deepseek-chat` there. The proxy
+requires the client key `tests.agents.AGENT_CLIENT_KEY` (from the variable `PROXY_KEYS`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..upstream import Upstream, refused_url
+
+
+@pytest.fixture
+def agent_config(up: Upstream) -> dict[str, Any]:
+    def provider(name: str, **fields: Any) -> dict[str, Any]:
+        return {"name": name, "endpoint": up.url(name), "api_key_env": "PROVIDER_KEY", **fields}
+
+    return {
+        "version": "0.3.2",
+        "health": {"mode": "off"},
+        "state": "memory://",
+        "circuit": {"failures": 1000, "cooldown_s": 0, "auth_cooldown_s": 0},
+        "fallback_order": ["dead", "auth", "tools"],
+        "server": {"api_keys_env": "PROXY_KEYS"},
+        "providers": [
+            {"name": "dead", "endpoint": refused_url()},
+            provider("auth"),
+            provider("tools", model_map={"*": "deepseek-chat"}),
+            provider("claude", format="anthropic", endpoint=up.url("claude", "anthropic")),
+        ],
+    }
+
+
+@pytest.fixture
+def agent_home(tmp_path: Path) -> Path:
+    """A HOME no agent has ever been configured in."""
+    home = tmp_path / "home"
+    home.mkdir()
+    return home
