@@ -534,7 +534,7 @@ def test_request_errors_are_anthropic_shaped(client: anthropic.Anthropic, proxy:
         client.messages.create(
             model=MODEL,
             max_tokens=10,
-            messages=[{"role": "system", "content": "x"}],  # type: ignore[list-item]
+            messages=[{"role": "tool", "content": "x"}],  # type: ignore[list-item]
         )
     status, body = proxy.post("/v1/messages", b"{not json", {"x-api-key": CLIENT_KEY})
     assert status == 400
