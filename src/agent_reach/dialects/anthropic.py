@@ -813,7 +813,9 @@ def estimate_tokens(request: Any) -> int:
     return max(1, math.ceil(total) + MESSAGE_TOKENS * len(messages))
 
 
-_NOT_TEXT = frozenset({"type", "cache_control", "signature", "id", "tool_use_id", "media_type"})
+_NOT_TEXT = frozenset(
+    {"type", "role", "cache_control", "signature", "id", "tool_use_id", "media_type"}
+)
 
 
 def _tokens(value: Any, keys: bool) -> float:
