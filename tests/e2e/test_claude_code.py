@@ -5,6 +5,7 @@ What Claude Code 2.1.197 sends is written down in docs/decisions.md ("Messages i
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -61,9 +62,22 @@ def run(
 def test_claude_code_tool_turn_after_a_dead_and_a_401_provider(
     agent_config: dict[str, Any], agent_home: Path, up: Upstream, tmp_path: Path
 ) -> None:
-    done, counts = run(agent_config, tmp_path, agent_home, up, "--allowedTools", "Bash(echo:*)")
+    done, counts = run(
+        agent_config,
+        tmp_path,
+        agent_home,
+        up,
+        "--allowedTools",
+        "Bash(echo:*)",
+        "--output-format",
+        "json",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"The tool said: {TOOL_OUTPUT}" in done.stdout
+    result = json.loads(done.stdout)
+    assert result["result"] == f"The tool said: {TOOL_OUTPUT}"
+    assert result["num_turns"] == 2
+    # The chat provider's usage (21 prompt, 9 completion tokens a turn) reached Claude Code.
+    assert (result["usage"]["input_tokens"], result["usage"]["output_tokens"]) == (42, 18)
     calls, results = up.bodies("tools")
     assert calls["stream"] is True
     assert calls["model"] == "deepseek-chat"
