@@ -361,6 +361,33 @@ def test_fields_a_chat_provider_cannot_take_are_dropped_and_named(
     assert [t["function"]["name"] for t in sent["tools"]] == ["get_weather"]
 
 
+def test_dropped_names_are_safe_in_a_header(client: anthropic.Anthropic) -> None:
+    evil = {"type": "x_20250101", "name": "wéb\r\nX-Evil: 1"}
+    many = {f"field_{i:04}": 1 for i in range(300)}
+    raw = client.messages.with_raw_response.create(
+        model=MODEL,
+        max_tokens=10,
+        messages=HI,
+        tools=[WEATHER_TOOL, evil],  # type: ignore[list-item]
+        extra_body=many,
+        **chain("ok"),
+    )
+    message(raw)
+    assert "X-Evil" not in raw.headers
+    dropped = raw.headers["X-Agent-Reach-Dropped"]
+    assert dropped.startswith("field_0000, field_0001")
+    assert dropped.endswith("...")
+    assert len(dropped) == 1000
+    raw = client.messages.with_raw_response.create(
+        model=MODEL,
+        max_tokens=10,
+        messages=HI,
+        tools=[evil],
+        **chain("ok"),  # type: ignore[list-item]
+    )
+    assert raw.headers["X-Agent-Reach-Dropped"] == "tool:w?b??X-Evil: 1"
+
+
 # -- native passthrough to a `format: anthropic` provider ---------------------------------
 
 

@@ -414,7 +414,7 @@ ATTACHMENT_TOKENS = 1600  # count_tokens' estimate for an image or document
 MESSAGE_TOKENS = 3  # count_tokens' estimate of one message's framing
 
 
-def read_request(request: Any, *, need_max_tokens: bool = True) -> Inbound:
+def read_request(request: Any) -> Inbound:
     """A Messages request as the engine's chat request; `RequestError` (a 400) names what is
     wrong. What a chat provider cannot be sent is named in `dropped`: top-level fields
     (`top_k`, `thinking`, `service_tier`, …), block types (`thinking`, `document`, …),
@@ -422,7 +422,7 @@ def read_request(request: Any, *, need_max_tokens: bool = True) -> Inbound:
     tool_result parts as `tool_result:<what>`."""
     messages = _checked(request)
     cap = request.get("max_tokens")
-    if need_max_tokens and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
         raise RequestError("max_tokens: a positive integer is required", param="max_tokens")
     dropped: dict[str, None] = dict.fromkeys(k for k in request if k not in _READ)
     chat: list[dict[str, Any]] = []

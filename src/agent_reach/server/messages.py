@@ -9,6 +9,7 @@ Messages, with `X-Agent-Reach-Dropped` naming what that provider was not sent.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from ..engine import ChatStream
     from .app import Proxy
 
+_UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
 _RATE_LIMITED = frozenset({Reason.RATE_LIMITED, Reason.QUOTA_EXHAUSTED})
 
 
@@ -78,8 +80,11 @@ def all_failed(path: str, exc: AllProvidersFailed) -> web.Response:
 
 
 def _dropped(headers: dict[str, str], inbound: Inbound) -> dict[str, str]:
+    """`headers` with `X-Agent-Reach-Dropped`, when something was. The names come from the
+    client (field names, block types): printable ASCII only, and at most 1,000 characters."""
     if inbound.dropped:
-        headers["X-Agent-Reach-Dropped"] = ", ".join(inbound.dropped)
+        value = _UNPRINTABLE.sub("?", ", ".join(inbound.dropped))
+        headers["X-Agent-Reach-Dropped"] = value if len(value) <= 1000 else value[:997] + "..."
     return headers
 
 
