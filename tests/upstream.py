@@ -222,6 +222,17 @@ class Upstream:
         }.get(kind, "/v1/chat/completions")
         return f"http://127.0.0.1:{self.port}/s/{scenario}{tail}"
 
+    def provider(self, scenario: str, kind: str = "openai", **fields: Any) -> dict[str, Any]:
+        """A provider entry for `scenario` (named after it, keyed by `$PROVIDER_KEY`)."""
+        entry = {
+            "name": scenario,
+            "endpoint": self.url(scenario, kind),
+            "api_key_env": "PROVIDER_KEY",
+        }
+        if kind != "openai":
+            entry["format"] = kind
+        return {**entry, **fields}
+
     def bodies(self, scenario: str) -> list[Any]:
         return [r.body for r in self.received if r.scenario == scenario]
 
@@ -683,6 +694,18 @@ class Upstream:
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(10)
+
+
+def proxy_config(providers: list[dict[str, Any]], **top: Any) -> dict[str, Any]:
+    """A config for tests: no health checks, state in memory, circuits that never open."""
+    return {
+        "version": "0.3.2",
+        "health": {"mode": "off"},
+        "state": "memory://",
+        "circuit": {"failures": 1000, "cooldown_s": 0, "auth_cooldown_s": 0},
+        "providers": providers,
+        **top,
+    }
 
 
 def refused_url() -> str:

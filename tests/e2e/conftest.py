@@ -13,28 +13,21 @@ from typing import Any
 
 import pytest
 
-from ..upstream import Upstream, refused_url
+from ..upstream import Upstream, proxy_config, refused_url
 
 
 @pytest.fixture
 def agent_config(up: Upstream) -> dict[str, Any]:
-    def provider(name: str, **fields: Any) -> dict[str, Any]:
-        return {"name": name, "endpoint": up.url(name), "api_key_env": "PROVIDER_KEY", **fields}
-
-    return {
-        "version": "0.3.2",
-        "health": {"mode": "off"},
-        "state": "memory://",
-        "circuit": {"failures": 1000, "cooldown_s": 0, "auth_cooldown_s": 0},
-        "fallback_order": ["dead", "auth", "tools"],
-        "server": {"api_keys_env": "PROXY_KEYS"},
-        "providers": [
+    return proxy_config(
+        [
             {"name": "dead", "endpoint": refused_url()},
-            provider("auth"),
-            provider("tools", model_map={"*": "deepseek-chat"}),
-            provider("claude", format="anthropic", endpoint=up.url("claude", "anthropic")),
+            up.provider("auth"),
+            up.provider("tools", model_map={"*": "deepseek-chat"}),
+            up.provider("claude", "anthropic"),
         ],
-    }
+        fallback_order=["dead", "auth", "tools"],
+        server={"api_keys_env": "PROXY_KEYS"},
+    )
 
 
 @pytest.fixture

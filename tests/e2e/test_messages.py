@@ -24,6 +24,7 @@ from ..upstream import (
     TOOL_CALL_ID,
     WEATHER,
     Upstream,
+    proxy_config,
     refused_url,
 )
 from .test_proxy import PROVIDER_KEY, Proxy, start, stop
@@ -40,30 +41,16 @@ EVENTS: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(RawMessageStreamEvent)
 
 
 def config(upstream: Upstream) -> dict[str, Any]:
-    def chat(name: str) -> dict[str, Any]:
-        return {"name": name, "endpoint": upstream.url(name), "api_key_env": "PROVIDER_KEY"}
-
-    def claude(name: str) -> dict[str, Any]:
-        return {
-            "name": name,
-            "endpoint": upstream.url(name, "anthropic"),
-            "format": "anthropic",
-            "api_key_env": "PROVIDER_KEY",
-            "model_map": {"*": "claude-upstream-model"},
-        }
-
-    providers = [chat(s) for s in ("ok", "auth", "tools", "streamcut", "ratelimit", "badreq")]
-    providers += [claude("claude"), claude("claudecut")]
+    chats = ("ok", "auth", "tools", "streamcut", "ratelimit", "badreq")
+    providers = [upstream.provider(s) for s in chats]
+    providers += [
+        upstream.provider(s, "anthropic", model_map={"*": "claude-upstream-model"})
+        for s in ("claude", "claudecut")
+    ]
     providers.append({"name": "dead", "endpoint": refused_url()})
-    return {
-        "version": "0.3.2",
-        "health": {"mode": "off"},
-        "state": "memory://",
-        "circuit": {"failures": 1000, "cooldown_s": 0, "auth_cooldown_s": 0},
-        "fallback_order": ["dead", "auth", "ok"],
-        "server": {"api_keys_env": "PROXY_KEYS"},
-        "providers": providers,
-    }
+    return proxy_config(
+        providers, fallback_order=["dead", "auth", "ok"], server={"api_keys_env": "PROXY_KEYS"}
+    )
 
 
 @pytest.fixture(scope="module")
