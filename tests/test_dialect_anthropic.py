@@ -573,6 +573,7 @@ def test_blocks_a_chat_provider_cannot_take() -> None:
                     "role": "assistant",
                     "content": [{"type": "redacted_thinking", "data": "xyz"}],
                 },
+                {"role": "user", "content": [{"type": "document", "source": {}}]},
             ],
             "tools": [{"name": "f", "input_schema": {"type": "object"}, "defer_loading": True}],
             "tool_choice": {"type": "tool", "name": "web_search"},
@@ -585,6 +586,7 @@ def test_blocks_a_chat_provider_cannot_take() -> None:
             "content": [{"type": "image_url", "image_url": {"url": "https://x/a.png"}}],
         },
         {"role": "assistant", "content": ""},
+        {"role": "user", "content": ""},
     ]
     assert "tool_choice" not in inbound.body
     assert set(inbound.dropped) == {

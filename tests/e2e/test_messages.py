@@ -47,6 +47,7 @@ def config(upstream: Upstream) -> dict[str, Any]:
         upstream.provider(s, "anthropic", model_map={"*": "claude-upstream-model"})
         for s in ("claude", "claudecut")
     ]
+    providers.append(upstream.provider("auth", "anthropic", name="claudeauth"))
     providers.append({"name": "dead", "endpoint": refused_url()})
     return proxy_config(
         providers, fallback_order=["dead", "auth", "ok"], server={"api_keys_env": "PROXY_KEYS"}
@@ -465,6 +466,16 @@ def test_native_falls_back_to_chat_translated(client: anthropic.Anthropic, up: U
         "thinking",
         "tool.strict",
     }
+
+
+def test_native_stream_falls_back_to_chat_translated(proxy: Proxy) -> None:
+    resp, events = sse(proxy, NATIVE, "claudeauth", "ok")
+    assert resp.headers["X-Agent-Reach-Provider"] == "ok"
+    assert resp.headers["X-Agent-Reach-Trace"].startswith("claudeauth:auth_failed:")
+    assert "thinking" in resp.headers["X-Agent-Reach-Dropped"]
+    text = "".join(d["delta"]["text"] for e, d in events if e == "content_block_delta")
+    assert text == "hello from ok"
+    assert events[-1][0] == "message_stop"
 
 
 def test_unsigned_thinking_is_not_sent_to_anthropic(

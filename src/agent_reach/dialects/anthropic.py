@@ -548,7 +548,7 @@ def _user(blocks: list[dict[str, Any]], dropped: dict[str, None]) -> list[dict[s
             parts.append({"type": "image_url", "image_url": {"url": url}})
         else:
             dropped[kind] = None
-    if parts:
+    if parts or not out:  # a turn of dropped blocks only stays a turn: the roles still alternate
         plain = all(p["type"] == "text" for p in parts)
         content: Any = _JOIN.join(p["text"] for p in parts) if plain else parts
         out.append({"role": "user", "content": content})
