@@ -9,8 +9,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "tests" / ".agents" / "node_modules" / ".bin"
 AGENT_CLIENT_KEY = "sk-agent-client-9f8e7d6c-SECRET"
-AGENT_PROMPT = "Run `echo agent-reach-tool-ok` with the Bash tool and tell me what it printed."
-TOOL_OUTPUT = "agent-reach-tool-ok"  # what the `tools` scenario's Bash call prints
 
 
 def agent(name: str) -> Path:

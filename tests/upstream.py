@@ -19,10 +19,6 @@ import orjson
 from aiohttp import web
 
 ECHOED_KEY_PREFIX = "Incorrect API key provided: "
-# What the `tools` scenario calls a tool with, by the tool's name (any other tool: WEATHER).
-TOOL_ARGS = {"Bash": {"command": "echo agent-reach-tool-ok", "description": "Print a marker"}}
-WEATHER = {"city": "Paris"}
-TOOL_CALL_ID = "call_00_w3aTHer"
 # What the `claude` scenario (a native Anthropic provider) answers.
 CLAUDE_THINKING = {"type": "thinking", "thinking": "Hmm.", "signature": "sig-EqQBCkYIBxgC"}
 CLAUDE_TEXT = "hello from claude"
@@ -84,6 +80,14 @@ def tool_chunk(calls: list[dict[str, Any]]) -> dict[str, Any]:
         **chunk(),
         "choices": [{"index": 0, "delta": {"tool_calls": calls}, "finish_reason": None}],
     }
+
+
+def usage_asked(body: Any) -> list[dict[str, Any]]:
+    """The usage-only last chunk of a stream, when the request asked for it."""
+    if not (body.get("stream_options") or {}).get("include_usage"):
+        return []
+    usage = {"prompt_tokens": 21, "completion_tokens": 9, "total_tokens": 30}
+    return [{**chunk(), "choices": [], "usage": usage}]
 
 
 def shell_call(tools: list[Any]) -> tuple[str, str]:
@@ -489,7 +493,7 @@ class Upstream:
             text = f"The command printed: {TOOL_WORD}" if TOOL_WORD in str(last) else "no output"
             if stream:
                 return await self._stream_chunks(
-                    request, [chunk(text, role=True), chunk(finish="stop")]
+                    request, [chunk(text, role=True), chunk(finish="stop"), *usage_asked(body)]
                 )
             return web.json_response(completion(text, body.get("model") or "gpt-test"))
         name, args = shell_call(body.get("tools") or [])
@@ -506,7 +510,7 @@ class Upstream:
             for part in (args[:half], args[half:]):
                 pieces.append(tool_chunk([{"index": 0, "function": {"arguments": part}}]))
             pieces.append(chunk(finish="tool_calls"))
-            return await self._stream_chunks(request, pieces)
+            return await self._stream_chunks(request, [*pieces, *usage_asked(body)])
         answer = completion("", body.get("model") or "gpt-test")
         answer["choices"][0]["message"] = {
             "role": "assistant",
@@ -541,54 +545,6 @@ class Upstream:
         for n, (kind, data) in enumerate(responses_events(answer)):
             event = {"type": kind, "sequence_number": n, **data}
             await resp.write(f"event: {kind}\n".encode() + sse(event))
-        return resp
-
-    async def s_tools(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
-        """A chat provider that calls a tool (`Bash` if offered, else the first one) and,
-        once the conversation ends with the tool's result, answers with that result."""
-        last = body["messages"][-1]
-        tools = [t["function"]["name"] for t in body.get("tools") or ()]
-        if last.get("role") == "tool" or not tools:
-            content = last.get("content")
-            text = content if isinstance(content, str) else "".join(p["text"] for p in content)
-            answer = f"The tool said: {text.strip()}" if tools or last["role"] == "tool" else text
-            if not stream:
-                return web.json_response(completion(answer, body.get("model") or "gpt-test"))
-            return await self._chunks(request, body, [{"content": answer}], "stop")
-        name = "Bash" if "Bash" in tools else tools[0]
-        arguments = orjson.dumps(TOOL_ARGS.get(name, WEATHER)).decode()
-        call = {"id": TOOL_CALL_ID, "type": "function", "function": {"name": name}}
-        if not stream:
-            out = completion("", body.get("model") or "gpt-test")
-            message = out["choices"][0]["message"]
-            message["content"] = None
-            message["tool_calls"] = [{**call, "function": {"name": name, "arguments": arguments}}]
-            out["choices"][0]["finish_reason"] = "tool_calls"
-            return web.json_response(out)
-        half = len(arguments) // 2
-        pieces = [
-            {"tool_calls": [{"index": 0, **call, "function": {"name": name, "arguments": ""}}]},
-            {"tool_calls": [{"index": 0, "function": {"arguments": arguments[:half]}}]},
-            {"tool_calls": [{"index": 0, "function": {"arguments": arguments[half:]}}]},
-        ]
-        return await self._chunks(request, body, pieces, "tool_calls")
-
-    async def _chunks(
-        self, request: web.Request, body: Any, deltas: list[dict[str, Any]], finish: str
-    ) -> web.StreamResponse:
-        """A chat stream of these deltas, the finish, and usage when the request asked."""
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        await resp.write(sse(chunk(role=True)))
-        for delta in deltas:
-            piece = chunk()
-            piece["choices"][0]["delta"] = delta
-            await resp.write(sse(piece))
-        await resp.write(sse(chunk(finish=finish)))
-        if (body.get("stream_options") or {}).get("include_usage"):
-            usage = {"prompt_tokens": 21, "completion_tokens": 9, "total_tokens": 30}
-            await resp.write(sse({**chunk(), "choices": [], "usage": usage}))
-        await resp.write(sse(b"[DONE]"))
         return resp
 
     async def s_claude(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:

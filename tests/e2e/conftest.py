@@ -1,8 +1,8 @@
 """Fixtures for the end-to-end tests of the real coding agents (Claude Code, Codex CLI).
 
 `agent_config` is a config whose default chain is a dead provider, one that answers 401, and a
-chat provider (the `tools` scenario of `tests/upstream.py`) that calls a tool and then answers
-with the tool's result; any model an agent asks for maps to `deepseek-chat` there. The proxy
+chat provider (the `toolcall` scenario of `tests/upstream.py`) that asks to run `echo` in a
+shell tool and then answers with its output; any model an agent asks for maps to `deepseek-chat` there. The proxy
 requires the client key `tests.agents.AGENT_CLIENT_KEY` (from the variable `PROXY_KEYS`).
 """
 
@@ -22,10 +22,10 @@ def agent_config(up: Upstream) -> dict[str, Any]:
         [
             {"name": "dead", "endpoint": refused_url()},
             up.provider("auth"),
-            up.provider("tools", model_map={"*": "deepseek-chat"}),
+            up.provider("toolcall", model_map={"*": "deepseek-chat"}),
             up.provider("claude", "anthropic"),
         ],
-        fallback_order=["dead", "auth", "tools"],
+        fallback_order=["dead", "auth", "toolcall"],
         server={"api_keys_env": "PROXY_KEYS"},
     )
 

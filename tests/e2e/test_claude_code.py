@@ -12,16 +12,17 @@ from typing import Any
 
 import pytest
 
-from ..agents import AGENT_CLIENT_KEY, AGENT_PROMPT, TOOL_OUTPUT, agent, claude_env
-from ..upstream import CLAUDE_TEXT, Upstream
+from ..agents import AGENT_CLIENT_KEY, agent, claude_env
+from ..upstream import CLAUDE_TEXT, TOOL_WORD, Upstream
 from .test_proxy import PROVIDER_KEY, Proxy, start, stop
 
 pytestmark = pytest.mark.slow
+PROMPT = "Run echo in the shell with the Bash tool and tell me what it printed."
 
 
 def claude(proxy: Proxy, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(agent("claude")), "-p", AGENT_PROMPT, *args],
+        [str(agent("claude")), "-p", PROMPT, *args],
         env=claude_env(home, proxy.base, AGENT_CLIENT_KEY),
         cwd=home,
         capture_output=True,
@@ -74,11 +75,11 @@ def test_claude_code_tool_turn_after_a_dead_and_a_401_provider(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(done.stdout)
-    assert result["result"] == f"The tool said: {TOOL_OUTPUT}"
+    assert result["result"] == f"The command printed: {TOOL_WORD}"
     assert result["num_turns"] == 2
     # The chat provider's usage (21 prompt, 9 completion tokens a turn) reached Claude Code.
     assert (result["usage"]["input_tokens"], result["usage"]["output_tokens"]) == (42, 18)
-    calls, results = up.bodies("tools")
+    calls, results = up.bodies("toolcall")
     assert calls["stream"] is True
     assert calls["model"] == "deepseek-chat"
     assert "Bash" in [t["function"]["name"] for t in calls["tools"]]
@@ -88,11 +89,11 @@ def test_claude_code_tool_turn_after_a_dead_and_a_401_provider(
     assert results["messages"][-1] == {
         "role": "tool",
         "tool_call_id": call["id"],
-        "content": TOOL_OUTPUT,
+        "content": TOOL_WORD,
     }
     assert counts[("dead", "connect_failed")] == 2
     assert counts[("auth", "auth_failed")] == 2
-    assert counts[("tools", "ok")] == 2
+    assert counts[("toolcall", "ok")] == 2
 
 
 def test_claude_code_reaches_an_anthropic_provider_natively(

@@ -21,8 +21,7 @@ from ..upstream import (
     CLAUDE_TEXT,
     CLAUDE_THINKING,
     CLAUDE_USAGE,
-    TOOL_CALL_ID,
-    WEATHER,
+    TOOL_WORD,
     Upstream,
     proxy_config,
     refused_url,
@@ -41,7 +40,7 @@ EVENTS: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(RawMessageStreamEvent)
 
 
 def config(upstream: Upstream) -> dict[str, Any]:
-    chats = ("ok", "auth", "tools", "streamcut", "ratelimit", "badreq")
+    chats = ("ok", "auth", "toolcall", "streamcut", "ratelimit", "badreq")
     providers = [upstream.provider(s) for s in chats]
     providers += [
         upstream.provider(s, "anthropic", model_map={"*": "claude-upstream-model"})
@@ -202,10 +201,23 @@ def test_stream_after_a_dead_and_a_401_provider(client: anthropic.Anthropic, pro
 # -- tools -----------------------------------------------------------------------------------
 
 
+SHELL_TOOL = {
+    "name": "Bash",
+    "description": "Runs a shell command",
+    "input_schema": {
+        "type": "object",
+        "properties": {"command": {"type": "string"}},
+        "required": ["command"],
+    },
+}
+ECHO = {"command": f"echo {TOOL_WORD}"}  # what the `toolcall` provider asks to run
+ANSWER = f"The command printed: {TOOL_WORD}"  # and says once it has the output
+
+
 def tool_turn(call: dict[str, Any]) -> list[dict[str, Any]]:
     """The conversation after the model's tool call: the call, and its result."""
     return [
-        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "user", "content": "Say hi in the shell"},
         {"role": "assistant", "content": [call]},
         {
             "role": "user",
@@ -213,7 +225,7 @@ def tool_turn(call: dict[str, Any]) -> list[dict[str, Any]]:
                 {
                     "type": "tool_result",
                     "tool_use_id": call["id"],
-                    "content": [{"type": "text", "text": "18°C, sunny"}],
+                    "content": [{"type": "text", "text": TOOL_WORD}],
                 }
             ],
         },
@@ -224,28 +236,23 @@ def test_tool_call_and_its_result(client: anthropic.Anthropic, up: Upstream) -> 
     raw = client.messages.with_raw_response.create(
         model=MODEL,
         max_tokens=200,
-        messages=[{"role": "user", "content": "Weather in Paris?"}],
-        tools=[WEATHER_TOOL],
+        messages=[{"role": "user", "content": "Say hi in the shell"}],
+        tools=[SHELL_TOOL],
         tool_choice={"type": "auto"},
-        **chain("dead", "auth", "tools"),
+        **chain("dead", "auth", "toolcall"),
     )
     body = message(raw)
     assert body["stop_reason"] == "tool_use"
     [call] = body["content"]
-    assert call == {
-        "type": "tool_use",
-        "id": "toolu_" + TOOL_CALL_ID,
-        "name": "get_weather",
-        "input": WEATHER,
-    }
-    sent = up.bodies("tools")[-1]
+    assert call == {"type": "tool_use", "id": "toolu_call_test1", "name": "Bash", "input": ECHO}
+    sent = up.bodies("toolcall")[-1]
     assert sent["tools"] == [
         {
             "type": "function",
             "function": {
-                "name": "get_weather",
-                "description": "Weather of a city",
-                "parameters": WEATHER_TOOL["input_schema"],
+                "name": "Bash",
+                "description": "Runs a shell command",
+                "parameters": SHELL_TOOL["input_schema"],
             },
         }
     ]
@@ -255,13 +262,13 @@ def test_tool_call_and_its_result(client: anthropic.Anthropic, up: Upstream) -> 
         model=MODEL,
         max_tokens=200,
         messages=tool_turn(call),
-        tools=[WEATHER_TOOL],
-        **chain("tools"),
+        tools=[SHELL_TOOL],
+        **chain("toolcall"),
     )
     assert final.content[0].type == "text"
-    assert final.content[0].text == "The tool said: 18°C, sunny"
+    assert final.content[0].text == ANSWER
     assert final.stop_reason == "end_turn"
-    sent = up.bodies("tools")[-1]["messages"]
+    sent = up.bodies("toolcall")[-1]["messages"]
     assert sent[1] == {
         "role": "assistant",
         "content": None,
@@ -269,38 +276,39 @@ def test_tool_call_and_its_result(client: anthropic.Anthropic, up: Upstream) -> 
             {
                 "id": call["id"],
                 "type": "function",
-                "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                "function": {"name": "Bash", "arguments": json.dumps(ECHO, separators=(",", ":"))},
             }
         ],
     }
-    assert sent[2] == {"role": "tool", "tool_call_id": call["id"], "content": "18°C, sunny"}
+    assert sent[2] == {"role": "tool", "tool_call_id": call["id"], "content": TOOL_WORD}
 
 
 def test_streamed_tool_call_and_its_result(client: anthropic.Anthropic, proxy: Proxy) -> None:
     request: dict[str, Any] = {
         "model": MODEL,
         "max_tokens": 200,
-        "messages": [{"role": "user", "content": "Weather in Paris?"}],
-        "tools": [WEATHER_TOOL],
+        "messages": [{"role": "user", "content": "Say hi in the shell"}],
+        "tools": [SHELL_TOOL],
     }
-    with client.messages.stream(**request, **chain("dead", "auth", "tools")) as stream:
+    with client.messages.stream(**request, **chain("dead", "auth", "toolcall")) as stream:
         final = stream.get_final_message()
     assert final.stop_reason == "tool_use"
     [call] = final.content
     assert call.type == "tool_use"
-    assert (call.id, call.name, call.input) == ("toolu_" + TOOL_CALL_ID, "get_weather", WEATHER)
+    assert (call.id, call.name, call.input) == ("toolu_call_test1", "Bash", ECHO)
     assert final.usage.input_tokens == 21
     assert final.usage.output_tokens == 9
 
-    _, events = sse(proxy, request, "tools")
+    _, events = sse(proxy, request, "toolcall")
     deltas = [d["delta"] for e, d in events if e == "content_block_delta"]
     assert {d["type"] for d in deltas} == {"input_json_delta"}
-    assert json.loads("".join(d["partial_json"] for d in deltas)) == WEATHER
+    assert len(deltas) == 2  # as the provider sent the arguments: in two pieces
+    assert json.loads("".join(d["partial_json"] for d in deltas)) == ECHO
     assert events[-2][1]["usage"] == {"input_tokens": 21, "output_tokens": 9}
 
     turn = tool_turn(call.model_dump(exclude_none=True))
-    with client.messages.stream(**{**request, "messages": turn}, **chain("tools")) as stream:
-        assert "".join(stream.text_stream) == "The tool said: 18°C, sunny"
+    with client.messages.stream(**{**request, "messages": turn}, **chain("toolcall")) as stream:
+        assert "".join(stream.text_stream) == ANSWER
 
 
 # -- what a chat provider does not see -------------------------------------------------------

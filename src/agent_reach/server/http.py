@@ -59,18 +59,12 @@ def trace_headers(provider: str, trace: list[Attempt]) -> dict[str, str]:
 
 
 def sse(event: str | None, data: bytes) -> bytes:
-    """One server-sent event: `event: NAME` (when named) and its `data:` line."""
-    if event is None:
-        return b"data: " + data + b"\n\n"
-    return b"event: " + event.encode() + b"\ndata: " + data + b"\n\n"
+    """One server-sent event: `event: NAME` (when named) and its `data:` line (lines, when
+    a provider's frame had several)."""
+    head = b"event: " + event.encode() + b"\n" if event else b""
+    return head + b"data: " + data.replace(b"\n", b"\ndata: ") + b"\n\n"
 
 
 def json_response(body: Any, headers: dict[str, str] | None = None) -> web.Response:
     """A 200 with `body` as JSON."""
     return web.Response(body=orjson.dumps(body), content_type="application/json", headers=headers)
-
-
-def sse_event(event: str | None, data: bytes) -> bytes:
-    """One server-sent event: an `event:` line when named, then the data line(s)."""
-    head = b"event: " + event.encode() + b"\n" if event else b""
-    return head + b"data: " + data.replace(b"\n", b"\ndata: ") + b"\n\n"

@@ -22,7 +22,7 @@ from ..errors import AllProvidersFailed, StreamInterrupted
 from ..request import ChatRequest
 from ..trace import Reason
 from .errors import error_body, error_response
-from .http import SSE_HEADERS, json_response, read_json, sse_event, trace_headers, with_headers
+from .http import SSE_HEADERS, json_response, read_json, sse, trace_headers, with_headers
 
 if TYPE_CHECKING:
     from ..engine import ChatStream
@@ -109,7 +109,7 @@ async def _stream(
         except StreamInterrupted as exc:
             attempts = [a.to_dict() for a in exc.attempts]
             error = error_body(request.path, 500, str(exc), attempts=attempts)
-            await resp.write(sse_event("error", orjson.dumps(error)))
+            await resp.write(sse("error", orjson.dumps(error)))
         return resp
     finally:
         await stream.aclose()  # a client that went away cancels us: close the upstream
@@ -132,4 +132,4 @@ async def _render(resp: web.StreamResponse, stream: ChatStream) -> None:
 
 async def _send(resp: web.StreamResponse, frames: list[tuple[str | None, bytes]]) -> None:
     if frames:
-        await resp.write(b"".join(sse_event(e, d) for e, d in frames))
+        await resp.write(b"".join(sse(e, d) for e, d in frames))
