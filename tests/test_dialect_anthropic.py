@@ -525,7 +525,7 @@ def test_claude_code_request_is_read_as_chat() -> None:
         "output_config",
         "cache_control",
         "thinking",
-        "tool:web_search",
+        "tools:web_search",
     )
 
 

@@ -341,13 +341,13 @@ def test_fields_a_chat_provider_cannot_take_are_dropped_and_named(
         **chain("ok"),
     )
     message(raw)
-    dropped = raw.headers["X-Agent-Reach-Dropped"].split(", ")
+    dropped = raw.headers["X-Agent-Reach-Dropped"].split(",")
     assert set(dropped) == {
         "service_tier",
         "cache_control",
         "thinking",
         "top_k",
-        "tool:web_search",
+        "tools:web_search",
     }
     sent = up.bodies("ok")[-1]
     text = json.dumps(sent)
@@ -371,7 +371,7 @@ def test_dropped_names_are_safe_in_a_header(client: anthropic.Anthropic) -> None
     message(raw)
     assert "X-Evil" not in raw.headers
     dropped = raw.headers["X-Agent-Reach-Dropped"]
-    assert dropped.startswith("field_0000, field_0001")
+    assert dropped.startswith("field_0000,field_0001")
     assert dropped.endswith("...")
     assert len(dropped) == 1000
     raw = client.messages.with_raw_response.create(
@@ -381,7 +381,7 @@ def test_dropped_names_are_safe_in_a_header(client: anthropic.Anthropic) -> None
         tools=[evil],
         **chain("ok"),  # type: ignore[list-item]
     )
-    assert raw.headers["X-Agent-Reach-Dropped"] == "tool:w?b??X-Evil: 1"
+    assert raw.headers["X-Agent-Reach-Dropped"] == "tools:w?b??X-Evil: 1"
 
 
 # -- native passthrough to a `format: anthropic` provider ---------------------------------
@@ -468,7 +468,7 @@ def test_native_falls_back_to_chat_translated(client: anthropic.Anthropic, up: U
         extra_headers={"X-Agent-Reach-Fallback-Order": "auth,ok"},
     )
     assert message(raw)["content"] == [{"type": "text", "text": "hello from ok"}]
-    assert set(raw.headers["X-Agent-Reach-Dropped"].split(", ")) == {
+    assert set(raw.headers["X-Agent-Reach-Dropped"].split(",")) == {
         "context_management",
         "cache_control",
         "thinking",

@@ -418,7 +418,7 @@ def read_request(request: Any) -> Inbound:
     """A Messages request as the engine's chat request; `RequestError` (a 400) names what is
     wrong. What a chat provider cannot be sent is named in `dropped`: top-level fields
     (`top_k`, `thinking`, `service_tier`, …), block types (`thinking`, `document`, …),
-    `cache_control`, server tools as `tool:<name>`, tool fields as `tool.<field>` and
+    `cache_control`, server tools as `tools:<name>`, tool fields as `tool.<field>` and
     tool_result parts as `tool_result:<what>`."""
     messages = _checked(request)
     cap = request.get("max_tokens")
@@ -583,7 +583,7 @@ def _tools(request: dict[str, Any], body: dict[str, Any], dropped: dict[str, Non
         if not isinstance(t, dict):
             continue
         if t.get("type", "custom") != "custom" or not isinstance(t.get("name"), str):
-            dropped[f"tool:{t.get('name') or t.get('type')}"] = None
+            dropped[f"tools:{t.get('name') or t.get('type')}"] = None
             continue
         for key in t:
             if key not in _TOOL_FIELDS:

@@ -3,6 +3,7 @@ request headers, the trace response headers and writing server-sent events."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -13,6 +14,7 @@ from ..request import ChatRequest
 from ..trace import Attempt, trace_header
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+_UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
 # The route of requests that name none (`agent-reach run --route`).
 DEFAULT_ROUTE = web.AppKey("default_route", str)
 
@@ -56,6 +58,16 @@ def with_headers(req: ChatRequest, request: web.Request) -> ChatRequest:
 def trace_headers(provider: str, trace: list[Attempt]) -> dict[str, str]:
     """`X-Agent-Reach-Provider` and `X-Agent-Reach-Trace` of an answered request."""
     return {"X-Agent-Reach-Provider": provider, "X-Agent-Reach-Trace": trace_header(trace)}
+
+
+def dropped_header(names: tuple[str, ...]) -> dict[str, str]:
+    """`X-Agent-Reach-Dropped` naming what a provider that does not speak the client's API
+    was not sent, when anything was. The names come from the client (field names, block and
+    tool types): printable ASCII only, at most 1,000 characters."""
+    if not names:
+        return {}
+    value = _UNPRINTABLE.sub("?", ",".join(names))
+    return {"X-Agent-Reach-Dropped": value if len(value) <= 1000 else value[:997] + "..."}
 
 
 def sse(event: str | None, data: bytes) -> bytes:

@@ -9,7 +9,6 @@ Messages, with `X-Agent-Reach-Dropped` naming what that provider was not sent.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -22,13 +21,20 @@ from ..errors import AllProvidersFailed, StreamInterrupted
 from ..request import ChatRequest
 from ..trace import Reason
 from .errors import error_body, error_response
-from .http import SSE_HEADERS, json_response, read_json, sse, trace_headers, with_headers
+from .http import (
+    SSE_HEADERS,
+    dropped_header,
+    json_response,
+    read_json,
+    sse,
+    trace_headers,
+    with_headers,
+)
 
 if TYPE_CHECKING:
     from ..engine import ChatStream
     from .app import Proxy
 
-_UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
 _RATE_LIMITED = frozenset({Reason.RATE_LIMITED, Reason.QUOTA_EXHAUSTED})
 
 
@@ -56,7 +62,8 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     headers = trace_headers(result.provider, result.trace)
     if result.native:
         return json_response(result.response, headers)
-    return json_response(anthropic.message_of(result.response), _dropped(headers, inbound))
+    headers |= dropped_header(inbound.dropped)
+    return json_response(anthropic.message_of(result.response), headers)
 
 
 async def count_tokens(_proxy: Proxy, request: web.Request) -> web.Response:
@@ -79,15 +86,6 @@ def all_failed(path: str, exc: AllProvidersFailed) -> web.Response:
     return error_response(path, status, str(exc), attempts=[a.to_dict() for a in exc.attempts])
 
 
-def _dropped(headers: dict[str, str], inbound: Inbound) -> dict[str, str]:
-    """`headers` with `X-Agent-Reach-Dropped`, when something was. The names come from the
-    client (field names, block types): printable ASCII only, and at most 1,000 characters."""
-    if inbound.dropped:
-        value = _UNPRINTABLE.sub("?", ", ".join(inbound.dropped))
-        headers["X-Agent-Reach-Dropped"] = value if len(value) <= 1000 else value[:997] + "..."
-    return headers
-
-
 async def _stream(
     proxy: Proxy, request: web.Request, req: ChatRequest, inbound: Inbound
 ) -> web.StreamResponse:
@@ -98,7 +96,7 @@ async def _stream(
     try:
         headers = trace_headers(stream.provider, stream.trace)
         if not stream.native:
-            headers = _dropped(headers, inbound)
+            headers |= dropped_header(inbound.dropped)
         resp = web.StreamResponse(headers={**SSE_HEADERS, **headers})
         await resp.prepare(request)
         try:
