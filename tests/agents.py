@@ -20,13 +20,12 @@ def agent(name: str) -> Path:
     return path
 
 
-def claude_env(home: Path, base_url: str, key: str, **extra: str) -> dict[str, str]:
-    """The environment Claude Code needs to talk to the proxy at `base_url`, offline."""
+def claude_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment Claude Code runs in, offline, with `extra` (`ANTHROPIC_BASE_URL` and
+    `ANTHROPIC_API_KEY` to reach a proxy; `agent-reach run` sets those itself)."""
     return {
         "PATH": os.environ["PATH"],
         "HOME": str(home),
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "ANTHROPIC_BASE_URL": base_url,
-        "ANTHROPIC_API_KEY": key,
         **extra,
     }

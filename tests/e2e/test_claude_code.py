@@ -1,4 +1,5 @@
-"""The real Claude Code (`claude -p`, pinned in scripts/ensure-agents.sh) through the proxy.
+"""The real Claude Code (`claude -p`, pinned in scripts/ensure-agents.sh) through the proxy:
+`agent-reach serve` with Claude Code pointed at it, and `agent-reach run` with nothing set up.
 
 What Claude Code 2.1.197 sends is written down in docs/decisions.md ("Messages ingress").
 """
@@ -7,24 +8,31 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from ..agents import AGENT_CLIENT_KEY, agent, claude_env
 from ..upstream import CLAUDE_TEXT, TOOL_WORD, Upstream
 from .test_proxy import PROVIDER_KEY, Proxy, start, stop
 
 pytestmark = pytest.mark.slow
+BIN = str(Path(sys.executable).parent / "agent-reach")
 PROMPT = "Run echo in the shell with the Bash tool and tell me what it printed."
 
 
-def claude(proxy: Proxy, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def claude(env: dict[str, str], cwd: Path, *prefix: str) -> subprocess.CompletedProcess[str]:
+    """`claude -p` of the prompt with its tool allowed and a JSON result (after `prefix`,
+    e.g. an `agent-reach run`)."""
+    args = [*prefix, str(agent("claude")), "-p", PROMPT, "--allowedTools", "Bash(echo:*)"]
     return subprocess.run(
-        [str(agent("claude")), "-p", PROMPT, *args],
-        env=claude_env(home, proxy.base, AGENT_CLIENT_KEY),
-        cwd=home,
+        [*args, "--output-format", "json"],
+        env=env,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=180,
@@ -35,21 +43,24 @@ def claude(proxy: Proxy, home: Path, *args: str) -> subprocess.CompletedProcess[
 def attempts(proxy: Proxy) -> dict[tuple[str, str], float]:
     """The proxy's attempt counters by (provider, reason)."""
     _, text = proxy.get("/metrics", {"x-api-key": AGENT_CLIENT_KEY})
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("agent_reach_attempts_total{"):
-            labels, value = line[len("agent_reach_attempts_total{") :].split("} ")
-            fields = dict(kv.split("=", 1) for kv in labels.split(","))
-            out[(fields["provider"].strip('"'), fields["reason"].strip('"'))] = float(value)
-    return out
+    return {
+        (s.labels["provider"], s.labels["reason"]): s.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "agent_reach_attempts"
+        for s in family.samples
+        if s.name == "agent_reach_attempts_total"
+    }
 
 
-def run(
-    config: dict[str, Any], tmp_path: Path, home: Path, up: Upstream, *args: str
+def served(
+    config: dict[str, Any], tmp_path: Path, home: Path, up: Upstream
 ) -> tuple[subprocess.CompletedProcess[str], dict[tuple[str, str], float]]:
+    """Claude Code against `agent-reach serve` with `config`; its run and the proxy's
+    attempt counts (the proxy log checked for tracebacks and keys)."""
     proxy = start(config, tmp_path, up, env={"PROXY_KEYS": AGENT_CLIENT_KEY})
+    env = claude_env(home, ANTHROPIC_BASE_URL=proxy.base, ANTHROPIC_API_KEY=AGENT_CLIENT_KEY)
     try:
-        done = claude(proxy, home, *args)
+        done = claude(env, home)
         counts = attempts(proxy)
     finally:
         stop(proxy)
@@ -60,19 +71,8 @@ def run(
     return done, counts
 
 
-def test_claude_code_tool_turn_after_a_dead_and_a_401_provider(
-    agent_config: dict[str, Any], agent_home: Path, up: Upstream, tmp_path: Path
-) -> None:
-    done, counts = run(
-        agent_config,
-        tmp_path,
-        agent_home,
-        up,
-        "--allowedTools",
-        "Bash(echo:*)",
-        "--output-format",
-        "json",
-    )
+def assert_tool_turn(done: subprocess.CompletedProcess[str], up: Upstream) -> None:
+    """Claude Code ran the tool the chat provider asked for and finished with its answer."""
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(done.stdout)
     assert result["result"] == f"The command printed: {TOOL_WORD}"
@@ -91,18 +91,37 @@ def test_claude_code_tool_turn_after_a_dead_and_a_401_provider(
         "tool_call_id": call["id"],
         "content": TOOL_WORD,
     }
+    assert len(up.bodies("auth")) == 2  # the 401 provider was tried for both requests
+    assert "Traceback" not in done.stderr
+    assert PROVIDER_KEY not in done.stdout + done.stderr
+
+
+def test_claude_code_tool_turn_after_a_dead_and_a_401_provider(
+    agent_config: dict[str, Any], agent_home: Path, up: Upstream, tmp_path: Path
+) -> None:
+    done, counts = served(agent_config, tmp_path, agent_home, up)
+    assert_tool_turn(done, up)
     assert counts[("dead", "connect_failed")] == 2
     assert counts[("auth", "auth_failed")] == 2
     assert counts[("toolcall", "ok")] == 2
+
+
+def test_claude_code_through_agent_reach_run(
+    agent_config: dict[str, Any], agent_home: Path, up: Upstream, tmp_path: Path
+) -> None:
+    config = tmp_path / "agent-reach.yaml"
+    config.write_text(yaml.safe_dump(agent_config))
+    env = claude_env(agent_home, PROVIDER_KEY=PROVIDER_KEY)  # nothing points Claude Code anywhere
+    assert_tool_turn(claude(env, agent_home, BIN, "--config", str(config), "run", "--"), up)
 
 
 def test_claude_code_reaches_an_anthropic_provider_natively(
     agent_config: dict[str, Any], agent_home: Path, up: Upstream, tmp_path: Path
 ) -> None:
     config = {**agent_config, "fallback_order": ["dead", "auth", "claude"]}
-    done, counts = run(config, tmp_path, agent_home, up)
+    done, counts = served(config, tmp_path, agent_home, up)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert CLAUDE_TEXT in done.stdout
+    assert json.loads(done.stdout)["result"] == CLAUDE_TEXT
     [got] = [r for r in up.received if r.scenario == "claude"]
     # As Claude Code sent it: its beta header, thinking, cache_control, context management.
     assert "claude-code-20250219" in got.headers["anthropic-beta"]
