@@ -646,7 +646,7 @@ def message_usage(value: Any) -> dict[str, int]:
     return out
 
 
-def new_message_id() -> str:
+def _message_id() -> str:
     return "msg_" + os.urandom(12).hex()
 
 
@@ -674,7 +674,7 @@ def message_of(response: dict[str, Any]) -> dict[str, Any]:
             }
         )
     return {
-        "id": new_message_id(),
+        "id": _message_id(),
         "type": "message",
         "role": "assistant",
         "model": response.get("model") or "unknown",
@@ -732,7 +732,7 @@ class MessageEvents:
     def _start(self, model: Any) -> list[Event]:
         self.started = True
         message: dict[str, Any] = {
-            "id": new_message_id(),
+            "id": _message_id(),
             "type": "message",
             "role": "assistant",
             "model": model if isinstance(model, str) and model else "unknown",

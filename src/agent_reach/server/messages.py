@@ -42,16 +42,13 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     """`POST /v1/messages`: one message, whole or streamed, with failover."""
     body = await read_json(request)
     inbound = anthropic.read_request(body)
-    req = with_headers(ChatRequest.parse(inbound.body), request)
-    # A Messages client always gets a Messages body: `response_schema_compatibility` does
-    # not apply here.
-    beta = request.headers.get("anthropic-beta")
+    beta = request.headers.get("anthropic-beta")  # Anthropic needs it for beta fields
     req = replace(
-        req,
+        with_headers(ChatRequest.parse(inbound.body), request),
         api="messages",
         native=body,
         native_headers={"anthropic-beta": beta} if beta else None,
-        raw_response=False,
+        raw_response=False,  # a Messages client always gets a Messages body
     )
     if req.stream:
         return await _stream(proxy, request, req, inbound)
