@@ -40,7 +40,7 @@ EVENTS: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(RawMessageStreamEvent)
 
 
 def config(upstream: Upstream) -> dict[str, Any]:
-    chats = ("ok", "auth", "toolcall", "streamcut", "ratelimit", "badreq")
+    chats = ("ok", "auth", "toolcall", "streamcut", "ratelimit", "badreq", "context")
     providers = [upstream.provider(s) for s in chats]
     providers += [
         upstream.provider(s, "anthropic", model_map={"*": "claude-upstream-model"})
@@ -542,6 +542,7 @@ def error_of(exc: anthropic.APIStatusError) -> dict[str, Any]:
         (("dead", "auth"), 502, "api_error"),
         (("ratelimit",), 429, "rate_limit_error"),
         (("badreq",), 400, "invalid_request_error"),
+        (("badreq", "context"), 400, "invalid_request_error"),
     ],
 )
 def test_all_failed_is_an_anthropic_error_with_attempts(
@@ -554,6 +555,8 @@ def test_all_failed_is_an_anthropic_error_with_attempts(
     assert error["type"] == kind
     assert [a["provider"] for a in error["attempts"]] == list(chain_)
     assert PROVIDER_KEY not in caught.value.response.text
+    # Claude Code compacts its conversation on these words
+    assert error["message"].startswith("prompt is too long") == ("context" in chain_)
 
 
 def test_request_errors_are_anthropic_shaped(client: anthropic.Anthropic, proxy: Proxy) -> None:

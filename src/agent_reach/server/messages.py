@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .app import Proxy
 
 _RATE_LIMITED = frozenset({Reason.RATE_LIMITED, Reason.QUOTA_EXHAUSTED})
+_REFUSED = frozenset({Reason.BAD_REQUEST, Reason.CONTEXT_EXCEEDED, Reason.CONTENT_BLOCKED})
 
 
 async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
@@ -72,15 +73,18 @@ async def count_tokens(_proxy: Proxy, request: web.Request) -> web.Response:
 def all_failed(path: str, exc: AllProvidersFailed) -> web.Response:
     """No provider answered: 429 `rate_limit_error` when every attempt was rate limited or
     out of quota (the client should wait), 400 `invalid_request_error` when every provider
-    refused the request as bad (retrying will not help), else 502 `api_error`; the attempts go
-    inside `error`."""
+    refused the request itself (bad, too long, blocked: retrying will not help), else 502
+    `api_error`; the attempts go inside `error`. A request too long for every provider says
+    "prompt is too long", the words on which Claude Code compacts its conversation."""
     reasons = {a.reason for a in exc.attempts}
-    status = 502
+    status, message = 502, str(exc)
     if reasons and reasons <= _RATE_LIMITED:
         status = 429
-    elif reasons == {Reason.BAD_REQUEST}:
+    elif reasons and reasons <= _REFUSED:
         status = 400
-    return error_response(path, status, str(exc), attempts=[a.to_dict() for a in exc.attempts])
+        if Reason.CONTEXT_EXCEEDED in reasons:
+            message = f"prompt is too long for the providers tried: {exc}"
+    return error_response(path, status, message, attempts=[a.to_dict() for a in exc.attempts])
 
 
 async def _stream(
