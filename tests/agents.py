@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "tests" / ".agents" / "node_modules" / ".bin"
+AGENT_CLIENT_KEY = "sk-agent-client-9f8e7d6c-SECRET"
 
 
 def agent(name: str) -> Path:
@@ -16,3 +18,14 @@ def agent(name: str) -> Path:
     if not path.exists():
         raise RuntimeError(f"{path} is missing after scripts/ensure-agents.sh")
     return path
+
+
+def claude_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment Claude Code runs in, offline, with `extra` (`ANTHROPIC_BASE_URL` and
+    `ANTHROPIC_API_KEY` to reach a proxy; `agent-reach run` sets those itself)."""
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        **extra,
+    }

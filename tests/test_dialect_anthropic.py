@@ -6,10 +6,26 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
+import pydantic
 import pytest
+from anthropic.types import Message, RawMessageStreamEvent
+from hypothesis import given
+from hypothesis import strategies as st
 
-from agent_reach import Reason, StreamInterrupted
-from agent_reach.dialects import get
+from agent_reach import Reason, RequestError, StreamInterrupted, completion
+from agent_reach.dialects import Context, Shape, get
+from agent_reach.dialects.anthropic import (
+    ATTACHMENT_TOKENS,
+    DIALECT,
+    MESSAGE_TOKENS,
+    MessageEvents,
+    estimate_tokens,
+    message_of,
+    read_request,
+    stop_reason,
+    tool_use_id,
+)
 
 from .conftest import CHUNK, COMPLETION, assert_valid
 from .wire import (
@@ -24,6 +40,7 @@ from .wire import (
     text,
 )
 
+EVENTS: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(RawMessageStreamEvent)
 PATH = "/v1/messages"
 MODEL = "claude-sonnet-4-5"
 HELLO = {"model": MODEL, "messages": [{"role": "user", "content": "Hello"}]}
@@ -391,3 +408,568 @@ def test_pure_pieces() -> None:
         "name": "get_weather",
         "disable_parallel_tool_use": True,
     }
+
+
+# -- inbound: a client that speaks Messages to the proxy ---------------------------------------
+#
+# The direction Claude Code uses: a Messages request read as the engine's chat request, a
+# chat answer rendered as a Messages message, chat chunks encoded as Messages events.
+
+CLAUDE_CODE_REQUEST: dict[str, Any] = {  # the shape Claude Code 2.1.197 sends, trimmed
+    "model": "claude-opus-4-8",
+    "max_tokens": 64000,
+    "stream": True,
+    "system": [
+        {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.197.c40;"},
+        {"type": "text", "text": "You are a Claude agent.", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "Be helpful.", "cache_control": {"type": "ephemeral"}},
+    ],
+    "messages": [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "<system-reminder>date</system-reminder>"},
+                {"type": "text", "text": "Run echo hi", "cache_control": {"type": "ephemeral"}},
+            ],
+        },
+        {"role": "system", "content": "Available agent types: …"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "Use Bash.", "signature": "EqQBCkYIBxgC"},
+                {"type": "text", "text": "Running it."},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_01XyZ",
+                    "name": "Bash",
+                    "input": {"command": "echo hi", "description": "Print hi"},
+                },
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_01XyZ",
+                    "content": [{"type": "text", "text": "hi"}],
+                    "is_error": False,
+                },
+                {"type": "text", "text": "Thanks"},
+            ],
+        },
+    ],
+    "tools": [
+        {
+            "name": "Bash",
+            "description": "Executes a bash command.",
+            "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+        },
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 5},
+    ],
+    "tool_choice": {"type": "auto", "disable_parallel_tool_use": True},
+    "metadata": {"user_id": '{"device_id":"8c08","session_id":"a1dc"}'},
+    "thinking": {"type": "adaptive"},
+    "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+    "output_config": {"effort": "high"},
+}
+
+
+def test_claude_code_request_is_read_as_chat() -> None:
+    inbound = read_request(CLAUDE_CODE_REQUEST)
+    assert inbound.body == {
+        "model": "claude-opus-4-8",
+        "max_tokens": 64000,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "messages": [
+            {"role": "system", "content": "You are a Claude agent.\n\nBe helpful."},
+            {"role": "user", "content": "<system-reminder>date</system-reminder>\n\nRun echo hi"},
+            {"role": "system", "content": "Available agent types: …"},
+            {
+                "role": "assistant",
+                "content": "Running it.",
+                "tool_calls": [
+                    {
+                        "id": "toolu_01XyZ",
+                        "type": "function",
+                        "function": {
+                            "name": "Bash",
+                            "arguments": '{"command":"echo hi","description":"Print hi"}',
+                        },
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "toolu_01XyZ", "content": "hi"},
+            {"role": "user", "content": "Thanks"},
+        ],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "Bash",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"command": {"type": "string"}},
+                    },
+                    "description": "Executes a bash command.",
+                },
+            }
+        ],
+        "tool_choice": "auto",
+        "parallel_tool_calls": False,
+        "user": '{"device_id":"8c08","session_id":"a1dc"}',
+    }
+    assert inbound.dropped == (
+        "context_management",
+        "output_config",
+        "cache_control",
+        "thinking",
+        "tools:web_search",
+    )
+
+
+@pytest.mark.parametrize(
+    ("request_", "param"),
+    [
+        ({"messages": HELLO["messages"]}, "max_tokens"),
+        ({"max_tokens": 0, "messages": HELLO["messages"]}, "max_tokens"),
+        ({"max_tokens": 9, "messages": []}, "messages"),
+        ({"max_tokens": 9, "messages": [{"role": "tool", "content": "x"}]}, "messages"),
+        ({"max_tokens": 9, "messages": [{"role": "user", "content": [{"text": "x"}]}]}, "messages"),
+        ({"max_tokens": 9, "messages": HELLO["messages"], "system": 3}, "system"),
+    ],
+)
+def test_bad_requests_name_the_field(request_: dict[str, Any], param: str) -> None:
+    with pytest.raises(RequestError) as caught:
+        read_request(request_)
+    assert caught.value.param == param
+    assert caught.value.status == 400
+
+
+def test_blocks_a_chat_provider_cannot_take() -> None:
+    inbound = read_request(
+        {
+            "max_tokens": 10,
+            "top_k": 3,
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image", "source": {"type": "url", "url": "https://x/a.png"}},
+                        {"type": "document", "source": {"type": "text", "data": "pdf"}},
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "t1",
+                            "is_error": True,
+                            "content": [
+                                {"type": "text", "text": "boom"},
+                                {"type": "image", "source": {"type": "file", "file_id": "f"}},
+                            ],
+                        },
+                    ],
+                },
+                {
+                    "role": "assistant",
+                    "content": [{"type": "redacted_thinking", "data": "xyz"}],
+                },
+                {"role": "user", "content": [{"type": "document", "source": {}}]},
+            ],
+            "tools": [{"name": "f", "input_schema": {"type": "object"}, "defer_loading": True}],
+            "tool_choice": {"type": "tool", "name": "web_search"},
+        }
+    )
+    assert inbound.body["messages"] == [
+        {"role": "tool", "tool_call_id": "t1", "content": "boom"},
+        {
+            "role": "user",
+            "content": [{"type": "image_url", "image_url": {"url": "https://x/a.png"}}],
+        },
+        {"role": "assistant", "content": ""},
+        {"role": "user", "content": ""},
+    ]
+    assert "tool_choice" not in inbound.body
+    assert set(inbound.dropped) == {
+        "document",
+        "tool_result:image",
+        "tool_result:is_error",
+        "redacted_thinking",
+        "top_k",
+        "tool.defer_loading",
+        "tool_choice",
+    }
+
+
+def test_tool_choice_and_tool_ids() -> None:
+    tools = [{"name": "f", "input_schema": {"type": "object"}}]
+    base = {"max_tokens": 9, "messages": HELLO["messages"], "tools": tools}
+    for choice, chat in [
+        ({"type": "auto"}, "auto"),
+        ({"type": "any"}, "required"),
+        ({"type": "none"}, "none"),
+        ({"type": "tool", "name": "f"}, {"type": "function", "function": {"name": "f"}}),
+    ]:
+        assert read_request({**base, "tool_choice": choice}).body["tool_choice"] == chat
+    assert tool_use_id("call_00_abc") == "toolu_call_00_abc"
+    assert tool_use_id("toolu_01A") == "toolu_01A"
+    assert tool_use_id("call:1/2") == "toolu_call_1_2"
+    assert tool_use_id(None).startswith("toolu_")
+    assert tool_use_id(None) != tool_use_id(None)
+
+
+def test_count_tokens_estimate() -> None:
+    def count(content: Any, **rest: Any) -> int:
+        return estimate_tokens({"messages": [{"role": "user", "content": content}], **rest})
+
+    assert count("abcd" * 10) == 10 + MESSAGE_TOKENS
+    assert count("你好世界") == 4 + MESSAGE_TOKENS
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "A" * 9999},
+    }
+    assert count([image]) == ATTACHMENT_TOKENS + MESSAGE_TOKENS
+    assert count("abcd", system="abcdabcd") == 1 + 2 + MESSAGE_TOKENS
+    tool = {
+        "name": "abcd",
+        "input_schema": {"type": "object"},
+    }  # "name", "abcd", "input_schema" … count
+    assert count("abcd", tools=[tool]) > count("abcd")
+    with pytest.raises(RequestError):
+        estimate_tokens({"messages": "hi"})
+
+
+def test_native_body_keeps_all_but_unsigned_thinking() -> None:
+    unsigned = {"type": "thinking", "thinking": "a chat provider's reasoning", "signature": ""}
+    signed = {"type": "thinking", "thinking": "Claude's", "signature": "EqQB"}
+    request = {
+        **CLAUDE_CODE_REQUEST,
+        "agent_reach": {"provider_route": "x"},
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [unsigned, {"type": "text", "text": "a"}]},
+            {"role": "user", "content": "q2"},
+            {"role": "assistant", "content": [signed, {"type": "text", "text": "b"}]},
+            {"role": "user", "content": "q3"},
+        ],
+    }
+    body = DIALECT.native_body(request, "claude-x", True)
+    assert body["messages"][1] == {"role": "assistant", "content": [{"type": "text", "text": "a"}]}
+    assert body["messages"][3] == request["messages"][3]
+    rest = {k: v for k, v in request.items() if k not in ("agent_reach", "messages", "model")}
+    assert {k: v for k, v in body.items() if k not in ("messages", "model")} == rest
+    assert body["model"] == "claude-x"
+    plain = {**CLAUDE_CODE_REQUEST, "stream": False}
+    assert DIALECT.native_body(plain, "", False) == plain
+
+
+def test_rendered_message_and_stream_validate_against_the_sdk() -> None:
+    response = completion.completion(
+        model="deepseek-chat",
+        created=1,
+        choices=[
+            completion.choice(
+                completion.message(
+                    "Let me check.",
+                    tool_calls=[completion_call("call_0", "get_weather", '{"city":"Paris"}')],
+                    reasoning="Weather needed.",
+                ),
+                "tool_calls",
+            )
+        ],
+        usage={
+            "prompt_tokens": 100,
+            "completion_tokens": 20,
+            "total_tokens": 120,
+            "prompt_tokens_details": {"cached_tokens": 90},
+        },
+    )
+    message = message_of(response)
+    Message.model_validate(message, strict=True)
+    assert message["content"] == [
+        {"type": "thinking", "thinking": "Weather needed.", "signature": ""},
+        {"type": "text", "text": "Let me check."},
+        {
+            "type": "tool_use",
+            "id": "toolu_call_0",
+            "name": "get_weather",
+            "input": {"city": "Paris"},
+        },
+    ]
+    assert message["stop_reason"] == "tool_use"
+    assert message["usage"] == {
+        "input_tokens": 10,
+        "output_tokens": 20,
+        "cache_read_input_tokens": 90,
+    }
+    events = encode(completion.as_chunks(response))
+    assert [e for e, _ in events] == [
+        "message_start",
+        "content_block_start",
+        "ping",
+        "content_block_delta",
+        "content_block_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("finish", "calls", "stop"),
+    [
+        ("stop", False, "end_turn"),
+        ("length", False, "max_tokens"),
+        ("content_filter", False, "refusal"),
+        ("tool_calls", True, "tool_use"),
+        ("stop", True, "tool_use"),
+        (None, False, "end_turn"),
+    ],
+)
+def test_stop_reasons(finish: str | None, calls: bool, stop: str) -> None:
+    assert stop_reason(finish, calls) == stop
+
+
+# -- round trips (hypothesis): chat → Messages → chat keeps what both can say -----------------
+
+TEXT = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=12
+)
+NAME = st.from_regex(r"[a-z][a-z_]{0,11}", fullmatch=True)
+CALL_ID = st.from_regex(r"(call|toolu)_[A-Za-z0-9]{1,8}", fullmatch=True)
+ARGS = st.dictionaries(
+    st.from_regex(r"[a-z]{1,6}", fullmatch=True),
+    st.one_of(st.integers(-999, 999), TEXT, st.booleans(), st.none()),
+    max_size=3,
+)
+IMAGE = st.sampled_from(["data:image/png;base64,iVBORw0KGgo=", "https://example.com/cat.jpg"]).map(
+    lambda url: {"type": "image_url", "image_url": {"url": url}}
+)
+
+
+def completion_call(id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+CALL = st.builds(
+    lambda i, n, a: completion_call(i, n, orjson.dumps(a).decode()), CALL_ID, NAME, ARGS
+)
+CALLS = st.lists(CALL, max_size=2, unique_by=lambda c: c["id"])
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Chat conversations the Messages format can say: an optional system prompt, then user
+    turns (text, or text and an image) and assistant turns (text and/or tool calls, each
+    call followed by its result)."""
+    messages: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        messages.append({"role": "system", "content": draw(TEXT)})
+    for _ in range(draw(st.integers(1, 3))):
+        user: Any = draw(TEXT)
+        if draw(st.booleans()):
+            user = [{"type": "text", "text": user}, draw(IMAGE)]
+        messages.append({"role": "user", "content": user})
+        calls = draw(CALLS)
+        assistant: dict[str, Any] = {
+            "role": "assistant",
+            "content": draw(st.none() | TEXT) if calls else draw(TEXT),
+        }
+        if calls:
+            assistant["tool_calls"] = calls
+        messages.append(assistant)
+        for call in calls:
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": draw(TEXT)})
+    return messages
+
+
+TOOL_DEFS = st.lists(
+    st.builds(
+        lambda n, d: {
+            "type": "function",
+            "function": {
+                "name": n,
+                "description": d,
+                "parameters": {"type": "object", "properties": {"x": {"type": "string"}}},
+            },
+        },
+        NAME,
+        TEXT,
+    ),
+    max_size=2,
+    unique_by=lambda t: t["function"]["name"],
+)
+
+
+@given(
+    messages=conversations(),
+    tools=TOOL_DEFS,
+    choice=st.sampled_from(["auto", "required", "none", "function"]),
+    serial=st.booleans(),
+    cap=st.integers(1, 100_000),
+    temperature=st.floats(0, 1),
+    stop=st.lists(TEXT, max_size=2),
+)
+def test_request_round_trip(
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    choice: str,
+    serial: bool,
+    cap: int,
+    temperature: float,
+    stop: list[str],
+) -> None:
+    chat: dict[str, Any] = {
+        "model": MODEL,
+        "messages": messages,
+        "max_tokens": cap,
+        "temperature": temperature,
+        "user": "u-1",
+    }
+    if stop:
+        chat["stop"] = stop
+    if tools:
+        chat["tools"] = tools
+        name = tools[0]["function"]["name"]
+        chat["tool_choice"] = (
+            {"type": "function", "function": {"name": name}} if choice == "function" else choice
+        )
+        if serial:
+            chat["parallel_tool_calls"] = False
+    back = read_request(DIALECT.body(chat, MODEL, False, "max_tokens"))
+    assert back.dropped == ()
+    assert back.body == {
+        k: v for k, v in chat.items() if not (k == "parallel_tool_calls" and choice == "none")
+    }
+
+
+@st.composite
+def answers(draw: st.DrawFn) -> dict[str, Any]:
+    """Chat completions the Messages format can say."""
+    calls = draw(CALLS)
+    finish = "tool_calls" if calls else draw(st.sampled_from(["stop", "length", "content_filter"]))
+    usage = completion.usage(draw(st.integers(0, 10_000)), draw(st.integers(0, 10_000)))
+    cached = draw(st.integers(0, 10))
+    assert usage is not None
+    if cached:
+        usage["prompt_tokens"] += cached
+        usage["total_tokens"] += cached
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    message = completion.message(
+        draw(st.none() | TEXT) if calls else draw(TEXT),
+        tool_calls=calls,
+        reasoning=draw(st.none() | TEXT),
+    )
+    return completion.completion(
+        model="deepseek-chat",
+        created=1,
+        choices=[completion.choice(message, finish)],
+        usage=usage,
+    )
+
+
+def expected(answer: dict[str, Any]) -> dict[str, Any]:
+    """What survives the round trip: everything, tool call ids as `toolu_` ids."""
+    message = dict(answer["choices"][0]["message"])
+    if "tool_calls" in message:
+        message["tool_calls"] = [{**c, "id": tool_use_id(c["id"])} for c in message["tool_calls"]]
+    return message
+
+
+CTX = Context("deepseek-chat", 1, Shape("content", "text"))
+
+
+@given(answers())
+def test_answer_round_trip(answer: dict[str, Any]) -> None:
+    message = message_of(answer)
+    Message.model_validate(message, strict=True)
+    back = DIALECT.normalize(message, CTX)
+    assert back["choices"][0]["message"] == expected(answer)
+    assert back["choices"][0]["finish_reason"] == answer["choices"][0]["finish_reason"]
+    assert back["usage"] == answer["usage"]
+
+
+def encode(chunks: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """Chat chunks as Messages events, each checked against the SDK's event types."""
+    events = MessageEvents()
+    out = [e for c in chunks for e in events.feed(c)] + events.end()
+    for name, data in out:
+        assert data["type"] == name
+        if name != "ping":
+            EVENTS.validate_python(data, strict=True)
+    return out
+
+
+def pieces(answer: dict[str, Any], size: int) -> list[dict[str, Any]]:
+    """The answer as a chat stream, its text and arguments cut in pieces of `size`."""
+    message = answer["choices"][0]["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return completion.chunk(
+            id="c", model="deepseek-chat", created=1, delta=delta, finish=finish
+        )
+
+    out = [chunk({"role": "assistant"})]
+    for key in ("reasoning_content", "content"):
+        text = message.get(key) or ""
+        out += [chunk({key: text[i : i + size]}) for i in range(0, len(text), size)]
+    for n, call in enumerate(message.get("tool_calls") or ()):
+        args = call["function"]["arguments"]
+        head = {"index": n, "id": call["id"], "type": "function"}
+        out.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {**head, "function": {"name": call["function"]["name"], "arguments": ""}}
+                    ]
+                }
+            )
+        )
+        out += [
+            chunk({"tool_calls": [{"index": n, "function": {"arguments": args[i : i + size]}}]})
+            for i in range(0, len(args), size)
+        ]
+    out.append(chunk({}, answer["choices"][0]["finish_reason"]))
+    out.append(completion.chunk(id="c", model="deepseek-chat", created=1, usage=answer["usage"]))
+    return out
+
+
+def assemble(chunks: list[dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
+    """The assistant message and finish reason a list of chat chunks adds up to."""
+    message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
+    calls: dict[int, dict[str, Any]] = {}
+    finish = None
+    for c in chunks:
+        for choice in c["choices"]:
+            delta = choice["delta"]
+            for key in ("content", "reasoning_content"):
+                if delta.get(key):
+                    message[key] = (
+                        message.get(key, "") + delta[key] if message.get(key) else delta[key]
+                    )
+            for piece in delta.get("tool_calls") or ():
+                n = piece["index"]
+                if n in calls:
+                    calls[n]["function"]["arguments"] += piece["function"]["arguments"]
+                else:
+                    calls[n] = {k: v for k, v in piece.items() if k != "index"}
+            finish = choice["finish_reason"] or finish
+    if calls:
+        message["tool_calls"] = [calls[n] for n in sorted(calls)]
+    return message, finish
+
+
+@given(answers(), st.integers(1, 6))
+def test_stream_round_trip(answer: dict[str, Any], size: int) -> None:
+    decoder = DIALECT.decoder(CTX)
+    events = encode(pieces(answer, size))
+    chunks = [c for name, data in events for c in decoder.feed(name, orjson.dumps(data))]
+    assert decoder.finished
+    message, finish = assemble(chunks)
+    assert message == expected(answer)
+    assert finish == answer["choices"][0]["finish_reason"]
+    assert chunks[-1]["usage"] == answer["usage"]

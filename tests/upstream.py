@@ -1,7 +1,8 @@
 """Simulated providers on 127.0.0.1 for the tests: one aiohttp server, one scenario per path.
 
-`/s/<scenario>/v1/chat/completions` (OpenAI), `/s/<scenario>/api/chat` (Ollama) and their
-health URLs `/s/<scenario>/v1/models`, `/s/<scenario>/api/tags`. The server runs in its own
+`/s/<scenario>/v1/chat/completions` (OpenAI), `/s/<scenario>/api/chat` (Ollama),
+`/s/<scenario>/v1/messages` (Anthropic) and the health URLs `/s/<scenario>/v1/models`,
+`/s/<scenario>/api/tags`. The server runs in its own
 thread with its own loop, so that both in-process tests and CLI subprocesses can reach it.
 Every chat request it receives is recorded (headers and JSON body) for assertions.
 """
@@ -18,6 +19,10 @@ import orjson
 from aiohttp import web
 
 ECHOED_KEY_PREFIX = "Incorrect API key provided: "
+# What the `claude` scenario (a native Anthropic provider) answers.
+CLAUDE_THINKING = {"type": "thinking", "thinking": "Hmm.", "signature": "sig-EqQBCkYIBxgC"}
+CLAUDE_TEXT = "hello from claude"
+CLAUDE_USAGE = {"input_tokens": 11, "cache_read_input_tokens": 5, "output_tokens": 7}
 
 
 def completion(content: str, model: str = "gpt-test") -> dict[str, Any]:
@@ -39,6 +44,15 @@ def completion(content: str, model: str = "gpt-test") -> dict[str, Any]:
 
 def sse(obj: Any) -> bytes:
     return b"data: " + (obj if isinstance(obj, bytes) else orjson.dumps(obj)) + b"\n\n"
+
+
+def anthropic_event(name: str, data: dict[str, Any]) -> bytes:
+    """One named Anthropic stream event."""
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps({"type": name, **data}) + b"\n\n"
+
+
+def _delta(kind: str, text: str) -> dict[str, str]:
+    return {"type": f"{kind}_delta", kind: text}
 
 
 def chunk(
@@ -66,6 +80,14 @@ def tool_chunk(calls: list[dict[str, Any]]) -> dict[str, Any]:
         **chunk(),
         "choices": [{"index": 0, "delta": {"tool_calls": calls}, "finish_reason": None}],
     }
+
+
+def usage_asked(body: Any) -> list[dict[str, Any]]:
+    """The usage-only last chunk of a stream, when the request asked for it."""
+    if not (body.get("stream_options") or {}).get("include_usage"):
+        return []
+    usage = {"prompt_tokens": 21, "completion_tokens": 9, "total_tokens": 30}
+    return [{**chunk(), "choices": [], "usage": usage}]
 
 
 def shell_call(tools: list[Any]) -> tuple[str, str]:
@@ -197,10 +219,23 @@ class Upstream:
     cancelled: list[str] = field(default_factory=list)  # requests whose client went away
 
     def url(self, scenario: str, kind: str = "openai") -> str:
-        tail = {"ollama": "/api/chat", "responses": "/v1/responses"}.get(
-            kind, "/v1/chat/completions"
-        )
+        tail = {
+            "ollama": "/api/chat",
+            "responses": "/v1/responses",
+            "anthropic": "/v1/messages",
+        }.get(kind, "/v1/chat/completions")
         return f"http://127.0.0.1:{self.port}/s/{scenario}{tail}"
+
+    def provider(self, scenario: str, kind: str = "openai", **fields: Any) -> dict[str, Any]:
+        """A provider entry for `scenario` (named after it, keyed by `$PROVIDER_KEY`)."""
+        entry = {
+            "name": scenario,
+            "endpoint": self.url(scenario, kind),
+            "api_key_env": "PROVIDER_KEY",
+        }
+        if kind != "openai":
+            entry["format"] = kind
+        return {**entry, **fields}
 
     def bodies(self, scenario: str) -> list[Any]:
         return [r.body for r in self.received if r.scenario == scenario]
@@ -458,7 +493,7 @@ class Upstream:
             text = f"The command printed: {TOOL_WORD}" if TOOL_WORD in str(last) else "no output"
             if stream:
                 return await self._stream_chunks(
-                    request, [chunk(text, role=True), chunk(finish="stop")]
+                    request, [chunk(text, role=True), chunk(finish="stop"), *usage_asked(body)]
                 )
             return web.json_response(completion(text, body.get("model") or "gpt-test"))
         name, args = shell_call(body.get("tools") or [])
@@ -475,7 +510,7 @@ class Upstream:
             for part in (args[:half], args[half:]):
                 pieces.append(tool_chunk([{"index": 0, "function": {"arguments": part}}]))
             pieces.append(chunk(finish="tool_calls"))
-            return await self._stream_chunks(request, pieces)
+            return await self._stream_chunks(request, [*pieces, *usage_asked(body)])
         answer = completion("", body.get("model") or "gpt-test")
         answer["choices"][0]["message"] = {
             "role": "assistant",
@@ -512,6 +547,70 @@ class Upstream:
             await resp.write(f"event: {kind}\n".encode() + sse(event))
         return resp
 
+    async def s_claude(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A native Anthropic provider: a thinking block with its signature, then text."""
+        return await self._claude(request, body, stream, cut=False)
+
+    async def s_claudecut(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        """The native Anthropic stream, cut after its first content event."""
+        return await self._claude(request, body, stream, cut=True)
+
+    async def _claude(
+        self, request: web.Request, body: Any, stream: bool, *, cut: bool
+    ) -> web.StreamResponse:
+        message = {
+            "id": "msg_01ClaudeNative",
+            "type": "message",
+            "role": "assistant",
+            "content": [CLAUDE_THINKING, {"type": "text", "text": CLAUDE_TEXT}],
+            "model": body.get("model") or "claude-test",
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": CLAUDE_USAGE,
+        }
+        if not stream:
+            return web.json_response(message)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        start = {**message, "content": [], "stop_reason": None, "usage": {**CLAUDE_USAGE}}
+        start["usage"]["output_tokens"] = 1
+        thinking = {**CLAUDE_THINKING, "thinking": "", "signature": ""}
+        for name, data in (
+            ("message_start", {"message": start}),
+            ("content_block_start", {"index": 0, "content_block": thinking}),
+            ("ping", {}),
+            ("content_block_delta", {"index": 0, "delta": _delta("thinking", "Hmm.")}),
+            (
+                "content_block_delta",
+                {
+                    "index": 0,
+                    "delta": {"type": "signature_delta", "signature": CLAUDE_THINKING["signature"]},
+                },
+            ),
+            ("content_block_stop", {"index": 0}),
+            ("content_block_start", {"index": 1, "content_block": {"type": "text", "text": ""}}),
+            ("content_block_delta", {"index": 1, "delta": _delta("text", "hello ")}),
+            ("content_block_delta", {"index": 1, "delta": _delta("text", "from claude")}),
+            ("content_block_stop", {"index": 1}),
+            (
+                "message_delta",
+                {
+                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": 7},
+                },
+            ),
+            ("message_stop", {}),
+        ):
+            await resp.write(anthropic_event(name, data))
+            if name == "content_block_delta" and cut:
+                await asyncio.sleep(0.05)
+                assert request.transport is not None
+                request.transport.close()  # the connection dies after the first content
+                return resp
+        return resp
+
     # -- running -----------------------------------------------------------------------------
 
     def app(self) -> web.Application:
@@ -521,6 +620,7 @@ class Upstream:
         app.router.add_post("/s/{scenario}/v1/chat/completions", self.chat)
         app.router.add_post("/s/{scenario}/api/chat", self.chat)
         app.router.add_post("/s/{scenario}/v1/responses", self.responses)
+        app.router.add_post("/s/{scenario}/v1/messages", self.chat)
         return app
 
     def start(self) -> None:
@@ -550,6 +650,18 @@ class Upstream:
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(10)
+
+
+def proxy_config(providers: list[dict[str, Any]], **top: Any) -> dict[str, Any]:
+    """A config for tests: no health checks, state in memory, circuits that never open."""
+    return {
+        "version": "0.3.2",
+        "health": {"mode": "off"},
+        "state": "memory://",
+        "circuit": {"failures": 1000, "cooldown_s": 0, "auth_cooldown_s": 0},
+        "providers": providers,
+        **top,
+    }
 
 
 def refused_url() -> str:

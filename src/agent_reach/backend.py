@@ -119,6 +119,14 @@ class Backend:
         goes to it as it came, and its answer comes back as it is."""
         return req.native is not None and req.api == self.dialect.speaks
 
+    def headers_for(self, req: ChatRequest, stream: bool) -> dict[str, str]:
+        """The request headers: the provider's own, plus the client's API headers
+        (`native_headers`) when the request goes to it natively."""
+        base = self.stream_headers if stream else self.headers
+        if req.native_headers and self.speaks(req):
+            return {**base, **req.native_headers}
+        return base
+
     def url(self, model: str, stream: bool) -> str:
         """The URL to POST to, with the key in the query where `auth_query` says so."""
         url = self.dialect.url(self.spec.endpoint, model, stream)

@@ -344,7 +344,7 @@ class Engine:
                 self.session.post(
                     backend.url(model, False),
                     data=backend.body(req, model, False),
-                    headers=backend.headers,
+                    headers=backend.headers_for(req, False),
                     timeout=timeouts(backend.connect_s, backend.read_s, remaining_s),
                     allow_redirects=False,
                 ) as resp,
@@ -385,7 +385,7 @@ class Engine:
                 resp = await self.session.post(
                     backend.url(model, True),
                     data=backend.body(req, model, True),
-                    headers=backend.stream_headers,
+                    headers=backend.headers_for(req, True),
                     timeout=timeouts(backend.connect_s, backend.read_s, remaining_s),
                     allow_redirects=False,
                 )

@@ -25,6 +25,9 @@ class ChatRequest:
     deadline_ms: float | None = None
     api: str = "chat"  # the API the request arrived in: chat, responses or messages
     native: dict[str, Any] | None = None  # the request as it arrived, when not a chat one
+    # Headers of the client's API that go with `native` to a provider that speaks that API
+    # (Messages: `anthropic-beta`); never a key.
+    native_headers: dict[str, str] | None = None
 
     @classmethod
     def parse(cls, request: dict[str, Any], *, stream: bool | None = None) -> ChatRequest:

@@ -20,7 +20,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..conftest import CHUNK, COMPLETION, ERROR, assert_valid
-from ..upstream import Upstream, refused_url
+from ..upstream import Upstream, proxy_config, refused_url
 
 BIN = str(Path(sys.executable).parent / "agent-reach")
 PROVIDER_KEY = "sk-provider-77aa88bb99cc-SECRET"
@@ -147,16 +147,12 @@ def base_config(upstream: Upstream, **top: Any) -> dict[str, Any]:
         }
     )
     providers.append({"name": "dead", "endpoint": refused_url()})
-    return {
-        "version": "0.3.2",
-        "health": {"mode": "off"},
-        "state": "memory://",
-        "circuit": {"failures": 1000, "cooldown_s": 0, "auth_cooldown_s": 0},
-        "fallback_order": ["ok", "backup"],
-        "server": {"max_body_bytes": 20000},
-        "providers": providers,
+    return proxy_config(
+        providers,
+        fallback_order=["ok", "backup"],
+        server={"max_body_bytes": 20000},
         **top,
-    }
+    )
 
 
 @pytest.fixture(scope="module")

@@ -20,12 +20,13 @@ from aiohttp import web
 from .._version import __version__
 from ..errors import RequestError
 from ..router import Router
-from . import chat, responses, step
+from . import chat, messages, responses, step
 from .errors import JSON, error_response
 from .http import BadBody
 from .metrics import Metrics
 from .stats import RecentAttempts
 
+_OPEN = frozenset({"/healthz", "/"})  # paths that need no client key
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Face = Callable[["Proxy", web.Request], Awaitable[web.StreamResponse]]
 
@@ -55,6 +56,9 @@ class Proxy:
         app.router.add_post("/v1/responses", self._face(responses.create))
         app.router.add_get("/v1/responses/{id}", self._face(responses.retrieve))
         app.router.add_delete("/v1/responses/{id}", self._face(responses.delete))
+        app.router.add_post("/v1/messages", self._face(messages.create))
+        app.router.add_post("/v1/messages/count_tokens", self._face(messages.count_tokens))
+        app.router.add_get("/", self.healthz)  # and HEAD: Claude Code probes its base URL
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/metrics", self.prometheus)
@@ -68,7 +72,7 @@ class Proxy:
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        if self.api_keys and request.path != "/healthz" and not self._authorized(request):
+        if self.api_keys and request.path not in _OPEN and not self._authorized(request):
             return error_response(
                 request.path, 401, "a valid proxy key is required", code="invalid_api_key"
             )
@@ -85,8 +89,10 @@ class Proxy:
         return response
 
     def _authorized(self, request: web.Request) -> bool:
+        """`Authorization: Bearer <key>`, or `x-api-key: <key>` as Anthropic's clients send."""
         given = request.headers.get("Authorization", "")
         token = given[7:].strip() if given[:7].lower() == "bearer " else ""
+        token = token or request.headers.get("x-api-key", "").strip()
         return any(hmac.compare_digest(token.encode(), key.encode()) for key in self.api_keys)
 
     def _face(self, handler: Face) -> Handler:

@@ -28,7 +28,7 @@ _ANTHROPIC_TYPES = {
     403: "permission_error",
     404: "not_found_error",
     405: "invalid_request_error",
-    413: "request_too_large",
+    413: "invalid_request_error",  # the SDKs' error types have no `request_too_large`
     429: "rate_limit_error",
     529: "overloaded_error",
 }

@@ -3,6 +3,7 @@ request headers, the trace response headers and writing server-sent events."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -13,6 +14,7 @@ from ..request import ChatRequest
 from ..trace import Attempt, trace_header
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+_UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
 # The route of requests that name none (`agent-reach run --route`).
 DEFAULT_ROUTE = web.AppKey("default_route", str)
 
@@ -58,11 +60,21 @@ def trace_headers(provider: str, trace: list[Attempt]) -> dict[str, str]:
     return {"X-Agent-Reach-Provider": provider, "X-Agent-Reach-Trace": trace_header(trace)}
 
 
+def dropped_header(names: tuple[str, ...]) -> dict[str, str]:
+    """`X-Agent-Reach-Dropped` naming what a provider that does not speak the client's API
+    was not sent, when anything was. The names come from the client (field names, block and
+    tool types): printable ASCII only, at most 1,000 characters."""
+    if not names:
+        return {}
+    value = _UNPRINTABLE.sub("?", ",".join(names))
+    return {"X-Agent-Reach-Dropped": value if len(value) <= 1000 else value[:997] + "..."}
+
+
 def sse(event: str | None, data: bytes) -> bytes:
-    """One server-sent event: `event: NAME` (when named) and its `data:` line."""
-    if event is None:
-        return b"data: " + data + b"\n\n"
-    return b"event: " + event.encode() + b"\ndata: " + data + b"\n\n"
+    """One server-sent event: `event: NAME` (when named) and its `data:` line (lines, when
+    a provider's frame had several)."""
+    head = b"event: " + event.encode() + b"\n" if event else b""
+    return head + b"data: " + data.replace(b"\n", b"\ndata: ") + b"\n\n"
 
 
 def json_response(body: Any, headers: dict[str, str] | None = None) -> web.Response:

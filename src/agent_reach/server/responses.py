@@ -21,7 +21,15 @@ from ..dialects import responses as wire
 from ..errors import AllProvidersFailed, RequestError, StreamInterrupted
 from ..request import ChatRequest
 from .chat import all_failed
-from .http import SSE_HEADERS, json_response, read_json, sse, trace_headers, with_headers
+from .http import (
+    SSE_HEADERS,
+    dropped_header,
+    json_response,
+    read_json,
+    sse,
+    trace_headers,
+    with_headers,
+)
 
 if TYPE_CHECKING:
     from ..engine import ChatStream
@@ -36,7 +44,7 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     inbound = wire.request_in(body)
     parsed = ChatRequest.parse(inbound.body)
     req = with_headers(replace(parsed, api="responses", native=body), request)
-    dropped = {"X-Agent-Reach-Dropped": ",".join(inbound.dropped)} if inbound.dropped else {}
+    dropped = dropped_header(inbound.dropped)
     if req.stream:
         return await _stream(proxy, request, req, dropped)
     try:

@@ -1,0 +1,132 @@
+"""The real Claude Code (`claude -p`, pinned in scripts/ensure-agents.sh) through the proxy:
+`agent-reach serve` with Claude Code pointed at it, and `agent-reach run` with nothing set up.
+
+What Claude Code 2.1.197 sends is written down in docs/decisions.md ("Messages ingress").
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from ..agents import AGENT_CLIENT_KEY, agent, claude_env
+from ..upstream import CLAUDE_TEXT, TOOL_WORD, Upstream
+from .test_proxy import PROVIDER_KEY, Proxy, start, stop
+
+pytestmark = pytest.mark.slow
+BIN = str(Path(sys.executable).parent / "agent-reach")
+PROMPT = "Run echo in the shell with the Bash tool and tell me what it printed."
+
+
+def claude(env: dict[str, str], cwd: Path, *prefix: str) -> subprocess.CompletedProcess[str]:
+    """`claude -p` of the prompt with its tool allowed and a JSON result (after `prefix`,
+    e.g. an `agent-reach run`)."""
+    args = [*prefix, str(agent("claude")), "-p", PROMPT, "--allowedTools", "Bash(echo:*)"]
+    return subprocess.run(
+        [*args, "--output-format", "json"],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def attempts(proxy: Proxy) -> dict[tuple[str, str], float]:
+    """The proxy's attempt counters by (provider, reason)."""
+    _, text = proxy.get("/metrics", {"x-api-key": AGENT_CLIENT_KEY})
+    return {
+        (s.labels["provider"], s.labels["reason"]): s.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "agent_reach_attempts"
+        for s in family.samples
+        if s.name == "agent_reach_attempts_total"
+    }
+
+
+def served(
+    config: dict[str, Any], tmp_path: Path, home: Path, up: Upstream
+) -> tuple[subprocess.CompletedProcess[str], dict[tuple[str, str], float]]:
+    """Claude Code against `agent-reach serve` with `config`; its run and the proxy's
+    attempt counts (the proxy log checked for tracebacks and keys)."""
+    proxy = start(config, tmp_path, up, env={"PROXY_KEYS": AGENT_CLIENT_KEY})
+    env = claude_env(home, ANTHROPIC_BASE_URL=proxy.base, ANTHROPIC_API_KEY=AGENT_CLIENT_KEY)
+    try:
+        done = claude(env, home)
+        counts = attempts(proxy)
+    finally:
+        stop(proxy)
+    log = (tmp_path / "proxy.log").read_text()
+    assert "Traceback" not in log
+    for secret in (PROVIDER_KEY, AGENT_CLIENT_KEY):
+        assert secret not in done.stdout + done.stderr + log
+    return done, counts
+
+
+def assert_tool_turn(done: subprocess.CompletedProcess[str], up: Upstream) -> None:
+    """Claude Code ran the tool the chat provider asked for and finished with its answer."""
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(done.stdout)
+    assert result["result"] == f"The command printed: {TOOL_WORD}"
+    assert result["num_turns"] == 2
+    # The chat provider's usage (21 prompt, 9 completion tokens a turn) reached Claude Code.
+    assert (result["usage"]["input_tokens"], result["usage"]["output_tokens"]) == (42, 18)
+    calls, results = up.bodies("toolcall")
+    assert calls["stream"] is True
+    assert calls["model"] == "deepseek-chat"
+    assert "Bash" in [t["function"]["name"] for t in calls["tools"]]
+    # The tool really ran: its output came back as the tool result of the call.
+    call = results["messages"][-2]["tool_calls"][0]
+    assert call["function"]["name"] == "Bash"
+    assert results["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": call["id"],
+        "content": TOOL_WORD,
+    }
+    assert len(up.bodies("auth")) == 2  # the 401 provider was tried for both requests
+    assert "Traceback" not in done.stderr
+    assert PROVIDER_KEY not in done.stdout + done.stderr
+
+
+def test_claude_code_tool_turn_after_a_dead_and_a_401_provider(
+    agent_config: dict[str, Any], agent_home: Path, up: Upstream, tmp_path: Path
+) -> None:
+    done, counts = served(agent_config, tmp_path, agent_home, up)
+    assert_tool_turn(done, up)
+    assert counts[("dead", "connect_failed")] == 2
+    assert counts[("auth", "auth_failed")] == 2
+    assert counts[("toolcall", "ok")] == 2
+
+
+def test_claude_code_through_agent_reach_run(
+    agent_config: dict[str, Any], agent_home: Path, up: Upstream, tmp_path: Path
+) -> None:
+    config = tmp_path / "agent-reach.yaml"
+    config.write_text(yaml.safe_dump(agent_config))
+    env = claude_env(agent_home, PROVIDER_KEY=PROVIDER_KEY)  # nothing points Claude Code anywhere
+    assert_tool_turn(claude(env, agent_home, BIN, "--config", str(config), "run", "--"), up)
+
+
+def test_claude_code_reaches_an_anthropic_provider_natively(
+    agent_config: dict[str, Any], agent_home: Path, up: Upstream, tmp_path: Path
+) -> None:
+    config = {**agent_config, "fallback_order": ["dead", "auth", "claude"]}
+    done, counts = served(config, tmp_path, agent_home, up)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["result"] == CLAUDE_TEXT
+    [got] = [r for r in up.received if r.scenario == "claude"]
+    # As Claude Code sent it: its beta header, thinking, cache_control, context management.
+    assert "claude-code-20250219" in got.headers["anthropic-beta"]
+    assert got.headers["x-api-key"] == PROVIDER_KEY
+    assert "thinking" in got.body
+    assert "context_management" in got.body
+    assert any("cache_control" in block for block in got.body["system"])
+    assert counts[("claude", "ok")] == 1

@@ -1,0 +1,621 @@
+"""The proxy's Anthropic Messages face (`/v1/messages`), driven by the official `anthropic` SDK.
+
+Every body and stream event the proxy emits is checked against the SDK's own types, strictly
+(`Message`, `RawMessageStreamEvent`, `ErrorResponse`, `MessageTokensCount`).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import pydantic
+import pytest
+from anthropic.types import Message, MessageTokensCount, RawMessageStreamEvent
+from anthropic.types.shared import ErrorResponse
+
+from ..upstream import (
+    CLAUDE_TEXT,
+    CLAUDE_THINKING,
+    CLAUDE_USAGE,
+    TOOL_WORD,
+    Upstream,
+    proxy_config,
+    refused_url,
+)
+from .test_proxy import PROVIDER_KEY, Proxy, start, stop
+
+CLIENT_KEY = "sk-client-2b3c4d5e6f-SECRET"
+MODEL = "claude-sonnet-4-6"
+HI = [{"role": "user", "content": "hi"}]
+WEATHER_TOOL = {
+    "name": "get_weather",
+    "description": "Weather of a city",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+EVENTS: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(RawMessageStreamEvent)
+
+
+def config(upstream: Upstream) -> dict[str, Any]:
+    chats = ("ok", "auth", "toolcall", "streamcut", "ratelimit", "badreq", "context")
+    providers = [upstream.provider(s) for s in chats]
+    providers += [
+        upstream.provider(s, "anthropic", model_map={"*": "claude-upstream-model"})
+        for s in ("claude", "claudecut")
+    ]
+    providers.append(upstream.provider("auth", "anthropic", name="claudeauth"))
+    providers.append({"name": "dead", "endpoint": refused_url()})
+    return proxy_config(
+        providers, fallback_order=["dead", "auth", "ok"], server={"api_keys_env": "PROXY_KEYS"}
+    )
+
+
+@pytest.fixture(scope="module")
+def proxy(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
+    tmp = tmp_path_factory.mktemp("messages")
+    p = start(config(upstream), tmp, upstream, env={"PROXY_KEYS": CLIENT_KEY})
+    yield p
+    stop(p)
+    log = (tmp / "proxy.log").read_text()
+    assert "Traceback" not in log
+    assert PROVIDER_KEY not in log
+    assert CLIENT_KEY not in log
+
+
+@pytest.fixture
+def client(proxy: Proxy, up: Upstream) -> Iterator[anthropic.Anthropic]:
+    with anthropic.Anthropic(base_url=proxy.base, api_key=CLIENT_KEY, max_retries=0) as c:
+        yield c
+
+
+def chain(*names: str) -> dict[str, Any]:
+    return {"extra_headers": {"X-Agent-Reach-Fallback-Order": ",".join(names)}}
+
+
+def message(raw: Any) -> dict[str, Any]:
+    """The response's JSON body, after checking it against the SDK's `Message`, strictly."""
+    body: dict[str, Any] = json.loads(raw.http_response.text)
+    Message.model_validate(body, strict=True)
+    return body
+
+
+def sse(proxy: Proxy, body: dict[str, Any], *names: str) -> tuple[Any, list[tuple[str, Any]]]:
+    """POST a stream request; (response, [(event, data)]), every event checked against the
+    SDK's types strictly (an `error` event against `ErrorResponse`)."""
+    headers = {
+        "Content-Type": "application/json",
+        "x-api-key": CLIENT_KEY,
+        "anthropic-version": "2023-06-01",
+    }
+    if names:
+        headers["X-Agent-Reach-Fallback-Order"] = ",".join(names)
+    req = urllib.request.Request(
+        proxy.base + "/v1/messages?beta=true",
+        data=json.dumps({**body, "stream": True}).encode(),
+        headers=headers,
+    )
+    events = []
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        text = resp.read().decode()
+    for block in text.split("\n\n"):
+        if not block.strip():
+            continue
+        lines = dict(line.split(": ", 1) for line in block.split("\n"))
+        data = json.loads(lines["data"])
+        assert data["type"] == lines["event"]
+        if lines["event"] == "error":
+            ErrorResponse.model_validate(data, strict=True)
+        elif lines["event"] == "ping":  # the SDK skips pings: they have no type of their own
+            assert data == {"type": "ping"}
+        else:
+            EVENTS.validate_python(data, strict=True)
+        events.append((lines["event"], data))
+    return resp, events
+
+
+# -- text ------------------------------------------------------------------------------------
+
+
+def test_message_after_a_dead_and_a_401_provider(client: anthropic.Anthropic, up: Upstream) -> None:
+    raw = client.messages.with_raw_response.create(
+        model=MODEL, max_tokens=100, messages=HI, **chain("dead", "auth", "ok")
+    )
+    body = message(raw)
+    assert body["content"] == [{"type": "text", "text": "hello from ok"}]
+    assert body["id"].startswith("msg_")
+    assert body["stop_reason"] == "end_turn"
+    assert body["usage"] == {"input_tokens": 5, "output_tokens": 3}
+    assert raw.headers["X-Agent-Reach-Provider"] == "ok"
+    trace = raw.headers["X-Agent-Reach-Trace"].split(",")
+    assert [t.rsplit(":", 1)[0] for t in trace] == [
+        "dead:connect_failed",
+        "auth:auth_failed",
+        "ok:ok",
+    ]
+    assert "X-Agent-Reach-Dropped" not in raw.headers
+    sent = up.bodies("ok")[-1]
+    assert sent["messages"] == [{"role": "user", "content": "hi"}]
+    assert sent["max_tokens"] == 100
+    assert PROVIDER_KEY not in raw.http_response.text
+    assert CLIENT_KEY not in raw.http_response.text
+
+
+def test_system_blocks_and_sampling_are_translated(
+    client: anthropic.Anthropic, up: Upstream
+) -> None:
+    client.messages.create(
+        model=MODEL,
+        max_tokens=50,
+        system=[{"type": "text", "text": "Be brief."}, {"type": "text", "text": "Be kind."}],
+        messages=[
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": "again"},
+        ],
+        stop_sequences=["END"],
+        metadata={"user_id": "u-42"},
+        extra_body={"temperature": 0.2, "top_p": 0.9},  # no longer arguments of this SDK
+        **chain("ok"),
+    )
+    sent = up.bodies("ok")[-1]
+    assert sent["messages"] == [
+        {"role": "system", "content": "Be brief.\n\nBe kind."},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "again"},
+    ]
+    assert (sent["temperature"], sent["top_p"], sent["stop"]) == (0.2, 0.9, ["END"])
+    assert sent["user"] == "u-42"
+    assert "metadata" not in sent
+
+
+def test_stream_after_a_dead_and_a_401_provider(client: anthropic.Anthropic, proxy: Proxy) -> None:
+    with client.messages.stream(
+        model=MODEL, max_tokens=100, messages=HI, **chain("dead", "auth", "ok")
+    ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text == "hello from ok"
+    assert final.stop_reason == "end_turn"
+    assert final.usage.input_tokens == 0  # this provider streams no usage
+
+    resp, events = sse(proxy, {"model": MODEL, "max_tokens": 100, "messages": HI}, "dead", "ok")
+    assert resp.headers["X-Agent-Reach-Provider"] == "ok"
+    names = [e for e, _ in events]
+    assert names == [
+        "message_start",
+        "content_block_start",
+        "ping",
+        "content_block_delta",
+        "content_block_delta",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
+
+
+# -- tools -----------------------------------------------------------------------------------
+
+
+SHELL_TOOL = {
+    "name": "Bash",
+    "description": "Runs a shell command",
+    "input_schema": {
+        "type": "object",
+        "properties": {"command": {"type": "string"}},
+        "required": ["command"],
+    },
+}
+ECHO = {"command": f"echo {TOOL_WORD}"}  # what the `toolcall` provider asks to run
+ANSWER = f"The command printed: {TOOL_WORD}"  # and says once it has the output
+
+
+def tool_turn(call: dict[str, Any]) -> list[dict[str, Any]]:
+    """The conversation after the model's tool call: the call, and its result."""
+    return [
+        {"role": "user", "content": "Say hi in the shell"},
+        {"role": "assistant", "content": [call]},
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": call["id"],
+                    "content": [{"type": "text", "text": TOOL_WORD}],
+                }
+            ],
+        },
+    ]
+
+
+def test_tool_call_and_its_result(client: anthropic.Anthropic, up: Upstream) -> None:
+    raw = client.messages.with_raw_response.create(
+        model=MODEL,
+        max_tokens=200,
+        messages=[{"role": "user", "content": "Say hi in the shell"}],
+        tools=[SHELL_TOOL],
+        tool_choice={"type": "auto"},
+        **chain("dead", "auth", "toolcall"),
+    )
+    body = message(raw)
+    assert body["stop_reason"] == "tool_use"
+    [call] = body["content"]
+    assert call == {"type": "tool_use", "id": "toolu_call_test1", "name": "Bash", "input": ECHO}
+    sent = up.bodies("toolcall")[-1]
+    assert sent["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "Bash",
+                "description": "Runs a shell command",
+                "parameters": SHELL_TOOL["input_schema"],
+            },
+        }
+    ]
+    assert sent["tool_choice"] == "auto"
+
+    final = client.messages.create(
+        model=MODEL,
+        max_tokens=200,
+        messages=tool_turn(call),
+        tools=[SHELL_TOOL],
+        **chain("toolcall"),
+    )
+    assert final.content[0].type == "text"
+    assert final.content[0].text == ANSWER
+    assert final.stop_reason == "end_turn"
+    sent = up.bodies("toolcall")[-1]["messages"]
+    assert sent[1] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": "Bash", "arguments": json.dumps(ECHO, separators=(",", ":"))},
+            }
+        ],
+    }
+    assert sent[2] == {"role": "tool", "tool_call_id": call["id"], "content": TOOL_WORD}
+
+
+def test_streamed_tool_call_and_its_result(client: anthropic.Anthropic, proxy: Proxy) -> None:
+    request: dict[str, Any] = {
+        "model": MODEL,
+        "max_tokens": 200,
+        "messages": [{"role": "user", "content": "Say hi in the shell"}],
+        "tools": [SHELL_TOOL],
+    }
+    with client.messages.stream(**request, **chain("dead", "auth", "toolcall")) as stream:
+        final = stream.get_final_message()
+    assert final.stop_reason == "tool_use"
+    [call] = final.content
+    assert call.type == "tool_use"
+    assert (call.id, call.name, call.input) == ("toolu_call_test1", "Bash", ECHO)
+    assert final.usage.input_tokens == 21
+    assert final.usage.output_tokens == 9
+
+    _, events = sse(proxy, request, "toolcall")
+    deltas = [d["delta"] for e, d in events if e == "content_block_delta"]
+    assert {d["type"] for d in deltas} == {"input_json_delta"}
+    assert len(deltas) == 2  # as the provider sent the arguments: in two pieces
+    assert json.loads("".join(d["partial_json"] for d in deltas)) == ECHO
+    assert events[-2][1]["usage"] == {"input_tokens": 21, "output_tokens": 9}
+
+    turn = tool_turn(call.model_dump(exclude_none=True))
+    with client.messages.stream(**{**request, "messages": turn}, **chain("toolcall")) as stream:
+        assert "".join(stream.text_stream) == ANSWER
+
+
+# -- what a chat provider does not see -------------------------------------------------------
+
+
+def test_fields_a_chat_provider_cannot_take_are_dropped_and_named(
+    client: anthropic.Anthropic, up: Upstream
+) -> None:
+    raw = client.messages.with_raw_response.create(
+        model=MODEL,
+        max_tokens=2000,
+        system=[{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}],
+        messages=[
+            {"role": "user", "content": "q"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "hm", "signature": "sig"},
+                    {"type": "text", "text": "a"},
+                ],
+            },
+            {"role": "user", "content": "q2"},
+        ],
+        thinking={"type": "enabled", "budget_tokens": 1024},
+        tools=[
+            WEATHER_TOOL,
+            {"type": "web_search_20250305", "name": "web_search", "max_uses": 2},
+        ],
+        extra_body={"service_tier": "auto", "top_k": 5},
+        **chain("ok"),
+    )
+    message(raw)
+    dropped = raw.headers["X-Agent-Reach-Dropped"].split(",")
+    assert set(dropped) == {
+        "service_tier",
+        "cache_control",
+        "thinking",
+        "top_k",
+        "tools:web_search",
+    }
+    sent = up.bodies("ok")[-1]
+    text = json.dumps(sent)
+    for word in ("cache_control", "thinking", "top_k", "web_search", "service_tier", "sig"):
+        assert word not in text
+    assert sent["messages"][2] == {"role": "assistant", "content": "a"}
+    assert [t["function"]["name"] for t in sent["tools"]] == ["get_weather"]
+
+
+def test_dropped_names_are_safe_in_a_header(client: anthropic.Anthropic) -> None:
+    evil = {"type": "x_20250101", "name": "wéb\r\nX-Evil: 1"}
+    many = {f"field_{i:04}": 1 for i in range(300)}
+    raw = client.messages.with_raw_response.create(
+        model=MODEL,
+        max_tokens=10,
+        messages=HI,
+        tools=[WEATHER_TOOL, evil],  # type: ignore[list-item]
+        extra_body=many,
+        **chain("ok"),
+    )
+    message(raw)
+    assert "X-Evil" not in raw.headers
+    dropped = raw.headers["X-Agent-Reach-Dropped"]
+    assert dropped.startswith("field_0000,field_0001")
+    assert dropped.endswith("...")
+    assert len(dropped) == 1000
+    raw = client.messages.with_raw_response.create(
+        model=MODEL,
+        max_tokens=10,
+        messages=HI,
+        tools=[evil],
+        **chain("ok"),  # type: ignore[list-item]
+    )
+    assert raw.headers["X-Agent-Reach-Dropped"] == "tools:w?b??X-Evil: 1"
+
+
+# -- native passthrough to a `format: anthropic` provider ---------------------------------
+
+
+NATIVE = {
+    "model": MODEL,
+    "max_tokens": 3000,
+    "system": [{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}],
+    "messages": [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [CLAUDE_THINKING, {"type": "text", "text": "a"}]},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "q2", "cache_control": {"type": "ephemeral"}}],
+        },
+    ],
+    "thinking": {"type": "enabled", "budget_tokens": 1024},
+    "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]},
+    "tools": [{**WEATHER_TOOL, "strict": True, "cache_control": {"type": "ephemeral"}}],
+}
+
+
+def native(request: dict[str, Any] = NATIVE) -> dict[str, Any]:
+    """`request` as SDK arguments (what the SDK has no argument for goes in `extra_body`)."""
+    sdk = ("model", "max_tokens", "messages")
+    return {
+        **{k: request[k] for k in sdk},
+        "extra_body": {k: v for k, v in request.items() if k not in sdk},
+    }
+
+
+def test_native_passthrough_keeps_everything(client: anthropic.Anthropic, up: Upstream) -> None:
+    raw = client.messages.with_raw_response.create(
+        **native(),
+        extra_headers={
+            "X-Agent-Reach-Fallback-Order": "dead,claude",
+            "anthropic-beta": "context-management-2025-06-27",
+        },
+    )
+    body = message(raw)
+    assert body == {
+        "id": "msg_01ClaudeNative",
+        "type": "message",
+        "role": "assistant",
+        "content": [CLAUDE_THINKING, {"type": "text", "text": CLAUDE_TEXT}],
+        "model": "claude-upstream-model",
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": CLAUDE_USAGE,
+    }
+    assert raw.headers["X-Agent-Reach-Provider"] == "claude"
+    assert "X-Agent-Reach-Dropped" not in raw.headers
+    [got] = [r for r in up.received if r.scenario == "claude"]
+    assert got.body == {**NATIVE, "model": "claude-upstream-model", "stream": False}
+    assert got.headers["x-api-key"] == PROVIDER_KEY
+    assert got.headers["anthropic-version"] == "2023-06-01"
+    assert got.headers["anthropic-beta"] == "context-management-2025-06-27"
+    assert "Authorization" not in got.headers
+
+
+def test_native_stream_is_forwarded_as_sent(client: anthropic.Anthropic, proxy: Proxy) -> None:
+    with client.messages.stream(
+        **native(),
+        extra_headers={"X-Agent-Reach-Fallback-Order": "dead,auth,claude"},
+    ) as stream:
+        final = stream.get_final_message()
+    assert [b.model_dump(exclude_none=True) for b in final.content] == [
+        CLAUDE_THINKING,
+        {"type": "text", "text": CLAUDE_TEXT},
+    ]
+    assert final.usage.cache_read_input_tokens == 5
+    _, events = sse(proxy, NATIVE, "claude")
+    assert [e for e, _ in events][:3] == ["message_start", "content_block_start", "ping"]
+    assert {"type": "signature_delta", "signature": CLAUDE_THINKING["signature"]} in [
+        d.get("delta") for _, d in events
+    ]
+    assert events[-1] == ("message_stop", {"type": "message_stop"})
+
+
+def test_native_falls_back_to_chat_translated(client: anthropic.Anthropic, up: Upstream) -> None:
+    raw = client.messages.with_raw_response.create(
+        **native(),
+        extra_headers={"X-Agent-Reach-Fallback-Order": "auth,ok"},
+    )
+    assert message(raw)["content"] == [{"type": "text", "text": "hello from ok"}]
+    assert set(raw.headers["X-Agent-Reach-Dropped"].split(",")) == {
+        "context_management",
+        "cache_control",
+        "thinking",
+        "tool.strict",
+    }
+
+
+def test_native_stream_falls_back_to_chat_translated(proxy: Proxy) -> None:
+    resp, events = sse(proxy, NATIVE, "claudeauth", "ok")
+    assert resp.headers["X-Agent-Reach-Provider"] == "ok"
+    assert resp.headers["X-Agent-Reach-Trace"].startswith("claudeauth:auth_failed:")
+    assert "thinking" in resp.headers["X-Agent-Reach-Dropped"]
+    text = "".join(d["delta"]["text"] for e, d in events if e == "content_block_delta")
+    assert text == "hello from ok"
+    assert events[-1][0] == "message_stop"
+
+
+def test_unsigned_thinking_is_not_sent_to_anthropic(
+    client: anthropic.Anthropic, up: Upstream
+) -> None:
+    minted = {"type": "thinking", "thinking": "a chat provider's reasoning", "signature": ""}
+    request = {
+        **NATIVE,
+        "messages": [
+            HI[0],
+            {"role": "assistant", "content": [minted, {"type": "text", "text": "a"}]},
+            HI[0],
+        ],
+    }
+    client.messages.create(**native(request), **chain("claude"))
+    got = up.bodies("claude")[-1]
+    assert got["messages"][1] == {"role": "assistant", "content": [{"type": "text", "text": "a"}]}
+
+
+# -- cuts and errors -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cut", ["streamcut", "claudecut"])
+def test_cut_after_the_first_event_ends_with_an_error_event(
+    client: anthropic.Anthropic, proxy: Proxy, cut: str
+) -> None:
+    _, events = sse(proxy, {"model": MODEL, "max_tokens": 100, "messages": HI}, cut, "ok")
+    names = [e for e, _ in events]
+    assert names[0] == "message_start"
+    assert "content_block_delta" in names
+    assert names[-1] == "error"
+    assert "message_stop" not in names
+    error = events[-1][1]["error"]
+    assert error["type"] == "api_error"
+    assert f"{cut} failed mid-stream" in error["message"]
+    assert [a["provider"] for a in error["attempts"]] == [cut, cut]
+
+    with (
+        pytest.raises(anthropic.APIStatusError, match="mid-stream"),
+        client.messages.stream(
+            model=MODEL, max_tokens=100, messages=HI, **chain(cut, "ok")
+        ) as stream,
+    ):
+        stream.get_final_message()
+
+
+def error_of(exc: anthropic.APIStatusError) -> dict[str, Any]:
+    body: dict[str, Any] = exc.response.json()
+    ErrorResponse.model_validate(body, strict=True)
+    return body["error"]
+
+
+@pytest.mark.parametrize(
+    ("chain_", "status", "kind"),
+    [
+        (("dead", "auth"), 502, "api_error"),
+        (("ratelimit",), 429, "rate_limit_error"),
+        (("badreq",), 400, "invalid_request_error"),
+        (("badreq", "context"), 400, "invalid_request_error"),
+    ],
+)
+def test_all_failed_is_an_anthropic_error_with_attempts(
+    client: anthropic.Anthropic, chain_: tuple[str, ...], status: int, kind: str
+) -> None:
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        client.messages.create(model=MODEL, max_tokens=10, messages=HI, **chain(*chain_))
+    assert caught.value.status_code == status
+    error = error_of(caught.value)
+    assert error["type"] == kind
+    assert [a["provider"] for a in error["attempts"]] == list(chain_)
+    assert PROVIDER_KEY not in caught.value.response.text
+    # Claude Code compacts its conversation on these words
+    assert error["message"].startswith("prompt is too long") == ("context" in chain_)
+
+
+def test_request_errors_are_anthropic_shaped(client: anthropic.Anthropic, proxy: Proxy) -> None:
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        client.messages.create(model=MODEL, messages=HI, max_tokens=0)
+    assert "max_tokens" in error_of(caught.value)["message"]
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        client.messages.create(model=MODEL, max_tokens=10, messages=[])
+    assert error_of(caught.value)["type"] == "invalid_request_error"
+    with pytest.raises(anthropic.BadRequestError):
+        client.messages.create(
+            model=MODEL,
+            max_tokens=10,
+            messages=[{"role": "tool", "content": "x"}],  # type: ignore[list-item]
+        )
+    status, body = proxy.post("/v1/messages", b"{not json", {"x-api-key": CLIENT_KEY})
+    assert status == 400
+    ErrorResponse.model_validate(body, strict=True)
+    status, body = proxy.get("/v1/messages", {"x-api-key": CLIENT_KEY})
+    assert status == 405
+    ErrorResponse.model_validate(body, strict=True)
+    status, body = proxy.post("/v1/messages/nope", {}, {"x-api-key": CLIENT_KEY})
+    assert (status, body["error"]["type"]) == (404, "not_found_error")
+
+
+def test_proxy_keys_as_x_api_key_or_bearer(proxy: Proxy) -> None:
+    with anthropic.Anthropic(base_url=proxy.base, api_key="wrong", max_retries=0) as c:
+        with pytest.raises(anthropic.AuthenticationError) as caught:
+            c.messages.create(model=MODEL, max_tokens=10, messages=HI)
+        assert error_of(caught.value)["type"] == "authentication_error"
+    with anthropic.Anthropic(base_url=proxy.base, auth_token=CLIENT_KEY, max_retries=0) as c:
+        answer = c.messages.create(model=MODEL, max_tokens=10, messages=HI, **chain("ok"))
+    assert answer.content[0].type == "text"
+
+
+def test_head_and_get_root_answer_without_a_key(proxy: Proxy) -> None:
+    for method in ("HEAD", "GET"):
+        req = urllib.request.Request(proxy.base + "/", method=method)
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            assert resp.status == 200
+
+
+def test_count_tokens_is_a_local_estimate(client: anthropic.Anthropic, up: Upstream) -> None:
+    raw = client.messages.with_raw_response.count_tokens(
+        model=MODEL,
+        system="You are terse.",
+        messages=[{"role": "user", "content": "What is the weather in Paris today?"}],
+        tools=[WEATHER_TOOL],
+    )
+    body = json.loads(raw.http_response.text)
+    MessageTokensCount.model_validate(body, strict=True)
+    assert 20 < body["input_tokens"] < 80
+    assert up.received == []  # no provider was asked
+    with pytest.raises(anthropic.BadRequestError):
+        client.messages.count_tokens(model=MODEL, messages=[])
+
+
+def test_metrics_count_messages_requests(proxy: Proxy, client: anthropic.Anthropic) -> None:
+    client.messages.create(model=MODEL, max_tokens=10, messages=HI, **chain("ok"))
+    status, text = proxy.get("/metrics", {"x-api-key": CLIENT_KEY})
+    assert status == 200
+    assert 'api="messages"' in text
