@@ -150,8 +150,9 @@ class RedisStore(CachedStore):
         return bool(await self.redis.set(f"{PREFIX}claim:{key}", "1", nx=True, px=ttl_ms))
 
     async def _put_response(self, id: str, data: str, expires: float) -> None:
-        ttl_ms = max(1, int((expires - time.time()) * 1000))
-        await self.redis.set(f"{PREFIX}response:{id}", data, px=ttl_ms)
+        ttl_ms = int((expires - time.time()) * 1000)
+        if ttl_ms > 0:  # one that has expired already is not written at all
+            await self.redis.set(f"{PREFIX}response:{id}", data, px=ttl_ms)
 
     async def _get_response(self, id: str, now: float) -> str | None:
         found = await self.redis.get(f"{PREFIX}response:{id}")
