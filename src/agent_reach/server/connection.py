@@ -38,7 +38,7 @@ from .errors import error_body, error_response
 
 Screen = Callable[[web.BaseRequest], web.StreamResponse | None]
 _SNIFF = 512  # bytes of a request's start kept to tell its path when it cannot be parsed
-_PATH = re.compile(rb"[A-Z]{1,20} (/[^ \r\n?#]*)")
+_PATH = re.compile(rb"[!-~]{1,20} (/[^ \r\n?#]*)")
 _REASONS = {408: "Request Timeout", 503: "Service Unavailable"}
 
 
@@ -88,7 +88,8 @@ class Connection(web.RequestHandler):
                 self._refuse()
             return
         if not (self._request_in_progress or self._messages):  # a request's head is arriving
-            if self._timer is None:
+            if self._timer is None:  # not idle any more: our timer replaces aiohttp's
+                self.keep_alive(True)
                 self._start_timer(self._limits.request_timeout_s)
             if len(self._head) < _SNIFF:
                 self._head += data[: _SNIFF - len(self._head)]
