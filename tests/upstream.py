@@ -431,9 +431,7 @@ class Upstream:
         await asyncio.sleep(30)
         return resp
 
-    async def s_firehose(
-        self, request: web.Request, body: Any, stream: bool
-    ) -> web.StreamResponse:
+    async def s_firehose(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         # Streams ~1 KB chunks until its client stops taking them (at most ~50 MB).
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
