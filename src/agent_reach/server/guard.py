@@ -23,6 +23,7 @@ import re
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from multidict import CIMultiDictProxy
 
 from ..config import ServerConfig
 from ..errors import RequestError, quoted
@@ -47,9 +48,8 @@ class Keys:
     def __bool__(self) -> bool:
         return bool(self.keys)
 
-    def check(self, request: web.BaseRequest) -> str | None:
-        """None when the request carries one valid key, else what is wrong with it."""
-        headers = request.headers
+    def check(self, headers: CIMultiDictProxy[str]) -> str | None:
+        """None when the headers carry one valid key, else what is wrong with them."""
         given = headers.getall("Authorization", []) + headers.getall("x-api-key", [])
         if not given:
             return "a proxy key is required (Authorization: Bearer KEY, or x-api-key: KEY)"
@@ -100,7 +100,7 @@ class Guard:
         if request.method == "CONNECT":
             return error_response(path, 405, "CONNECT is not supported")
         if self.keys and path not in OPEN_PATHS:
-            problem = self.keys.check(request)
+            problem = self.keys.check(request.headers)
             if problem is not None:
                 return error_response(path, 401, problem, code="invalid_api_key")
         if request.body_exists:
