@@ -37,6 +37,7 @@ from . import log
 from .errors import error_body, error_response
 
 Screen = Callable[[web.BaseRequest], web.StreamResponse | None]
+_WRITE_BUFFER = 2**14  # bytes queued for a client whose socket is full, before we wait
 _SNIFF = 512  # bytes of a request's start kept to tell its path when it cannot be parsed
 _PATH = re.compile(rb"[!-~]{1,20} (/[^ \r\n?#]*)")
 _REASONS = {408: "Request Timeout", 503: "Service Unavailable"}
@@ -77,6 +78,8 @@ class Connection(web.RequestHandler):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
+        if isinstance(transport, asyncio.WriteTransport):  # pause (and time) slow readers early
+            transport.set_write_buffer_limits(high=_WRITE_BUFFER)
         if self._listener.open > self._limits.max_connections:
             self._over = True  # answered once its request line tells the path, or in 1 s
             self._start_timer(min(1.0, self._limits.request_timeout_s))
