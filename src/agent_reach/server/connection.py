@@ -153,7 +153,8 @@ class Connection(web.RequestHandler):
         if request.writer.output_size > 0:  # as aiohttp: too late for another response
             raise ConnectionError("the response is under way: no error response can follow")
         status, text = _problem(status, exc, self._last_head)
-        log.server_log.warning("%d to %s: %s", status, request.remote, text)
+        failure = exc if status >= 500 else None  # ours, not the client's: say what it was
+        log.server_log.warning("%d to %s: %s", status, request.remote, text, exc_info=failure)
         log.mark_logged(request)
         response = error_response(path_of(self._last_head), status, text)
         response.force_close()

@@ -28,6 +28,7 @@ from multidict import CIMultiDictProxy
 from ..config import ServerConfig
 from ..errors import RequestError, quoted
 from . import log
+from .connection import Connection
 from .errors import error_response
 from .http import BadBody
 
@@ -134,8 +135,8 @@ class Guard:
             return _closing(error_response(path, 415, message))
         if (request.content_length or 0) > self.max_body:
             return _closing(error_response(path, 413, self.too_large))
-        protocol = request.protocol
-        started = getattr(protocol, "started", None)  # a `Connection`'s; else from now
+        protocol = request.protocol  # its first byte's time when it is a `Connection`
+        started = protocol.started if isinstance(protocol, Connection) else 0.0
         loop = asyncio.get_running_loop()
         left = self.request_timeout_s - (loop.time() - started if started else 0.0)
         try:
