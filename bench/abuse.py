@@ -4,7 +4,8 @@ and whether it sheds them.
     .venv/bin/python bench/abuse.py [--idle 500] [--slowloris 50] [--unread 200] [--timeout 30]
 
 Three measurements, each of the proxy's open file descriptors, its RSS and the p50 of normal
-requests (sequential, keep-alive, `--requests` of them, sent while the attack is on):
+requests (sequential, keep-alive, `--requests` of them, sent while the attack is on, in rounds
+interleaved with as many straight to the upstream, whose p50 is shown as the machine's own):
   1. baseline;
   2. under attack: `--idle` connections that send nothing, `--slowloris` connections sending
      a request head one byte per second, and `--unread` streaming requests to an upstream
@@ -24,7 +25,6 @@ Results go to bench/results/abuse.json.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import socket
@@ -36,13 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from common import (
-    BODY,
     PATH,
     RESULTS,
     Processes,
     Target,
     agent_reach_serve,
     free_port,
+    interleaved,
     machine,
     pct,
     pin_self,
@@ -89,30 +89,19 @@ def fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def p50(port: int, n: int) -> tuple[float, dict[str, int]]:
-    """The p50 in ms of `n` sequential keep-alive normal requests, and what the others got."""
-    headers = {"Content-Type": "application/json", "X-Agent-Reach-Route": "normal"}
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    times: list[float] = []
-    failed: dict[str, int] = {}
-    try:
-        for _ in range(n):
-            start = time.perf_counter()
-            try:
-                conn.request("POST", PATH, BODY, headers)
-                resp = conn.getresponse()
-                resp.read()
-                status = str(resp.status)
-            except (OSError, http.client.HTTPException) as exc:
-                conn.close()
-                status = type(exc).__name__
-            if status == "200":
-                times.append((time.perf_counter() - start) * 1000)
-            else:
-                failed[status] = failed.get(status, 0) + 1
-    finally:
-        conn.close()
-    return pct(times, 0.5), failed
+def latency(port: int, upstream: int, n: int) -> dict[str, Any]:
+    """p50 of `n` normal requests through the proxy and `n` straight to the upstream,
+    sequential and keep-alive, interleaved in rounds so that machine noise hits both alike."""
+    targets = {
+        "proxy": Target(port, headers={"X-Agent-Reach-Route": "normal"}),
+        "direct": Target(upstream),
+    }
+    samples, failed = interleaved(targets, n, max_s=60)
+    return {
+        "p50_ms": round(pct(samples["proxy"], 0.5), 3),
+        "direct_p50_ms": round(pct(samples["direct"], 0.5), 3),
+        "failed": failed["proxy"],
+    }
 
 
 def flood_stats(upstream: int) -> dict[str, Any]:
@@ -203,17 +192,15 @@ def main() -> None:
     with Processes() as procs, tempfile.TemporaryDirectory() as tmp:
         upstream = start_mock(procs)
         port, pid = start_proxy(procs, upstream, Path(tmp), args.timeout)
-        p50(port, 200)  # warm up
+        latency(port, upstream, 200)  # warm up
 
         def measure(name: str, **extra: Any) -> dict[str, Any]:
             held, rss = fds(pid), round(rss_mb(pid), 1)  # before the normal requests run
-            median, failed = p50(port, args.requests)
             row = {
                 "phase": name,
                 "fds": held,
                 "rss_mb": rss,
-                "p50_ms": round(median, 3),
-                "failed": failed,
+                **latency(port, upstream, args.requests),
                 **extra,
             }
             phases.append(row)

@@ -48,6 +48,8 @@ _ESCAPES = {
 def escaped(text: str, limit: int = 200) -> str:
     """`text` safe to show on one line: at most `limit` characters (then `…`), control
     characters and undecodable bytes escaped (`\\x0a`, `\\xff`)."""
+    if text.isascii() and text.isprintable() and "\\" not in text:  # the usual case, quickly
+        return text if len(text) <= limit else text[:limit] + "…"
     cut = text[:limit].translate(_ESCAPES)
     try:  # header values keep undecodable bytes as surrogates: show them as the bytes
         raw = cut.encode("utf-8", "surrogateescape")

@@ -87,9 +87,9 @@ MESSAGE_FIELDS: Mapping[str, Check] = {
 def check_fields(body: Mapping[str, Any], checks: Mapping[str, Check], prefix: str = "") -> None:
     """`RequestError` (400, naming the field) for the first field of `body` that fails its
     check; fields without a check and null values pass."""
-    for name, check in checks.items():
-        value = body.get(name)
-        if value is not None and not check.test(value):
+    for name, value in body.items():  # a request has fewer fields than there are checks
+        check = checks.get(name)
+        if check is not None and value is not None and not check.test(value):
             raise RequestError(
                 f"'{prefix}{name}' must be {check.expected}", param=f"{prefix}{name}"
             )
