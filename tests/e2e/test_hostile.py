@@ -167,7 +167,14 @@ def test_the_key_is_parsed_exactly(
 
 
 @pytest.mark.parametrize(
-    "header", [("Authorization", "Bearer k1"), ("Authorization", "bearer k1"), ("x-api-key", "k1")]
+    "header",
+    [
+        ("Authorization", "Bearer k1"),
+        ("Authorization", "bearer k1"),
+        ("x-api-key", "k1"),
+        # HTTP strips the whitespace around a header's value (RFC 9110 §5.5): not part of it
+        ("Authorization", "Bearer k1 "),
+    ],
 )
 def test_one_valid_key_in_either_header_passes(served: Served, header: tuple[str, str]) -> None:
     reply = exchange(served.port, request("GET", "/v1/models", header, key=None))
