@@ -121,6 +121,8 @@ class Guard:
         except web.RequestPayloadError as exc:
             return _closing(error_response(path, 400, _payload_problem(exc)))
         except Exception as exc:  # a bug of ours: still our shape, and one line in the log
+            if request.writer.output_size:  # too late for an answer: the connection drops
+                raise
             log.server_log.error("%s %s failed", request.method, quoted(path), exc_info=exc)
             return error_response(path, 500, "internal error")
 
