@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/peers.py
 	$(BIN)/python bench/state_overhead.py
 	$(BIN)/python bench/hedging.py
+	$(BIN)/python bench/abuse.py
 
 chaos: $(STAMP)
 	$(BIN)/python bench/chaos.py --seconds 120

@@ -4,6 +4,10 @@ port, then answers every POST with a fixed chat.completion (and `GET /v1/models`
 Under `/sse/` it is a paced streaming upstream instead: every POST is answered with an SSE
 stream of `SSE_CHUNKS` content chunks `SSE_GAP_S` apart (the first at once), a final chunk
 and `data: [DONE]`, so that a proxy's added time to first token and per-chunk gap show.
+
+Under `/flood/` every POST is answered with 8 KB content chunks as fast as its reader takes
+them (at most `FLOOD_MAX` bytes), and `GET /flood/stats` says how many such streams are open,
+how many ended because their reader went away, and the bytes each one got written.
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ SSE_FRAMES = [
     for i in range(SSE_CHUNKS)
 ]
 SSE_END = _sse({}, "stop") + b"data: [DONE]\n\n"
+FLOOD_FRAME = _sse({"content": "x" * 8192})
+FLOOD_MAX = 256 * 2**20
+FLOOD_WRITTEN: list[int] = []  # bytes written so far, per /flood/ stream
+FLOOD_CUT: list[int] = []  # the streams that ended because their reader went away
 
 
 async def chat(_: web.Request) -> web.Response:
@@ -70,6 +78,28 @@ async def paced_stream(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+async def flood(request: web.Request) -> web.StreamResponse:
+    await request.read()
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    stream = len(FLOOD_WRITTEN)
+    FLOOD_WRITTEN.append(0)
+    try:
+        await resp.write(_sse({"role": "assistant", "content": "x"}))
+        while FLOOD_WRITTEN[stream] < FLOOD_MAX:
+            await resp.write(FLOOD_FRAME)
+            FLOOD_WRITTEN[stream] += len(FLOOD_FRAME)
+    except (asyncio.CancelledError, ConnectionError):
+        FLOOD_CUT.append(stream)
+        raise
+    await resp.write(SSE_END)
+    return resp
+
+
+async def flood_stats(_: web.Request) -> web.Response:
+    return web.json_response({"written": FLOOD_WRITTEN, "cut": len(FLOOD_CUT)})
+
+
 async def main() -> None:
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
@@ -77,7 +107,9 @@ async def main() -> None:
     app.router.add_get("/v1/models", models)
     app.router.add_post("/sse/v1/chat/completions", paced_stream)
     app.router.add_get("/sse/v1/models", models)
-    runner = web.AppRunner(app, access_log=None)
+    app.router.add_post("/flood/v1/chat/completions", flood)
+    app.router.add_get("/flood/stats", flood_stats)
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

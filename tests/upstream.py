@@ -217,6 +217,7 @@ class Upstream:
     loop: asyncio.AbstractEventLoop | None = None
     switch: str = "ok"  # what the `switch` scenario does: the name of another scenario
     cancelled: list[str] = field(default_factory=list)  # requests whose client went away
+    firehose_bytes: int = 0  # content the `firehose` scenario got written
 
     def url(self, scenario: str, kind: str = "openai") -> str:
         tail = {
@@ -463,6 +464,20 @@ class Upstream:
         await resp.prepare(request)
         await resp.write(sse(chunk("first ", role=True)))
         await asyncio.sleep(30)
+        return resp
+
+    async def s_firehose(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        # Streams ~1 KB chunks until its client stops taking them (at most ~50 MB).
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(sse(chunk("x" * 1000, role=True)))
+        try:
+            for _ in range(50_000):
+                await resp.write(sse(chunk("x" * 1000)))
+                self.firehose_bytes += 1000
+        except (asyncio.CancelledError, ConnectionError):
+            self.cancelled.append("firehose")
+            raise
         return resp
 
     async def s_streamerr(

@@ -274,6 +274,12 @@ class ServerConfig(_Model):
     api_keys_env: str | None = "AGENT_REACH_API_KEYS"
     max_body_bytes: Annotated[int, Field(gt=0)] = 4 * 1024 * 1024
     responses_ttl_s: Annotated[float, Field(gt=0)] = 86400.0  # stored Responses-API answers
+    # Client connections (spec §14): idle keep-alive, receiving one request's head and body,
+    # a streaming client that reads nothing, and how many connections are open at once.
+    keepalive_timeout_s: Annotated[float, Field(gt=0)] = 75.0
+    request_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    client_write_timeout_s: Annotated[float, Field(gt=0)] = 60.0
+    max_connections: Annotated[int, Field(gt=0)] = 10000
 
 
 class Config(_Model):

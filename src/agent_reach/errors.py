@@ -39,6 +39,31 @@ class RequestError(AgentReachError):
         super().__init__(message)
 
 
+_ESCAPES = {
+    ord("\\"): "\\\\",
+    **{c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))},
+}
+
+
+def escaped(text: str, limit: int = 200) -> str:
+    """`text` safe to show on one line: at most `limit` characters (then `…`), control
+    characters and undecodable bytes escaped (`\\x0a`, `\\xff`)."""
+    if text.isascii() and text.isprintable() and "\\" not in text:  # the usual case, quickly
+        return text if len(text) <= limit else text[:limit] + "…"
+    cut = text[:limit].translate(_ESCAPES)
+    try:  # header values keep undecodable bytes as surrogates: show them as the bytes
+        raw = cut.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = cut.encode("utf-8", "backslashreplace")
+    shown = raw.decode("utf-8", "backslashreplace")
+    return shown + "…" if len(text) > limit else shown
+
+
+def quoted(text: str, limit: int = 200) -> str:
+    """Client input as an error message may quote it (spec §14): `escaped`, in quotes."""
+    return "'" + escaped(text, limit).replace("'", "\\'") + "'"
+
+
 class AllProvidersFailed(AgentReachError):
     """No provider in the route produced a valid answer; `.attempts` says why, one by one."""
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .breaker import CircuitState, opened_detail
-from .errors import RequestError
+from .errors import RequestError, quoted
 from .outcomes import Outcome
 from .trace import Reason
 
@@ -82,7 +82,7 @@ def attempt_order(
         unknown = [n for n in fallback_order if n not in known]
         if unknown:
             raise RequestError(
-                f"fallback_order names unknown provider(s): {', '.join(unknown)}",
+                f"fallback_order names unknown provider(s): {quoted(', '.join(unknown))}",
                 param="fallback_order",
             )
         return tuple(dict.fromkeys(fallback_order))  # each provider at most once
@@ -92,7 +92,7 @@ def attempt_order(
         if provider_route in known:
             return (provider_route, *(n for n in table.default if n != provider_route))
         raise RequestError(
-            f"provider_route {provider_route!r} is neither a route nor a provider",
+            f"provider_route {quoted(provider_route)} is neither a route nor a provider",
             status=404,
             param="provider_route",
         )

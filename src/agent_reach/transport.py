@@ -10,6 +10,7 @@ import functools
 import os
 import socket
 import ssl
+from typing import Any
 
 import aiohttp
 
@@ -19,16 +20,35 @@ from .outcomes import Transport
 USER_AGENT = f"agent-reach/{__version__}"
 
 
+# What one upstream answer may hold in memory while its reader (a proxy client that reads
+# nothing) does not take it (spec §14, ≤ 256 KB per unread stream): the socket's receive
+# buffer (the kernel doubles it: a 128 KB window, 640 KB/s at 200 ms, above any token rate)
+# and the reader's buffer (twice `READ_BUFSIZE` before reading pauses).
+RECEIVE_BUFFER = 2**16
+READ_BUFSIZE = 2**14
+
+
+def _upstream_socket(addr_info: tuple[int, int, int, str, tuple[Any, ...]]) -> socket.socket:
+    family, kind, proto, _, _ = addr_info
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+    return sock
+
+
 def new_session() -> aiohttp.ClientSession:
     """A client session with pooled keep-alive connections (call inside a running loop)."""
     connector = aiohttp.TCPConnector(
-        limit=1024, limit_per_host=0, keepalive_timeout=30, ttl_dns_cache=300
+        limit=1024,
+        limit_per_host=0,
+        keepalive_timeout=30,
+        ttl_dns_cache=300,
+        socket_factory=_upstream_socket,
     )
     return aiohttp.ClientSession(
         connector=connector,
         headers={"User-Agent": USER_AGENT},
         timeout=aiohttp.ClientTimeout(total=None),
-        read_bufsize=2**18,
+        read_bufsize=READ_BUFSIZE,
         auto_decompress=True,
     )
 

@@ -73,6 +73,7 @@ class Newcomer:
             "--host": "127.0.0.1",
             "--port": str(free_port()),
             "--workers": "2",
+            "--log-level": "info",
             "--path": str(self.home / "init.yaml"),
             "--model": "deepseek-chat",
             "--format": "openai",

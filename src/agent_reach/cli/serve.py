@@ -27,6 +27,14 @@ from . import expected_errors
     show_default=True,
     help="Seconds to finish in-flight requests on SIGTERM.",
 )
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    help="What goes to stderr: info has one access line per request; debug adds tracebacks.",
+)
+@click.option("--no-access-log", "no_access_log", is_flag=True, help="No access line per request.")
 @click.option("--reuse-port", is_flag=True, hidden=True)
 @click.option("--quiet", is_flag=True, hidden=True)
 @click.pass_obj
@@ -37,6 +45,8 @@ def serve(
     port: int | None,
     workers: int,
     shutdown_timeout: float,
+    log_level: str,
+    no_access_log: bool,
     reuse_port: bool,
     quiet: bool,
 ) -> None:
@@ -51,7 +61,10 @@ def serve(
         from ..server import run_workers
 
         config_args = ["--config", router.config.source] if obj["config_path"] else []
-        sys.exit(run_workers(config_args, host, port, workers))
+        serve_args = ["--log-level", log_level, "--shutdown-timeout", str(shutdown_timeout)]
+        if no_access_log:
+            serve_args.append("--no-access-log")
+        sys.exit(run_workers(config_args, host, port, workers, serve_args))
     import asyncio
 
     from ..server import run
@@ -65,6 +78,8 @@ def serve(
                 reuse_port=reuse_port,
                 shutdown_s=shutdown_timeout,
                 announce=not quiet,
+                log_level=log_level,
+                access_log=not no_access_log,
             )
         )
     except OSError as exc:  # e.g. the port is taken

@@ -15,9 +15,17 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from ..router import Router
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from .app import Proxy
+    from .connection import Runner
 
 
 def api_keys(var: str | None) -> frozenset[str]:
@@ -34,16 +42,18 @@ async def run(
     reuse_port: bool = False,
     shutdown_s: float = 10.0,
     announce: bool = True,
+    log_level: str = "info",
+    access_log: bool = True,
 ) -> None:
     """Serve until SIGTERM or SIGINT, then drain in-flight requests and stop."""
     from aiohttp import web
 
     from .app import Proxy
+    from .log import configure, server_log
 
+    configure(log_level, access_log)
     proxy = Proxy(router, api_keys=api_keys(router.config.server.api_keys_env))
-    runner = web.AppRunner(
-        proxy.app(), access_log=None, handler_cancellation=True, shutdown_timeout=shutdown_s
-    )
+    runner = _runner(proxy, proxy.app(), shutdown_s, access_log=access_log)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None, backlog=2048)
     await site.start()
@@ -63,10 +73,24 @@ async def run(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    started = time.monotonic()
     try:
         await stop.wait()
     finally:
+        server = runner.server
+        served = server.requests_count if server is not None else 0
+        busy = len(server.connections) if server is not None else 0
+        server_log.info(
+            "agent-reach: shutting down: %d open connection(s), in-flight requests get %g s",
+            busy,
+            shutdown_s,
+        )
         await runner.cleanup()
+        server_log.info(
+            "agent-reach: stopped after %.0f s, %d request(s) served",
+            time.monotonic() - started,
+            served,
+        )
 
 
 async def run_with(
@@ -83,10 +107,11 @@ async def run_with(
     from .app import Proxy
     from .http import DEFAULT_ROUTE
 
-    app = Proxy(router, api_keys=frozenset({key})).app()
+    proxy = Proxy(router, api_keys=frozenset({key}))
+    app = proxy.app()
     if route:
         app[DEFAULT_ROUTE] = route
-    runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=2)
+    runner = _runner(proxy, app, 2.0, access_log=False)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     try:
@@ -95,16 +120,34 @@ async def run_with(
         await runner.cleanup()
 
 
+def _runner(proxy: Proxy, app: web.Application, shutdown_s: float, *, access_log: bool) -> Runner:
+    """The runner of `app` with the limits of `server:` (spec §14) on its connections."""
+    from .connection import Runner
+    from .log import options
+
+    limits = proxy.config.server
+    return Runner(
+        app,
+        limits=limits,
+        screen=proxy.guard.expect,
+        connection={"keepalive_timeout": limits.keepalive_timeout_s, **options(access_log)},
+        shutdown_timeout=shutdown_s,
+    )
+
+
 def free_port(host: str) -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
-def run_workers(argv_config: list[str], host: str, port: int, workers: int) -> int:
-    """Start `workers` processes on one port and wait for them; the exit code of the worst."""
+def run_workers(
+    argv_config: list[str], host: str, port: int, workers: int, serve_args: list[str]
+) -> int:
+    """Start `workers` processes on one port and wait for them; the exit code of the worst.
+    `serve_args` are passed on to each (log level, access log, shutdown timeout)."""
     port = port or free_port(host)
-    cmd = [sys.executable, "-m", "agent_reach", *argv_config, "serve", "--host", host]
+    cmd = [sys.executable, "-m", "agent_reach", *argv_config, "serve", *serve_args, "--host", host]
     procs = [
         subprocess.Popen([*cmd, "--port", str(port), "--reuse-port", "--quiet"])
         for _ in range(workers)

@@ -1,15 +1,14 @@
 """The proxy (spec §9, §10): the aiohttp application over the one engine.
 
-This module wires the routes, checks client keys and turns request errors into error bodies
-in the shape of the API a path belongs to (`errors`); each API face is a module of its own
-(`chat`, `step`, …). The client's own key is checked here and never forwarded: the engine
-builds every upstream request from the provider's config alone.
+This module wires the routes; each API face is a module of its own (`chat`, `step`, …). Every
+request passes the `guard` first (client keys, limits, and request errors turned into error
+bodies in the shape of the API a path belongs to). The client's own key is never forwarded:
+the engine builds every upstream request from the provider's config alone.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -18,15 +17,13 @@ import orjson
 from aiohttp import web
 
 from .._version import __version__
-from ..errors import RequestError
 from ..router import Router
-from . import chat, messages, responses, step
-from .errors import JSON, error_response
-from .http import BadBody
+from . import chat, log, messages, responses, step
+from .errors import JSON
+from .guard import Guard
 from .metrics import Metrics
 from .stats import RecentAttempts
 
-_OPEN = frozenset({"/healthz", "/"})  # paths that need no client key
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Face = Callable[["Proxy", web.Request], Awaitable[web.StreamResponse]]
 
@@ -44,13 +41,15 @@ class Proxy:
         self.recent = RecentAttempts()
         router.subscribe(self.metrics)
         router.subscribe(self.recent)
+        router.subscribe(log.observe)
+        self.guard = Guard(api_keys, self.config.server)
         self.models_body = orjson.dumps(self._models())
         self.started = time.time()
         self._background: asyncio.Task[None] | None = None
 
     def app(self) -> web.Application:
         app = web.Application(
-            middlewares=[self._guard], client_max_size=self.config.server.max_body_bytes
+            middlewares=[self.guard.middleware], client_max_size=self.config.server.max_body_bytes
         )
         app.router.add_post("/v1/chat/completions", self._face(chat.completions))
         app.router.add_post("/v1/responses", self._face(responses.create))
@@ -67,33 +66,6 @@ class Proxy:
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
         return app
-
-    # -- middleware ----------------------------------------------------------------------------
-
-    @web.middleware
-    async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        if self.api_keys and request.path not in _OPEN and not self._authorized(request):
-            return error_response(
-                request.path, 401, "a valid proxy key is required", code="invalid_api_key"
-            )
-        try:
-            response: web.StreamResponse = await handler(request)
-        except web.HTTPException as exc:
-            if exc.status < 400:
-                raise
-            return error_response(request.path, exc.status, exc.reason)
-        except BadBody as exc:
-            return error_response(request.path, 400, str(exc))
-        except RequestError as exc:
-            return error_response(request.path, exc.status, str(exc), param=exc.param)
-        return response
-
-    def _authorized(self, request: web.Request) -> bool:
-        """`Authorization: Bearer <key>`, or `x-api-key: <key>` as Anthropic's clients send."""
-        given = request.headers.get("Authorization", "")
-        token = given[7:].strip() if given[:7].lower() == "bearer " else ""
-        token = token or request.headers.get("x-api-key", "").strip()
-        return any(hmac.compare_digest(token.encode(), key.encode()) for key in self.api_keys)
 
     def _face(self, handler: Face) -> Handler:
         """An aiohttp handler for one API face's handler function."""

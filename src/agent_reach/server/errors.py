@@ -55,9 +55,16 @@ def error_body(
         extra.pop("param", None)
         return {
             "type": "error",
-            "error": {"type": kind or "api_error", "message": message, **extra},
+            "error": {"type": kind or _by_class(status), "message": message, **extra},
         }
-    return completion.error(message, type or _OPENAI_TYPES.get(status, "api_error"), code, **extra)
+    return completion.error(
+        message, type or _OPENAI_TYPES.get(status, _by_class(status)), code, **extra
+    )
+
+
+def _by_class(status: int) -> str:
+    """The type of an error whose status has none of its own: the client's or ours."""
+    return "invalid_request_error" if status < 500 else "api_error"
 
 
 def error_response(

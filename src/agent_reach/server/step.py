@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from ..errors import RequestError
+from ..errors import RequestError, quoted
 from ..request import ChatRequest
 from ..trace import Attempt
 from .http import BadBody, json_response, read_json, trace_headers
@@ -21,14 +21,17 @@ async def step(proxy: Proxy, request: web.Request) -> web.Response:
     body = await read_json(request)
     short = "prompt" in body and "messages" not in body
     named = body.pop("provider", None)
+    if named is not None and (not isinstance(named, str) or not named):
+        raise RequestError("'provider' must be a provider or route name", param="provider")
     if short:
         prompt = body.pop("prompt")
         if not isinstance(prompt, str) or not prompt:
             raise BadBody("'prompt' must be a non-empty string")
         body["messages"] = [{"role": "user", "content": prompt}]
-    target = request.query.get("route") or named or engine.table.default[0]
-    if not isinstance(target, str):
-        raise BadBody("'provider' must be a provider name")
+    route = request.query.get("route")
+    if route == "":
+        raise RequestError("'route' must name a provider or route", param="route")
+    target = route or named or engine.table.default[0]
     name, following = _target(proxy, target)
     req = ChatRequest.parse(body, stream=False)
     attempt, response = await engine.step(req, name)
@@ -46,7 +49,9 @@ def _target(proxy: Proxy, target: str) -> tuple[str, str | None]:
         names = table.routes[target]
         return names[0], names[1] if len(names) > 1 else None
     if target not in proxy.engine.backends:
-        raise RequestError(f"no provider or route named {target!r}", status=404, param="route")
+        raise RequestError(
+            f"no provider or route named {quoted(target)}", status=404, param="route"
+        )
     order = table.default
     i = order.index(target) if target in order else len(order)
     return target, order[i + 1] if i + 1 < len(order) else None

@@ -1,0 +1,272 @@
+"""Hostile clients against a running `agent-reach serve` (spec §14): what they cost the proxy
+and whether it sheds them.
+
+    .venv/bin/python bench/abuse.py [--idle 500] [--slowloris 50] [--unread 200] [--timeout 30]
+
+Three measurements, each of the proxy's open file descriptors, its RSS and the p50 of normal
+requests (sequential, keep-alive, `--requests` of them, sent while the attack is on, in rounds
+interleaved with as many straight to the upstream, whose p50 is shown as the machine's own):
+  1. baseline;
+  2. under attack: `--idle` connections that send nothing, `--slowloris` connections sending
+     a request head one byte per second, and `--unread` streaming requests to an upstream
+     that streams as fast as it may (bench/mock_upstream.py `/flood/`) whose clients read
+     nothing, measured once the upstreams have stopped writing (every buffer is full);
+  3. after the timeouts: idle connections closed by `keepalive_timeout_s`, slowloris by
+     `request_timeout_s` (408), unread streams dropped by `client_write_timeout_s` and their
+     upstreams cancelled.
+All three timeouts are `--timeout` seconds (defaults in a config: 75, 30 and 60 s), long enough
+for every stream to fill its buffers before any timer runs out; a run takes about a minute.
+Targets: fds back to baseline after the timeouts; RSS growth at most 256 KB per unread stream;
+normal p50 under attack within 2x of the baseline.
+Pinning (2-core machine): the proxy on CPU 0, the upstream and this client on CPU 1.
+Results go to bench/results/abuse.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from common import (
+    PATH,
+    RESULTS,
+    Processes,
+    Target,
+    agent_reach_serve,
+    free_port,
+    interleaved,
+    machine,
+    pct,
+    pin_self,
+    rss_mb,
+    start_mock,
+    wait_until_ok,
+)
+
+STREAM = json.dumps(
+    {"model": "bench", "messages": [{"role": "user", "content": "go"}], "stream": True}
+)
+
+
+def start_proxy(
+    procs: Processes, upstream: int, workdir: Path, timeout_s: float
+) -> tuple[int, int]:
+    base = f"http://127.0.0.1:{upstream}"
+    config = {
+        "health": {"mode": "off"},
+        "state": "memory://",
+        "server": {
+            "keepalive_timeout_s": timeout_s,
+            "request_timeout_s": timeout_s,
+            "client_write_timeout_s": timeout_s,
+        },
+        "providers": [
+            {"name": "mock", "endpoint": f"{base}{PATH}"},
+            {"name": "flood", "endpoint": f"{base}/flood{PATH}", "timeout": {"read": 600000}},
+        ],
+        "routes": {"normal": ["mock"]},
+    }
+    path = workdir / "bench-abuse.json"
+    path.write_text(json.dumps(config))
+    env = {k: v for k, v in os.environ.items() if k != "AGENT_REACH_API_KEYS"}
+    port = free_port()
+    cmd = [*agent_reach_serve(path, port), "--no-access-log"]
+    proc = procs.start(cmd, cpu=0, env=env, log=workdir / "proxy.log")
+    if wait_until_ok(Target(port), timeout_s=30) is None:
+        raise SystemExit("agent-reach serve did not answer within 30 s")
+    return port, proc.pid
+
+
+def fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def latency(port: int, upstream: int, n: int) -> dict[str, Any]:
+    """p50 of `n` normal requests through the proxy and `n` straight to the upstream,
+    sequential and keep-alive, interleaved in rounds so that machine noise hits both alike."""
+    targets = {
+        "proxy": Target(port, headers={"X-Agent-Reach-Route": "normal"}),
+        "direct": Target(upstream),
+    }
+    samples, failed = interleaved(targets, n, max_s=60)
+    return {
+        "p50_ms": round(pct(samples["proxy"], 0.5), 3),
+        "direct_p50_ms": round(pct(samples["direct"], 0.5), 3),
+        "failed": failed["proxy"],
+    }
+
+
+def flood_stats(upstream: int) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{upstream}/flood/stats", timeout=60) as r:
+        return dict(json.loads(r.read()))
+
+
+def connect(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.setblocking(False)
+    return sock
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    """Whether the proxy has closed `sock` (whatever it sent before is dropped)."""
+    try:
+        while data := sock.recv(1 << 20):
+            del data
+        return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+class Slowloris:
+    """Connections that send a request head one byte per second, from a thread."""
+
+    HEAD = f"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Padding: {'p' * 200}\r\n\r\n".encode()
+
+    def __init__(self, port: int, count: int) -> None:
+        self.socks = [connect(port) for _ in range(count)]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        for i in range(len(self.HEAD)):
+            for sock in self.socks:
+                try:
+                    sock.send(self.HEAD[i : i + 1])
+                except OSError:
+                    continue
+            if self._stop.wait(1.0):
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def unread_stream(port: int) -> socket.socket:
+    sock = connect(port)
+    head = (
+        f"POST {PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"X-Agent-Reach-Route: flood\r\nContent-Length: {len(STREAM)}\r\n\r\n"
+    )
+    sock.setblocking(True)
+    sock.sendall(head.encode() + STREAM.encode())
+    sock.setblocking(False)
+    return sock
+
+
+def wait_for_backpressure(upstream: int, streams: int, max_s: float = 60.0) -> dict[str, Any]:
+    """Wait until every flood stream has started and none writes any more."""
+    deadline = time.monotonic() + max_s
+    last: list[int] = []
+    while time.monotonic() < deadline:
+        stats = flood_stats(upstream)
+        written = stats["written"]
+        if len(written) >= streams and written == last:
+            return stats
+        last = written
+        time.sleep(1.0)
+    return flood_stats(upstream)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--idle", type=int, default=500)
+    parser.add_argument("--slowloris", type=int, default=50)
+    parser.add_argument("--unread", type=int, default=200)
+    parser.add_argument("--timeout", type=float, default=30.0, help="all three timeouts, s")
+    parser.add_argument("--requests", type=int, default=300, help="normal requests per p50")
+    args = parser.parse_args()
+    pin_self(1)
+    phases: list[dict[str, Any]] = []
+    with Processes() as procs, tempfile.TemporaryDirectory() as tmp:
+        upstream = start_mock(procs)
+        port, pid = start_proxy(procs, upstream, Path(tmp), args.timeout)
+        latency(port, upstream, 200)  # warm up
+
+        def measure(name: str, **extra: Any) -> dict[str, Any]:
+            held, rss = fds(pid), round(rss_mb(pid), 1)  # before the normal requests run
+            row = {
+                "phase": name,
+                "fds": held,
+                "rss_mb": rss,
+                **latency(port, upstream, args.requests),
+                **extra,
+            }
+            phases.append(row)
+            print(json.dumps(row), flush=True)
+            return row
+
+        base = measure("baseline")
+        idle = [connect(port) for _ in range(args.idle)]
+        loris = Slowloris(port, args.slowloris)
+        time.sleep(1.0)
+        before_streams = rss_mb(pid)
+        began = time.monotonic()
+        unread = [unread_stream(port) for _ in range(args.unread)]
+        stats = wait_for_backpressure(upstream, args.unread)
+        filled_s = time.monotonic() - began
+        written = stats["written"][-args.unread :]
+        during = measure(
+            "under attack",
+            rss_mb_before_streams=round(before_streams, 1),
+            streams_filled_s=round(filled_s, 1),
+            upstream_mb_per_stream=round(sum(written) / len(written) / 2**20, 2),
+            upstreams_cut=stats["cut"],
+        )
+        per_stream_kb = (during["rss_mb"] - before_streams) * 1024 / args.unread
+        time.sleep(args.timeout + 2)  # every timer has run out by now
+        loris.stop()
+        closed = {
+            "idle": sum(closed_by_server(s) for s in idle),
+            "slowloris": sum(closed_by_server(s) for s in loris.socks),
+            "unread": sum(closed_by_server(s) for s in unread),
+        }
+        after = measure(
+            "after the timeouts", closed=closed, upstreams_cut=flood_stats(upstream)["cut"]
+        )
+        for sock in [*idle, *loris.socks, *unread]:
+            sock.close()
+        log = (Path(tmp) / "proxy.log").read_text()
+
+    summary = {
+        "rss_kb_per_unread_stream": round(per_stream_kb, 1),
+        "fds_after_minus_baseline": after["fds"] - base["fds"],
+        "p50_during_over_baseline": round(during["p50_ms"] / base["p50_ms"], 2),
+        "p50_after_over_baseline": round(after["p50_ms"] / base["p50_ms"], 2),
+        "log_lines": len(log.splitlines()),
+        "tracebacks_in_log": log.count("Traceback"),
+    }
+    targets = {
+        "fds back to baseline": summary["fds_after_minus_baseline"] <= 2,
+        "RSS growth <= 256 KB per unread stream": per_stream_kb <= 256,
+        "normal p50 within 2x during the attack": summary["p50_during_over_baseline"] <= 2,
+        "all attack connections closed": closed
+        == {"idle": args.idle, "slowloris": args.slowloris, "unread": args.unread},
+    }
+    print(json.dumps(summary))
+    for name, met in targets.items():
+        print(f"{'met' if met else 'NOT MET'}: {name}")
+    RESULTS.mkdir(exist_ok=True)
+    result = {
+        "machine": machine(),
+        "settings": vars(args),
+        "phases": phases,
+        "summary": summary,
+        "targets": targets,
+    }
+    (RESULTS / "abuse.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""What every request passes before an API face sees it (spec §10, §14). Clients are not
+trusted: whatever they send becomes a 4xx in the error shape of the path's API, never a 5xx
+or a traceback, and an error message quotes at most ~200 characters of it.
+
+In order, for every route (those added later too):
+  - the method: CONNECT is 405;
+  - the proxy key, when client keys are set (every path but `OPEN_PATHS`): exactly one
+    `Authorization: Bearer KEY` or `x-api-key: KEY` header, the token parsed exactly and
+    compared in constant time against every key; else 401;
+  - the body's encoding: gzip and deflate are decoded by aiohttp (in bounded steps), any other
+    is 415;
+  - its size: a Content-Length over `server.max_body_bytes` is 413 at once (before
+    `100 Continue`: see `expect`), a longer body (decoded) is 413 when reading reaches the limit;
+  - reading it, within what is left of `server.request_timeout_s` since its first byte (408);
+then the face runs, and what it raises becomes an error body (`errors.error_response`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import re
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from multidict import CIMultiDictProxy
+
+from ..config import ServerConfig
+from ..errors import RequestError, quoted
+from . import log
+from .connection import Connection
+from .errors import error_response
+from .http import BadBody
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+OPEN_PATHS = frozenset({"/healthz", "/"})  # answered without a proxy key (Claude Code probes "/")
+ENCODINGS = frozenset({"gzip", "deflate", "identity"})
+# RFC 6750's `Bearer 1*SP b64token`, with exactly one space and any visible ASCII in the token.
+_BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] ([\x21-\x7e]+)")
+_TOKEN = re.compile(r"[\x21-\x7e]+")
+
+
+class Keys:
+    """The proxy's client keys; `check` judges a request's headers."""
+
+    def __init__(self, keys: frozenset[str]) -> None:
+        self.keys = tuple(k.encode() for k in keys)
+
+    def __bool__(self) -> bool:
+        return bool(self.keys)
+
+    def check(self, headers: CIMultiDictProxy[str]) -> str | None:
+        """None when the headers carry one valid key, else what is wrong with them."""
+        given = headers.getall("Authorization", []) + headers.getall("x-api-key", [])
+        if not given:
+            return "a proxy key is required (Authorization: Bearer KEY, or x-api-key: KEY)"
+        if len(given) > 1:
+            return "send one proxy key, in one Authorization or x-api-key header"
+        if "Authorization" in headers:
+            match = _BEARER.fullmatch(given[0])
+            if match is None:
+                return "the Authorization header must be 'Bearer KEY'"
+            token = match[1]
+        elif _TOKEN.fullmatch(given[0]):
+            token = given[0]
+        else:
+            return "the x-api-key header must be one key of visible ASCII characters"
+        presented = token.encode()
+        valid = False
+        for key in self.keys:  # all of them, whatever matched: the time says nothing
+            valid |= hmac.compare_digest(presented, key)
+        return None if valid else "the proxy key is not valid"
+
+
+class Guard:
+    """The checks above, as aiohttp middleware (`middleware`) and as the screen that runs
+    before aiohttp's own `Expect` handling (`expect`)."""
+
+    def __init__(self, keys: frozenset[str], server: ServerConfig) -> None:
+        self.keys = Keys(keys)
+        self.max_body = server.max_body_bytes
+        self.request_timeout_s = server.request_timeout_s
+        self.too_large = f"request body over {self.max_body} bytes (server.max_body_bytes)"
+
+    def expect(self, request: web.BaseRequest) -> web.StreamResponse | None:
+        """An answer for an `Expect` that must not get `100 Continue`: a body announced over
+        the limit (413) or an expectation other than 100-continue (417). None otherwise."""
+        expect = request.headers.get("Expect")
+        if expect is None:
+            return None
+        if expect.lower() != "100-continue":
+            return _closing(error_response(request.path, 417, f"Expect {quoted(expect)}"))
+        if (request.content_length or 0) > self.max_body:
+            return _closing(error_response(request.path, 413, self.too_large))
+        return None
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        log.track(request)
+        path = request.path
+        if request.method == "CONNECT":
+            return error_response(path, 405, "CONNECT is not supported")
+        if self.keys and path not in OPEN_PATHS:
+            problem = self.keys.check(request.headers)
+            if problem is not None:
+                return error_response(path, 401, problem, code="invalid_api_key")
+        if request.body_exists:
+            refused = await self._read_body(request)
+            if refused is not None:
+                return refused
+        try:
+            return await handler(request)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            return _http_error(request, exc)
+        except BadBody as exc:
+            return error_response(path, 400, str(exc))
+        except RequestError as exc:
+            return error_response(path, exc.status, str(exc), param=exc.param)
+        except web.RequestPayloadError as exc:
+            return _closing(error_response(path, 400, _payload_problem(exc)))
+        except Exception as exc:  # a bug of ours: still our shape, and one line in the log
+            if request.writer.output_size:  # too late for an answer: the connection drops
+                raise
+            log.server_log.error("%s %s failed", request.method, quoted(path), exc_info=exc)
+            return error_response(path, 500, "internal error")
+
+    async def _read_body(self, request: web.Request) -> web.StreamResponse | None:
+        """Read the whole body into the request (where `request.read()` finds it); an error
+        response when it cannot be."""
+        path = request.path
+        encodings = request.headers.getall("Content-Encoding", [])
+        if len(encodings) > 1 or (encodings and encodings[0].strip().lower() not in ENCODINGS):
+            encoding = quoted(", ".join(encodings), 50)
+            message = f"Content-Encoding {encoding} is not supported (gzip, deflate or identity)"
+            return _closing(error_response(path, 415, message))
+        if (request.content_length or 0) > self.max_body:
+            return _closing(error_response(path, 413, self.too_large))
+        protocol = request.protocol  # its first byte's time when it is a `Connection`
+        started = protocol.started if isinstance(protocol, Connection) else 0.0
+        loop = asyncio.get_running_loop()
+        left = self.request_timeout_s - (loop.time() - started if started else 0.0)
+        try:
+            async with asyncio.timeout(max(left, 0.0)):
+                await request.read()
+        except TimeoutError:
+            message = f"the request was not received within {self.request_timeout_s:g} s"
+            return _closing(error_response(path, 408, f"{message} (server.request_timeout_s)"))
+        except web.HTTPRequestEntityTooLarge:
+            return _closing(error_response(path, 413, self.too_large))
+        except web.RequestPayloadError as exc:
+            return _closing(error_response(path, 400, _payload_problem(exc)))
+        return None
+
+
+def _closing(response: web.Response) -> web.Response:
+    """`response`, closing the connection after it (the rest of the body is not wanted)."""
+    response.force_close()
+    return response
+
+
+def _http_error(request: web.Request, exc: web.HTTPException) -> web.Response:
+    path = request.path
+    if exc.status == 404:
+        return error_response(path, 404, f"no endpoint at {quoted(path)}")
+    if isinstance(exc, web.HTTPMethodNotAllowed):
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        message = f"{quoted(request.method, 20)} is not allowed here (allowed: {allowed})"
+        return error_response(path, 405, message, headers={"Allow": allowed})
+    return error_response(path, exc.status, exc.reason)
+
+
+def _payload_problem(exc: web.RequestPayloadError) -> str:
+    """What was wrong with a body aiohttp could not read (the cause, without bytes)."""
+    cause = exc.__cause__ or exc
+    text = str(getattr(cause, "message", cause)).split(":", 1)[0].strip()
+    if "content-encoding" in text.lower():
+        return "the body could not be decoded as its Content-Encoding says"
+    return f"the body could not be read: {text or type(cause).__name__}"

@@ -1,0 +1,139 @@
+"""What the proxy writes to stderr (spec §10, §14): one access line per request, one line per
+connection-level problem, never a traceback (unless `--log-level debug`), a key or a body.
+
+    2026-11-30T13:22:20.123Z POST /v1/chat/completions 200 provider=ok attempts=2 ms=12
+
+The provider and the attempt count come from the engine's events: the guard gives each request
+a `Served` record and makes it current for the request's task; `observe`, subscribed to the
+engine, fills it in; `AccessLog` (aiohttp's access-logger hook) writes the line when the
+response is done, streams included.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+import time
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
+
+from ..errors import escaped
+from ..events import AttemptEvent, Event, RequestEvent
+
+server_log = logging.getLogger("agent_reach.server")
+access_log = logging.getLogger("agent_reach.access")
+LEVELS = ("debug", "info", "warning", "error")
+SERVED = "agent_reach.served"  # the request's key for its `Served` record
+
+
+@dataclass(slots=True)
+class Served:
+    """What the access line says about a request besides its status: who answered and after
+    how many attempts; `logged` when a line about it was written already."""
+
+    provider: str | None = None
+    attempts: int = 0
+    logged: bool = False
+
+
+_current: ContextVar[Served | None] = ContextVar("agent_reach_served", default=None)
+
+
+def track(request: web.BaseRequest) -> None:
+    """Give `request` its `Served` record and make it current for the task serving it."""
+    served = request[SERVED] = Served()
+    _current.set(served)
+
+
+def mark_logged(request: web.BaseRequest) -> None:
+    """A line about `request` was written already: the access log leaves it out."""
+    request[SERVED] = Served(logged=True)
+
+
+def observe(event: Event) -> None:
+    """An engine observer: counts the current request's attempts and notes who answered."""
+    served = _current.get()
+    if served is None:
+        return
+    if isinstance(event, AttemptEvent):
+        served.attempts += 1
+    elif isinstance(event, RequestEvent):
+        served.provider = event.provider
+
+
+def stamp(at: float | None = None) -> str:
+    """UTC time with milliseconds: `2026-11-30T13:22:20.123Z`."""
+    now = time.time() if at is None else at
+    return f"{_second(int(now))}.{int(now * 1000) % 1000:03d}Z"
+
+
+@functools.lru_cache(maxsize=4)
+def _second(second: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+
+
+class AccessLog(AbstractAccessLogger):
+    """aiohttp's access-log hook. The line goes straight to stderr, in the order of the other
+    lines: a log record per request would cost ten times as much. It is on while the
+    `agent_reach.access` logger is enabled for info."""
+
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+        served: Served | None = request.get(SERVED)
+        if served is None:
+            served = Served()
+        elif served.logged:
+            return
+        sys.stderr.write(
+            f"{stamp()} {request.method} {escaped(request.path, 200) or '-'} {response.status}"
+            f" provider={served.provider or '-'} attempts={served.attempts}"
+            f" ms={round(time * 1000)}\n"
+        )
+
+    @property
+    def enabled(self) -> bool:
+        return self.logger.isEnabledFor(logging.INFO)
+
+
+class _OneLine(logging.Formatter):
+    """Time, level (but for info) and message on one line; an exception as its type and
+    message, or as a full traceback when `tracebacks` (debug)."""
+
+    def __init__(self, tracebacks: bool) -> None:
+        super().__init__()
+        self.tracebacks = tracebacks
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        if record.levelno != logging.INFO:
+            text = f"{record.levelname.lower()}: {text}"
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and not self.tracebacks:
+            text += f" ({type(exc).__name__}: {exc})"
+        line = f"{stamp(record.created)} {escaped(text, 1000)}"
+        if exc is not None and self.tracebacks:
+            line += "\n" + self.formatException(record.exc_info)  # type: ignore[arg-type]
+        return line
+
+
+def configure(level: str = "info", access: bool = True) -> None:
+    """Send every log record to stderr as one line: ours at `level`, other libraries' at
+    warning and above (everything at debug, with tracebacks); access lines unless `access`
+    is False."""
+    handler = logging.StreamHandler(sys.stderr)
+    debug = level == "debug"
+    handler.setFormatter(_OneLine(tracebacks=debug))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if debug else logging.WARNING)
+    logging.getLogger("agent_reach").setLevel(level.upper())
+    access_log.disabled = not access
+
+
+def options(access: bool) -> dict[str, Any]:
+    """The AppRunner options for our access line (or none at all)."""
+    return {"access_log": access_log if access else None, "access_log_class": AccessLog}

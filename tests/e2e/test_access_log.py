@@ -1,0 +1,133 @@
+"""`agent-reach serve` says what it does (issue 11, item 4; spec §10): one access line per
+request on stderr (time, method, path, status, the provider that answered, attempts, ms), never
+a key or a body; `--log-level` and `--no-access-log`; a line at shutdown; a 413 that names the
+limit and the setting."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import openai
+import pytest
+
+from ..rawhttp import exchange
+from ..upstream import Upstream
+from .test_proxy import MSG, PROVIDER_KEY, Proxy, base_config, chain, start, stop
+
+CLIENT_KEY = "ck-live-5e6f7a8b9c0d"
+SECRET_TEXT = "the-body-must-never-be-logged-31337"
+LINE = re.compile(
+    r"(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z) (?P<method>[A-Z]+) (?P<path>\S+) "
+    r"(?P<status>\d{3}) provider=(?P<provider>\S+) attempts=(?P<attempts>\d+) ms=(?P<ms>\d+)"
+)
+KEYS = {"AGENT_REACH_API_KEYS": CLIENT_KEY}
+
+
+def lines_of(log: Path) -> list[str]:
+    return log.read_text().splitlines()
+
+
+def access_lines(log: Path) -> list[dict[str, str]]:
+    return [m.groupdict() for line in lines_of(log) if (m := LINE.fullmatch(line))]
+
+
+def test_one_line_per_request_and_never_a_key_or_a_body(upstream: Upstream, tmp_path: Path) -> None:
+    proxy = start(base_config(upstream), tmp_path, upstream, env=KEYS)
+    content = [{"role": "user", "content": SECRET_TEXT}]
+    client = proxy.client(key=CLIENT_KEY)
+    try:
+        client.chat.completions.create(model="m", messages=content, **chain("dead", "ok"))
+        stream = client.chat.completions.create(
+            model="m", messages=content, stream=True, **chain("server", "backup")
+        )
+        assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+        with pytest.raises(openai.APIStatusError):
+            client.chat.completions.create(model="m", messages=content, **chain("dead", "auth"))
+        with pytest.raises(openai.AuthenticationError):
+            proxy.client(key="ck-wrong-1234").models.list()
+        big = {"messages": content, "pad": "x" * 30000}
+        status, body = proxy.post(
+            "/v1/chat/completions", big, {"Authorization": f"Bearer {CLIENT_KEY}"}
+        )
+        assert status == 413
+        assert body["error"]["message"] == "request body over 20000 bytes (server.max_body_bytes)"
+        assert proxy.get("/healthz")[0] == 200
+    finally:
+        assert stop(proxy) == 0
+    log = tmp_path / "proxy.log"
+    got = [
+        (a["method"], a["path"], a["status"], a["provider"], a["attempts"])
+        for a in access_lines(log)
+    ]
+    assert got == [
+        ("POST", "/v1/chat/completions", "200", "ok", "2"),
+        ("POST", "/v1/chat/completions", "200", "backup", "2"),
+        ("POST", "/v1/chat/completions", "502", "-", "2"),
+        ("GET", "/v1/models", "401", "-", "0"),
+        ("POST", "/v1/chat/completions", "413", "-", "0"),
+        ("GET", "/healthz", "200", "-", "0"),
+    ]
+    text = log.read_text()
+    for secret in (CLIENT_KEY, "ck-wrong-1234", PROVIDER_KEY, SECRET_TEXT):
+        assert secret not in text
+    assert "Traceback" not in text
+    assert "shutting down" in lines_of(log)[-2]
+    assert re.search(r"stopped after \d+ s, 6 request\(s\) served$", lines_of(log)[-1])
+
+
+def test_ms_is_the_time_the_request_took(upstream: Upstream, tmp_path: Path) -> None:
+    proxy = start(base_config(upstream), tmp_path, upstream)
+    try:
+        proxy.client().chat.completions.create(model="m", messages=MSG, **chain("slow"))
+    finally:
+        stop(proxy)
+    (line,) = access_lines(tmp_path / "proxy.log")
+    assert line["provider"] == "slow"
+    assert 550 <= int(line["ms"]) < 2000  # the provider takes 0.6 s
+
+
+@pytest.mark.parametrize("flags", [["--no-access-log"], ["--log-level", "warning"]])
+def test_access_lines_can_be_turned_off(
+    upstream: Upstream, tmp_path: Path, flags: list[str]
+) -> None:
+    proxy = start(base_config(upstream), tmp_path, upstream, *flags)
+    try:
+        proxy.client().chat.completions.create(model="m", messages=MSG)
+        assert proxy.get("/nowhere")[0] == 404
+        # a connection-level problem is still one warning line
+        assert exchange(proxy.port, b"GET / HTTP/1.1\r\nX: \x00\r\n\r\n").status == 400
+    finally:
+        stop(proxy)
+    lines = lines_of(tmp_path / "proxy.log")
+    assert not access_lines(tmp_path / "proxy.log")
+    assert [line for line in lines if "warning:" in line] == [
+        next(line for line in lines if "400 to 127.0.0.1: malformed HTTP request" in line)
+    ]
+    if "--log-level" not in flags:
+        assert "stopped after" in lines[-1]
+
+
+def test_workers_pass_the_log_options_on(upstream: Upstream, tmp_path: Path) -> None:
+    proxy = start(base_config(upstream), tmp_path, upstream, "--workers", "2", "--no-access-log")
+    try:
+        _wait_ready(proxy)
+        for _ in range(5):
+            proxy.client().chat.completions.create(model="m", messages=MSG)
+    finally:
+        assert stop(proxy) == 0
+    assert not access_lines(tmp_path / "proxy.log")
+    assert sum("stopped after" in line for line in lines_of(tmp_path / "proxy.log")) == 2
+
+
+def _wait_ready(proxy: Proxy) -> None:
+    import time
+
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            if proxy.get("/healthz")[0] == 200:
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError("the workers did not start")
