@@ -668,12 +668,14 @@ class Upstream:
 
 
 def proxy_config(providers: list[dict[str, Any]], **top: Any) -> dict[str, Any]:
-    """A config for tests: no health checks, state in memory, circuits that never open."""
+    """A config for tests: no health checks, state in memory, circuits that never open, and
+    providers that take any model or none (the simulated ones do)."""
     return {
         "version": "0.3.2",
         "health": {"mode": "off"},
         "state": "memory://",
         "circuit": {"failures": 1000, "cooldown_s": 0, "auth_cooldown_s": 0},
+        "defaults": {"model_map": {"*": ""}},
         "providers": providers,
         **top,
     }

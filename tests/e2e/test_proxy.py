@@ -147,12 +147,8 @@ def base_config(upstream: Upstream, **top: Any) -> dict[str, Any]:
         }
     )
     providers.append({"name": "dead", "endpoint": refused_url()})
-    return proxy_config(
-        providers,
-        fallback_order=["ok", "backup"],
-        server={"max_body_bytes": 20000},
-        **top,
-    )
+    top.setdefault("server", {"max_body_bytes": 20000})
+    return proxy_config(providers, fallback_order=["ok", "backup"], **top)
 
 
 @pytest.fixture(scope="module")
