@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/peers.py
 	$(BIN)/python bench/state_overhead.py
 	$(BIN)/python bench/hedging.py
+	$(BIN)/python bench/ingress.py
 	$(BIN)/python bench/abuse.py
 
 chaos: $(STAMP)
