@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("formats", ("dialects", "hooks", "config", "catalog")),
     ("parts", ("backend", "transport", "health", "state", "alerts", "report")),
     ("engine", ("engine",)),
-    ("front door", ("router",)),
+    ("front door", ("router", "probe")),
     ("faces", ("server", "cli", "__init__", "__main__")),
 )
 

@@ -13,6 +13,7 @@ import yaml
 from agent_reach import catalog, paths
 from agent_reach.catalog import Entry
 from agent_reach.config import config_from_data
+from agent_reach.config.write import to_yaml
 
 DOCS = Path(__file__).parents[1] / "docs" / "providers.md"
 REQUIRED = {
@@ -327,7 +328,7 @@ def test_ollama_base(value: str | None, base: str) -> None:
 @pytest.mark.usefixtures("group_id")
 def test_to_yaml_round_trips_every_entry() -> None:
     entries = [e.provider() for e in catalog.load()]
-    text = catalog.to_yaml(entries, indent=2)
+    text = to_yaml(entries, indent=2)
     assert all(line.startswith("  ") for line in text.splitlines() if line.strip())
     assert "  models: [gpt-4o-mini, gpt-4o, gpt-4.1-mini]\n" in text  # flow lists
     assert yaml.safe_load("providers:\n" + text) == {"providers": entries}

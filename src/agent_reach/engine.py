@@ -27,7 +27,7 @@ from .dialects import Mismatch, ProviderError
 from .dialects.base import framer
 from .errors import AllProvidersFailed, StreamInterrupted
 from .events import AttemptEvent, CircuitEvent, Event, Observer, QuotaEvent, RequestEvent
-from .health import HealthMonitor
+from .health import CheckResult, HealthMonitor, check_provider
 from .outcomes import Outcome, Transport, classify, filtered, mismatch
 from .quota import Budget
 from .request import ChatRequest
@@ -103,6 +103,10 @@ class Engine:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+    async def check(self, name: str, model: str | None = None) -> CheckResult:
+        """Check provider `name`'s health now (see `health.check_provider`)."""
+        return await check_provider(self.session, self.backends[name], model, self.clock())
 
     def order(self, req: ChatRequest) -> tuple[str, ...]:
         """The providers this request will walk through (spec §3)."""

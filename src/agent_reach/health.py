@@ -12,15 +12,89 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from urllib.parse import urlsplit
 
 import aiohttp
 
 from .backend import Backend
 from .outcomes import Transport, classify
-from .routing import Health
+from .routing import Health, model_listed
 from .state import StateStore
+from .trace import Reason
 from .transport import CLIENT_ERRORS, kind_of, timeouts
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """One provider's health check as `check`, `init` and `probe` report it."""
+
+    provider: str
+    url: str | None  # its health URL; None: it has none (a TCP connect was tried instead)
+    reachable: bool  # something answered at its endpoint or health URL
+    usable: bool  # a request would be sent to it
+    health: str  # "ok", "none" (no health check), else the reason it failed
+    detail: str  # why, in words ("" when ok), keys redacted
+    models: list[str] | None  # what its health check lists (None: it lists none)
+    latency_ms: float | None  # of the health check or the TCP connect; None when unreachable
+    status: int | None = None  # the HTTP status of a failed health check
+
+
+async def check_provider(
+    session: aiohttp.ClientSession, backend: Backend, model: str | None, now: float
+) -> CheckResult:
+    """Check one provider now, its health URL or (without one) a TCP connect to its
+    endpoint; with `model`, its health check must list that model."""
+
+    status: int | None = None
+
+    def result(
+        reachable: bool, health: str, detail: str, models: list[str] | None, ms: float
+    ) -> CheckResult:
+        usable = health in ("ok", "none") and reachable
+        latency = round(ms, 1) if reachable else None
+        return CheckResult(
+            backend.name, url, reachable, usable, health, detail, models, latency, status
+        )
+
+    url = backend.health_url
+    if url is None:
+        reachable, ms = await _connects(backend)
+        return result(
+            reachable, "none", "" if reachable else "no TCP connection to its endpoint", None, ms
+        )
+    health = await probe(session, backend, now, backend.connect_s + backend.read_s)
+    reached = health.outcome.reason not in (Reason.CONNECT_FAILED, Reason.TIMEOUT)
+    status = health.outcome.status
+    listed = sorted(health.models) if health.models is not None else None
+    if backend.missing_key:
+        return result(
+            reached, str(Reason.AUTH_FAILED), f"{backend.missing_key} is not set", listed, health.ms
+        )
+    if not health.ok:
+        detail = backend.redact(health.outcome.detail)
+        return result(reached, str(health.outcome.reason), detail, listed, health.ms)
+    wanted = backend.model_for(model) if model else ""
+    if wanted and health.models is not None and not model_listed(wanted, health.models):
+        return result(
+            True, str(Reason.MODEL_UNAVAILABLE), f"{wanted!r} is not listed", listed, health.ms
+        )
+    return result(True, "ok", "", listed, health.ms)
+
+
+async def _connects(backend: Backend) -> tuple[bool, float]:
+    """A TCP connect to the endpoint, for providers without a health check: (ok, ms)."""
+    parts = urlsplit(backend.spec.endpoint)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    start = time.perf_counter()
+    try:
+        _, writer = await asyncio.wait_for(
+            asyncio.open_connection(parts.hostname, port), backend.connect_s
+        )
+    except (OSError, TimeoutError):
+        return False, (time.perf_counter() - start) * 1000
+    writer.close()
+    return True, (time.perf_counter() - start) * 1000
 
 
 async def probe(

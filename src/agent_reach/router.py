@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .config import Config, config_from_data, load_config
 from .engine import ChatStream, Engine
 from .events import Observer
+from .health import CheckResult
 from .request import ChatRequest
 from .state import StateStore
 from .trace import Result
@@ -66,6 +67,15 @@ class Router:
     def providers(self) -> tuple[str, ...]:
         """The config's provider names, in file order."""
         return tuple(self.engine.backends)
+
+    def health_url(self, name: str) -> str | None:
+        """Provider `name`'s health URL (resolved against its endpoint), or None."""
+        return self.engine.backends[name].health_url
+
+    async def check(self, name: str, model: str | None = None) -> CheckResult:
+        """Run provider `name`'s health check now (a TCP connect when it has none), whatever
+        `health.mode` says; with `model`, its health check must list that model."""
+        return await self.engine.check(name, model)
 
     def subscribe(self, observer: Observer) -> None:
         """Call `observer` with every event (attempts, requests, circuit changes)."""

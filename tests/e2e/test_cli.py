@@ -360,7 +360,11 @@ def test_check_table_json_and_exit_codes(up: Upstream, tmp_path: Path) -> None:
             "detail",
             "models",
             "latency_ms",
+            "url",
+            "status",
         }
+        assert row["url"] is None or row["url"].startswith("http")
+        assert row["status"] is None or isinstance(row["status"], int)
         assert isinstance(row["reachable"], bool)
         assert isinstance(row["usable"], bool)
         assert isinstance(row["health"], str)

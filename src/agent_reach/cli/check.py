@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -11,37 +11,8 @@ import click
 from . import expected_errors
 
 if TYPE_CHECKING:
-    import aiohttp
-
-    from ..backend import Backend
     from ..config import Config
-
-
-@dataclass(frozen=True)
-class Row:
-    """One provider's check, as `check --json` prints it."""
-
-    provider: str
-    reachable: bool  # something answered at its endpoint or health URL
-    usable: bool  # a request would be sent to it
-    health: str  # "ok", "none" (no health check), else the reason it failed
-    detail: str  # why, in words ("" when ok)
-    models: list[str]  # what its health check lists ([] when it lists none)
-    latency_ms: float | None  # of the health check or TCP connect; null when unreachable
-
-    def health_text(self) -> str:
-        if self.health == "none":
-            return "no health check"
-        return f"{self.health}: {self.detail}" if self.detail else self.health
-
-
-def _row(
-    provider: str, reachable: bool, health: str, detail: str, models: list[str], ms: float
-) -> Row:
-    usable = health in ("ok", "none") and reachable
-    return Row(
-        provider, reachable, usable, health, detail, models, round(ms, 1) if reachable else None
-    )
+    from ..health import CheckResult
 
 
 @click.command()
@@ -55,12 +26,11 @@ def check(obj: dict[str, Any], model: str | None, as_json: bool) -> None:
 
     from ..config import load_config
 
-    cfg = load_config(obj["config_path"])
-    rows = asyncio.run(_check_all(cfg, model))
+    rows = asyncio.run(_check_all(load_config(obj["config_path"]), model))
     if as_json:
         from .render import print_json
 
-        print_json([asdict(r) for r in rows])
+        print_json([{**asdict(r), "models": r.models or []} for r in rows])
     else:
         _table(rows)
     usable = sum(r.usable for r in rows)
@@ -70,73 +40,32 @@ def check(obj: dict[str, Any], model: str | None, as_json: bool) -> None:
         sys.exit(1)
 
 
-async def _check_all(cfg: Config, model: str | None) -> list[Row]:
+async def _check_all(cfg: Config, model: str | None) -> list[CheckResult]:
     import asyncio
-    import os
 
-    from ..backend import Backend
-    from ..transport import new_session
+    from ..router import Router
+    from ..state import MemoryStore
 
-    backends = [Backend.prepare(p, os.environ) for p in cfg.providers]
-    async with new_session() as session:
-        return list(await asyncio.gather(*(_check_one(session, b, model) for b in backends)))
-
-
-async def _check_one(session: aiohttp.ClientSession, backend: Backend, model: str | None) -> Row:
-    import time
-
-    from ..health import probe
-    from ..routing import model_listed
-    from ..trace import Reason
-
-    name = backend.name
-    if backend.health_url is None:
-        reachable, ms = await _connects(backend)
-        detail = "" if reachable else "no TCP connection to its endpoint"
-        return _row(name, reachable, "none", detail, [], ms)
-    budget = backend.connect_s + backend.read_s
-    health = await probe(session, backend, time.time(), budget)
-    reached = health.outcome.reason not in (Reason.CONNECT_FAILED, Reason.TIMEOUT)
-    listed = sorted(health.models or ())
-    if backend.missing_key:
-        detail = f"{backend.missing_key} is not set"
-        return _row(name, reached, str(Reason.AUTH_FAILED), detail, listed, health.ms)
-    if not health.ok:
-        detail = backend.redact(health.outcome.detail)
-        return _row(name, reached, str(health.outcome.reason), detail, listed, health.ms)
-    wanted = backend.model_for(model) if model else ""
-    if wanted and health.models is not None and not model_listed(wanted, health.models):
-        detail = f"{wanted!r} is not listed"
-        return _row(name, True, str(Reason.MODEL_UNAVAILABLE), detail, listed, health.ms)
-    return _row(name, True, "ok", "", listed, health.ms)
-
-
-async def _connects(backend: Backend) -> tuple[bool, float]:
-    """A TCP connect to the endpoint, for providers without a health check: (ok, ms)."""
-    import asyncio
-    import time
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(backend.spec.endpoint)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    start = time.perf_counter()
+    router = Router(cfg, store=MemoryStore())  # a check remembers nothing
     try:
-        _, writer = await asyncio.wait_for(
-            asyncio.open_connection(parts.hostname, port), backend.connect_s
-        )
-    except (OSError, TimeoutError):
-        return False, (time.perf_counter() - start) * 1000
-    writer.close()
-    return True, (time.perf_counter() - start) * 1000
+        return list(await asyncio.gather(*(router.check(n, model) for n in router.providers)))
+    finally:
+        await router.aclose()
 
 
-def _models(names: list[str]) -> str:
+def _health_text(r: CheckResult) -> str:
+    if r.health == "none":
+        return "no health check"
+    return f"{r.health}: {r.detail}" if r.detail else r.health
+
+
+def _models(names: list[str] | None) -> str:
     if not names:
         return "-"
     return ", ".join(names[:3]) + (f" (+{len(names) - 3})" if len(names) > 3 else "")
 
 
-def _table(rows: list[Row]) -> None:
+def _table(rows: list[CheckResult]) -> None:
     from rich.markup import escape
     from rich.table import Table
 
@@ -148,7 +77,7 @@ def _table(rows: list[Row]) -> None:
         table.add_row(
             r.provider,
             "yes" if r.reachable else "no",
-            f"[{style}]{escape(r.health_text())}[/]",
+            f"[{style}]{escape(_health_text(r))}[/]",
             _models(r.models),
             "-" if r.latency_ms is None else f"{r.latency_ms:.0f} ms",
         )

@@ -125,68 +125,51 @@ async def choose(entries: tuple[Entry, ...], environ: Mapping[str, str]) -> list
 async def _local_ollama(entry: Entry, environ: Mapping[str, str]) -> Choice:
     """The catalog's native Ollama entry, kept when `$OLLAMA_HOST` answers its health check;
     its models are the ones that Ollama lists."""
-    import time
-
-    from ..backend import Backend
     from ..catalog import ollama_base
-    from ..config import config_from_data
-    from ..health import probe
-    from ..transport import new_session
+    from ..router import Router
+    from ..state import MemoryStore
 
     endpoint = ollama_base(environ.get("OLLAMA_HOST")) + "/api/chat"
     provider = entry.provider(endpoint=endpoint)
-    spec = config_from_data({"providers": [provider]}).providers[0]
-    backend = Backend.prepare(spec, dict(environ))
-    assert backend.health_url is not None
-    async with new_session() as session:
-        health = await probe(session, backend, time.time(), backend.connect_s + backend.read_s)
-    if not health.ok:
-        outcome = health.outcome
-        what = f"{outcome.reason}, {outcome.detail}" if outcome.detail else str(outcome.reason)
-        return Choice(entry, False, f"no Ollama answers at {backend.health_url}: {what}")
-    models = sorted(health.models or ())
+    router = Router({"providers": [provider]}, store=MemoryStore(), environ=dict(environ))
+    try:
+        checked = await router.check(provider["name"])
+    finally:
+        await router.aclose()
+    if not checked.usable:
+        what = f"{checked.health}, {checked.detail}" if checked.detail else checked.health
+        return Choice(entry, False, f"no Ollama answers at {checked.url}: {what}")
+    models = checked.models or []
     provider.pop("models", None)
     if models:
         provider["models"] = models
     listed = f"{len(models)} model(s)" if models else "no models pulled yet"
-    return Choice(entry, True, f"Ollama answers at {backend.health_url}, {listed}", provider)
+    return Choice(entry, True, f"Ollama answers at {checked.url}, {listed}", provider)
+
+
+HEADER = [
+    "agent-reach config, written by `agent-reach init` from the provider catalog.",
+    "No key is stored here: each provider names the environment variable that holds it.",
+    "`models` are typical ones: the first is used when a request names none, and a",
+    "request for a model not listed skips the provider (edit the lists, or add model_map).",
+]
 
 
 def render(kept: list[Choice], json_file: bool = False) -> str:
     """The config file's text: a short header, defaults, and each provider with its notes (a
     `.json` file gets the same data as JSON, without the comments)."""
-    import textwrap
+    from ..config.write import render as render_config
 
-    from .._version import PROTOCOL_VERSION
-    from ..catalog import to_yaml
-
-    if json_file:
-        import json
-
-        data = {
-            "version": PROTOCOL_VERSION,
-            "defaults": {"timeout": {"connect": 1000, "read": READ_TIMEOUT_MS}},
-            "providers": [c.provider for c in kept],
-        }
-        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    lines = [
-        "# agent-reach config, written by `agent-reach init` from the provider catalog.",
-        "# No key is stored here: each provider names the environment variable that holds it.",
-        "# `models` are typical ones: the first is used when a request names none, and a",
-        "# request for a model not listed skips the provider (edit the lists, or add model_map).",
-        f'version: "{PROTOCOL_VERSION}"',
-        "",
-        "defaults:",
-        f"  timeout: {{connect: 1000, read: {READ_TIMEOUT_MS}}}",
-        "",
-        "providers:",
+    providers = [
+        (
+            c.provider,
+            f"{c.entry.title}, level {c.entry.level}"
+            + (f": {c.entry.notes}" if c.entry.notes else ""),
+        )
+        for c in kept
     ]
-    for c in kept:
-        e = c.entry
-        about = f"{e.title}, level {e.level}" + (f": {e.notes}" if e.notes else "")
-        lines += textwrap.wrap(about, 96, initial_indent="  # ", subsequent_indent="  # ")
-        lines.append(to_yaml([c.provider], indent=2).rstrip("\n"))
-    return "\n".join(lines) + "\n"
+    defaults = {"timeout": {"connect": 1000, "read": READ_TIMEOUT_MS}}
+    return render_config(providers, defaults, HEADER, json_file=json_file)
 
 
 def _check(text: str, target: Path) -> None:

@@ -29,11 +29,11 @@ from pydantic import (
     model_validator,
 )
 
-from . import dialects, quota
-from ._version import PROTOCOL_VERSION
-from .errors import ConfigError
-from .routing import RouteTable
-from .validation import Level
+from .. import dialects, quota
+from .._version import PROTOCOL_VERSION
+from ..errors import ConfigError
+from ..routing import RouteTable
+from ..validation import Level
 
 DEFAULT_PATH = "~/.agent-reach/config.yaml"
 ENV_PATH = "AGENT_REACH_CONFIG"
@@ -447,7 +447,7 @@ def config_from_data(data: Any, *, source: str = "<dict>") -> Config:
 
 def _load_hooks(config: Config, source: str) -> dict[tuple[str, str], Any]:
     """Import every hook once, now, so that a missing one is a config error."""
-    from . import hooks
+    from .. import hooks
 
     base = Path(source).parent if source != "<dict>" else Path.cwd()
     loaded = {}

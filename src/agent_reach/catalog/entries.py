@@ -1,0 +1,166 @@
+"""The catalog of known provider endpoints: its entries and loading them. Pure.
+
+`load()` reads the packaged `providers.yaml` into `Entry` values (what `agent-reach providers`
+lists and `agent-reach init` picks from); `Entry.provider()` is the config entry for one.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal, get_args
+from urllib.parse import urlsplit
+
+from .. import dialects
+
+Level = Literal["full", "partial", "manual"]
+LEVELS: tuple[Level, ...] = get_args(Level)
+LEVEL_MEANING: dict[Level, str] = {
+    "full": "OpenAI schema: works as is",
+    "partial": "a built-in format adapter handles it",
+    "manual": "needs schema_compatibility paths or a post_process_hook",
+}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One known endpoint: where it is, how it is spoken to, and what to expect of it."""
+
+    name: str
+    title: str
+    endpoint: str
+    format: str
+    level: Level
+    key_env: str = ""  # the variable that holds the key; "" = no key (a local server)
+    auth_header: str = "Authorization"  # "" = no auth header
+    auth_scheme: str | None = None  # None = Bearer for Authorization, none otherwise
+    auth_query: str = ""  # a query parameter that carries the key instead of a header
+    requires: tuple[str, ...] = ()  # other environment variables the endpoint reads
+    health_check: str = ""
+    models: tuple[str, ...] = ()
+    max_tokens_field: str = ""
+    local: bool = False  # a server on this machine
+    notes: str = ""
+
+    @property
+    def auth(self) -> str:
+        """How the key travels, in a few words: `Authorization: Bearer`, `x-api-key`,
+        `query access_token`, or `none`."""
+        if self.auth_query:
+            return f"query {self.auth_query}"
+        if not self.auth_header or not self.key_env:
+            return "none"
+        scheme = self.auth_scheme
+        if scheme is None:
+            scheme = "Bearer" if self.auth_header.lower() == "authorization" else ""
+        return f"{self.auth_header}: {scheme}" if scheme else self.auth_header
+
+    def provider(self, **overrides: Any) -> dict[str, Any]:
+        """This entry as a config provider entry (spec §2.3); `overrides` replace fields."""
+        out: dict[str, Any] = {"name": self.name, "endpoint": self.endpoint, "format": self.format}
+        if self.key_env:
+            out["api_key_env"] = self.key_env
+        if self.auth_header != "Authorization" or self.auth_query:
+            out["auth_header"] = "" if self.auth_query else self.auth_header
+        if self.auth_scheme is not None:
+            out["auth_scheme"] = self.auth_scheme
+        if self.auth_query:
+            out["auth_query"] = self.auth_query
+        out["health_check"] = self.health_check
+        if self.max_tokens_field:
+            out["max_tokens_field"] = self.max_tokens_field
+        if self.models:
+            out["models"] = list(self.models)
+        out.update(overrides)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form of `agent-reach providers --json`: every field, `auth` in words and
+        the config entry (`provider`)."""
+        data = asdict(self)
+        data["requires"] = list(self.requires)
+        data["models"] = list(self.models)
+        return {**data, "auth": self.auth, "provider": self.provider()}
+
+
+_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+_ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@functools.cache
+def load() -> tuple[Entry, ...]:
+    """The packaged catalog, in file order."""
+    from importlib import resources
+
+    import yaml
+
+    text = (
+        resources.files("agent_reach.catalog")
+        .joinpath("providers.yaml")
+        .read_text(encoding="utf-8")
+    )
+    return parse(yaml.safe_load(text))
+
+
+def get(name: str) -> Entry:
+    """The catalog entry called `name` (KeyError if there is none)."""
+    for entry in load():
+        if entry.name == name:
+            return entry
+    raise KeyError(name)
+
+
+def parse(data: Any) -> tuple[Entry, ...]:
+    """Catalog data (a list of mappings) to entries; ValueError names the entry and field of
+    any problem."""
+    if not isinstance(data, list):
+        raise ValueError("the catalog is a list of entries")
+    known = {f.name: f for f in fields(Entry)}
+    entries: list[Entry] = []
+    for i, item in enumerate(data):
+        where = f"catalog entry {i}"
+        if not isinstance(item, dict):
+            raise ValueError(f"{where}: expected a mapping")
+        where = f"catalog entry {item.get('name', i)!r}"
+        unknown = sorted(set(item) - set(known))
+        if unknown:
+            raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)}")
+        values: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in item.items()
+        }
+        try:
+            entry = Entry(**values)
+        except TypeError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        _check(entry, where)
+        if any(e.name == entry.name for e in entries):
+            raise ValueError(f"{where}: the name is used twice")
+        entries.append(entry)
+    return tuple(entries)
+
+
+def _check(entry: Entry, where: str) -> None:
+    for f in fields(Entry):
+        value = getattr(entry, f.name)
+        if f.name in {"requires", "models"}:
+            ok = isinstance(value, tuple) and all(isinstance(v, str) and v for v in value)
+        elif f.name == "local":
+            ok = isinstance(value, bool)
+        elif f.name == "auth_scheme":
+            ok = value is None or isinstance(value, str)
+        else:
+            ok = isinstance(value, str)
+        if not ok:
+            raise ValueError(f"{where}: field {f.name!r} has the wrong type ({value!r})")
+    problems = [
+        (not _NAME.match(entry.name), "name", "expected [A-Za-z0-9._-]+"),
+        (entry.format not in dialects.FORMATS, "format", f"expected one of {dialects.FORMATS}"),
+        (entry.level not in LEVELS, "level", f"expected one of {LEVELS}"),
+        (bool(entry.key_env) and not _ENV.match(entry.key_env), "key_env", "not a variable name"),
+        (not all(_ENV.match(v) for v in entry.requires), "requires", "not variable names"),
+        (urlsplit(entry.endpoint).scheme not in ("http", "https"), "endpoint", "not a URL"),
+    ]
+    for bad, field, expected in problems:
+        if bad:
+            raise ValueError(f"{where}: field {field!r}: {expected}")
