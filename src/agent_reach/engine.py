@@ -15,12 +15,12 @@ import itertools
 import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import aiohttp
 
-from . import breaker, completion
+from . import breaker, completion, identity
 from .backend import Backend
 from .config import Config
 from .dialects import Mismatch, ProviderError
@@ -247,7 +247,7 @@ class Engine:
     ) -> Skip | None:
         """Skip decisions (spec §4 steps 1-2), the health check, and the circuit's admission."""
         now = self.clock()
-        circuit = await self.store.circuit(backend.name)
+        circuit = await self.store.circuit(backend.state_key)
         skip = precheck(
             serves_model=backend.serves(req.model),
             model=req.model,
@@ -274,7 +274,7 @@ class Engine:
         lease = (backend.connect_s + backend.read_s) * (backend.spec.retries + 1)
         _, leased = breaker.admit(circuit, now, max(lease, 1.0))
         if leased != circuit:
-            await self.store.set_circuit(backend.name, leased)
+            await self.store.set_circuit(backend.state_key, leased)
         return None
 
     async def _tries(
@@ -463,7 +463,7 @@ class Engine:
         self._emit(AttemptEvent(run.route, attempt, raw, run.id))
 
     def _log_attempt(self, event: Event) -> None:
-        """The attempt log (spec §12), written by the store in batches."""
+        """The attempt log (spec §12), by provider identity, written by the store in batches."""
         if isinstance(event, AttemptEvent):
             a = event.attempt
             self.store.record(
@@ -471,7 +471,7 @@ class Engine:
                     self.clock(),
                     event.request,
                     event.route,
-                    a.provider,
+                    self.backends[a.provider].state_key,
                     a.reason.value,
                     a.status,
                     a.ms,
@@ -495,23 +495,76 @@ class Engine:
     async def _exhausted(self, backend: Backend, now: float) -> str | None:
         """Which budget of the provider is used up in its current window, if any."""
         for budget, key, _ in self._windows(backend, now):
-            if await self.store.usage(backend.name, key) >= budget.limit:
+            if await self.store.usage(backend.quota_key, key) >= budget.limit:
                 return f"{budget} used up until the {budget.window} ends"
         return None
 
     async def quota_use(self, name: str) -> list[dict[str, Any]]:
         """The provider's budgets and how much of each its current window has used."""
         now = self.clock()
+        backend = self.backends[name]
         return [
             {
                 "budget": str(budget),
                 "window": key.rpartition("|")[0],
-                "used": (used := await self.store.usage(name, key)),
+                "used": (used := await self.store.usage(backend.quota_key, key)),
                 "limit": budget.limit,
                 "ratio": round(used / budget.limit, 4),
             }
-            for budget, key, _ in self._windows(self.backends[name], now)
+            for budget, key, _ in self._windows(backend, now)
         ]
+
+    # -- what the store remembers (spec §12 identity) ------------------------------------------
+
+    async def remembered(self, name: str) -> dict[str, Any]:
+        """A configured provider's remembered state: its fingerprint, circuit and budget use."""
+        backend = self.backends[name]
+        circuit = await self.store.circuit(backend.state_key)
+        return {
+            "fingerprint": identity.split(backend.state_key)[1],
+            "circuit": circuit.view(self.clock()),
+            "quota": await self.quota_use(name),
+        }
+
+    async def remembered_elsewhere(self) -> list[dict[str, Any]]:
+        """What the store holds for identities outside this config (other configs, or this
+        one's providers before their endpoint or key changed): circuits and budget counters,
+        each with its provider name and fingerprint."""
+        mine = {b.state_key for b in self.backends.values()}
+        mine |= {b.quota_key for b in self.backends.values()}
+        circuits, used = await self.store.entries()
+        now = self.clock()
+        rows: list[dict[str, Any]] = []
+        for key, state in sorted(circuits.items()):
+            if key not in mine:
+                name, fp = identity.split(key)
+                rows.append({"provider": name, "fingerprint": fp, "circuit": state.view(now)})
+        for (key, window), count in sorted(used.items()):
+            if key not in mine:
+                name, fp = identity.split(key)
+                rows.append(
+                    {
+                        "provider": name,
+                        "fingerprint": fp,
+                        "quota": [{"window": window.rpartition("|")[0], "used": count}],
+                    }
+                )
+        return rows
+
+    async def logged(self, since: float, everything: bool = False) -> list[LoggedAttempt]:
+        """The attempt log since `since`, by provider name: this config's providers (lines
+        written before identities count by name), or with `everything` every line, those of
+        other identities named `NAME@FINGERPRINT`."""
+        names = {b.state_key: b.name for b in self.backends.values()}
+        names.update((n, n) for n in self.backends)
+        out = []
+        for a in await self.store.attempts(since):
+            name = names.get(a.provider)
+            if name is not None:
+                out.append(a if name == a.provider else replace(a, provider=name))
+            elif everything:
+                out.append(a)
+        return out
 
     async def _count(self, backend: Backend, response: dict[str, Any] | None) -> None:
         """Count one request (and its tokens) into the provider's budgets."""
@@ -520,7 +573,7 @@ class Engine:
         for budget, key, end in self._windows(backend, now):
             amount = 1 if budget.unit == "req" else tokens if isinstance(tokens, int) else 0
             if amount:
-                used = await self.store.add_usage(backend.name, key, amount, end - now)
+                used = await self.store.add_usage(backend.quota_key, key, amount, end - now)
                 self._emit(QuotaEvent(backend.name, budget, key, used, now))
 
     def _emit(self, event: Event) -> None:
@@ -529,13 +582,13 @@ class Engine:
 
     async def _update_circuit(self, backend: Backend, outcome: Outcome) -> None:
         now = self.clock()
-        before = await self.store.circuit(backend.name)
+        before = await self.store.circuit(backend.state_key)
         after = breaker.record(
             before, outcome.reason, now, self.config.circuit, outcome.retry_after
         )
         if after == before:
             return
-        await self.store.set_circuit(backend.name, after)
+        await self.store.set_circuit(backend.state_key, after)
         if after.is_open(now) and not before.is_open(now):
             self._emit(CircuitEvent(backend.name, True, after))
         elif after.closed and not before.closed:

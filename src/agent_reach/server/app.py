@@ -102,8 +102,7 @@ class Proxy:
         now = self.engine.clock()
         providers = []
         for name, backend in self.engine.backends.items():
-            circuit = await self.engine.store.circuit(name)
-            health = self.engine.health.results.get(name)
+            health = self.engine.health.results.get(backend.state_key)
             providers.append(
                 {
                     "name": name,
@@ -117,8 +116,7 @@ class Proxy:
                         "detail": backend.redact(health.outcome.detail),
                         "models": sorted(health.models) if health.models is not None else None,
                     },
-                    "circuit": circuit.view(now),
-                    "quota": await self.engine.quota_use(name),
+                    **await self.engine.remembered(name),
                     **self.recent.summary(name),
                 }
             )

@@ -40,7 +40,10 @@ class LoggedAttempt:
 
 
 class StateStore(Protocol):
-    """Shared provider state. Implementations never raise into a request."""
+    """Shared provider state. Implementations never raise into a request.
+
+    Providers are named by the keys of `identity`: circuits by `Backend.state_key`, budget
+    counters by `Backend.quota_key`, attempt-log lines by `state_key`."""
 
     async def circuit(self, provider: str) -> CircuitState: ...
 
@@ -60,6 +63,10 @@ class StateStore(Protocol):
 
     async def add_usage(self, provider: str, key: str, amount: int, ttl_s: float) -> int:
         """Count `amount` into a budget window; the total as far as this process knows."""
+        ...
+
+    async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
+        """Every circuit and live budget counter held, by stored key (for `status --all`)."""
         ...
 
     async def claim(self, key: str, until: float, now: float) -> bool:

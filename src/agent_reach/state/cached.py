@@ -175,6 +175,10 @@ class CachedStore(MemoryStore, ABC):
         await self._sync()
         return await super().usage(provider, key)
 
+    async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
+        await self._sync()
+        return await super().entries()
+
     async def attempts(self, since: float) -> list[LoggedAttempt]:
         await self._flush()
         return list(await self._safe(self._read(since)) or [])

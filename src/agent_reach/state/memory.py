@@ -49,6 +49,9 @@ class MemoryStore:
         self.used[(provider, key)] = total
         return total
 
+    async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
+        return dict(self.circuits), dict(self.used)
+
     async def claim(self, key: str, until: float, now: float) -> bool:
         if self.claims.get(key, 0.0) > now:
             return False
