@@ -22,6 +22,7 @@ import aiohttp
 
 from . import breaker, completion, identity
 from .backend import Backend
+from .breaker import CircuitState
 from .config import Config
 from .dialects import Mismatch, ProviderError
 from .dialects.base import framer
@@ -88,6 +89,8 @@ class Engine:
         self.tz = config.tz
         self._spans: dict[Budget, tuple[str, float, float]] = {}
         self.observers: list[Observer] = [self._log_attempt]
+        self._names = {b.state_key: b.name for b in self.backends.values()}
+        self.store.follow(config.circuit, self._circuit_changed)
         self._session: aiohttp.ClientSession | None = None
         self._ids = itertools.count(1)
         self._id_prefix = os.urandom(4).hex()
@@ -273,8 +276,10 @@ class Engine:
             return skip
         lease = (backend.connect_s + backend.read_s) * (backend.spec.retries + 1)
         _, leased = breaker.admit(circuit, now, max(lease, 1.0))
-        if leased != circuit:
-            await self.store.set_circuit(backend.state_key, leased)
+        if leased != circuit and not await self.store.lease(backend.state_key, leased):
+            skip = Skip(Reason.CIRCUIT_OPEN, "half-open: the one trial is another instance's")
+            self._record(run, Attempt(backend.name, skip.reason, None, 0.0, skip.detail))
+            return skip
         return None
 
     async def _tries(
@@ -555,7 +560,7 @@ class Engine:
         """The attempt log since `since`, by provider name: this config's providers (lines
         written before identities count by name), or with `everything` every line, those of
         other identities named `NAME@FINGERPRINT`."""
-        names = {b.state_key: b.name for b in self.backends.values()}
+        names = dict(self._names)
         names.update((n, n) for n in self.backends)
         out = []
         for a in await self.store.attempts(since):
@@ -589,10 +594,19 @@ class Engine:
         if after == before:
             return
         await self.store.set_circuit(backend.state_key, after)
+        self._circuit_changed(backend.state_key, before, after)
+
+    def _circuit_changed(self, key: str, before: CircuitState, after: CircuitState) -> None:
+        """Tell observers when a circuit opened or closed, here or (through the store)
+        elsewhere in a fleet."""
+        name = self._names.get(key)
+        if name is None:
+            return
+        now = self.clock()
         if after.is_open(now) and not before.is_open(now):
-            self._emit(CircuitEvent(backend.name, True, after))
+            self._emit(CircuitEvent(name, True, after))
         elif after.closed and not before.closed:
-            self._emit(CircuitEvent(backend.name, False, after))
+            self._emit(CircuitEvent(name, False, after))
 
 
 class LiveStream:

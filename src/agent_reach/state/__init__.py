@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..breaker import CircuitState
+from ..breaker import CircuitPolicy, CircuitState
 from ..routing import Health
-from .memory import MemoryStore
+from .memory import CircuitChanged, MemoryStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +55,17 @@ class StateStore(Protocol):
 
     async def set_health(self, provider: str, health: Health, ttl_s: float) -> None:
         """Keep a health check result for `ttl_s` seconds."""
+        ...
+
+    async def lease(self, provider: str, state: CircuitState) -> bool:
+        """Take a half-open circuit's one trial (`state` is the lease `breaker.admit` made);
+        False when the trial belongs to another instance of a fleet."""
+        ...
+
+    def follow(self, policy: CircuitPolicy, changed: CircuitChanged) -> None:
+        """The circuit policy in force, and whom to tell when a circuit changes without this
+        process deciding it (a fleet's count reached the threshold, another instance opened or
+        closed it)."""
         ...
 
     async def usage(self, provider: str, key: str) -> int:
@@ -118,4 +129,4 @@ def open_store(url: str, *, retention_s: float = 7 * 86400) -> StateStore:
     return MemoryStore()
 
 
-__all__ = ["LoggedAttempt", "MemoryStore", "StateStore", "open_store"]
+__all__ = ["CircuitChanged", "LoggedAttempt", "MemoryStore", "StateStore", "open_store"]
