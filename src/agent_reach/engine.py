@@ -107,6 +107,17 @@ class Engine:
             await self._session.close()
             self._session = None
 
+    def adopt(self, old: Engine) -> None:
+        """Take over from the engine of the config this one replaces (a reload) what outlives
+        it: the HTTP session with its pooled connections, and the health results of providers
+        whose identity did not change. Circuits and quotas live in the shared store by
+        identity, so an unchanged provider keeps them and an edited one starts fresh."""
+        self._session = old._session
+        mine = set(self._names)
+        self.health.results.update(
+            (key, result) for key, result in old.health.results.items() if key in mine
+        )
+
     def order(self, req: ChatRequest) -> tuple[str, ...]:
         """The providers this request will walk through (spec §3)."""
         return attempt_order(

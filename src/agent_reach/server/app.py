@@ -47,6 +47,19 @@ class Proxy:
         self.started = time.time()
         self._background: asyncio.Task[None] | None = None
 
+    def adopt(self, router: Router, api_keys: frozenset[str]) -> None:
+        """Serve new requests with `router`, made from a reloaded config; requests in flight
+        finish with the router they started with (spec §12.1)."""
+        router.engine.adopt(self.engine)
+        router.subscribe(self.metrics)
+        router.subscribe(self.recent)
+        self.router, self.engine, self.config = router, router.engine, router.config
+        self.api_keys = api_keys
+        self.metrics.track([p.name for p in self.config.providers])
+        self.models_body = orjson.dumps(self._models())
+        if self.config.health.mode == "background" and self._background is None:
+            self._background = asyncio.create_task(self._probe_forever())
+
     def app(self) -> web.Application:
         app = web.Application(
             middlewares=[self.guard.middleware], client_max_size=self.config.server.max_body_bytes
