@@ -18,9 +18,9 @@ from aiohttp import web
 
 from .._version import __version__
 from ..router import Router
-from . import chat, log, messages, responses, step
+from . import chat, log, messages, responses, status_page, step
 from .errors import JSON
-from .guard import Guard
+from .guard import Guard, Keys
 from .metrics import Metrics
 from .stats import RecentAttempts
 
@@ -55,6 +55,7 @@ class Proxy:
         router.subscribe(self.recent)
         self.router, self.engine, self.config = router, router.engine, router.config
         self.api_keys = api_keys
+        self.guard.keys = Keys(api_keys)
         self.metrics.track([p.name for p in self.config.providers])
         self.models_body = orjson.dumps(self._models())
         if self.config.health.mode == "background" and self._background is None:
@@ -76,9 +77,19 @@ class Proxy:
         app.router.add_get("/metrics", self.prometheus)
         app.router.add_get("/agent-reach/v1/status", self.status)
         app.router.add_post("/agent-reach/v1/route", self._face(step.step))
+        app.router.add_get(status_page.PATH, self._face(status_page.page))
+        app.router.add_post(status_page.LOGIN, self._face(status_page.login))
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
         return app
+
+    def authorized(self, request: web.Request) -> bool:
+        """Whether the request carries a client key (for the status page, which asks for one
+        itself)."""
+        return self.guard.authorized(request)
+
+    def valid_key(self, token: str) -> bool:
+        return self.guard.keys.valid(token)
 
     def _face(self, handler: Face) -> Handler:
         """An aiohttp handler for one API face's handler function."""
@@ -130,6 +141,7 @@ class Proxy:
                         "models": sorted(health.models) if health.models is not None else None,
                     },
                     **await self.engine.remembered(name),
+                    "latency_p95_ms": backend.spec.metadata.get("latency_p95_ms"),
                     **self.recent.summary(name),
                 }
             )
@@ -138,6 +150,7 @@ class Proxy:
             "uptime_s": round(time.time() - self.started, 1),
             "health_mode": self.config.health.mode,
             "providers": providers,
+            "failovers": list(self.recent.failovers),
         }
         return web.Response(body=orjson.dumps(body), content_type=JSON)
 
