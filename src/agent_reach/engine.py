@@ -183,11 +183,15 @@ class Engine:
             else:
                 payload = await self._turn(name, last_resort, req, deadline, run, send, walk)
             if payload is not None:
+                trace = tuple(run.trace)
                 self._emit(
-                    RequestEvent(run.route, name, tuple(run.trace), req.stream, run.id, run.api)
+                    RequestEvent(
+                        run.route, name, trace, req.stream, run.id, run.api, req.model, payload
+                    )
                 )
                 return payload, name, run
-        self._emit(RequestEvent(run.route, None, tuple(run.trace), req.stream, run.id, run.api))
+        trace = tuple(run.trace)
+        self._emit(RequestEvent(run.route, None, trace, req.stream, run.id, run.api, req.model))
         raise AllProvidersFailed(run.trace)
 
     async def _turn(
