@@ -446,6 +446,8 @@ def test_model_map_star(
         (CircuitState(1, 0.0, False, "timeout"), 3, CircuitState(3, NOW + 30, False, "timeout")),
         # below it: the count only
         (CircuitState(1, 0.0, False, "timeout"), 2, CircuitState(2, 0.0, False, "timeout")),
+        # this instance's own failures are in the total: reaching it opens all the same
+        (CircuitState(3, 0.0, False, "timeout"), 3, CircuitState(3, NOW + 30, False, "timeout")),
         # a stale total changes nothing
         (CircuitState(2, 0.0, False, "timeout"), 1, CircuitState(2, 0.0, False, "timeout")),
         # already open, or leased for a trial: stays as it is

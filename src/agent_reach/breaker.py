@@ -117,8 +117,11 @@ def fleet_count(
     """The state once the fleet's count of consecutive failures is known: open for the
     cooldown when it reaches `policy.failures`; a circuit already open (or leased for a
     trial) stays as it is."""
-    if not state.closed or fleet_failures <= state.failures:
+    if not state.closed:
         return state
     if fleet_failures >= policy.failures:
-        return CircuitState(fleet_failures, now + policy.cooldown_s, False, state.cause)
-    return replace(state, failures=fleet_failures)
+        failures = max(fleet_failures, state.failures)
+        return CircuitState(failures, now + policy.cooldown_s, False, state.cause)
+    if fleet_failures > state.failures:
+        return replace(state, failures=fleet_failures)
+    return state

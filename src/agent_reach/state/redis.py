@@ -17,12 +17,13 @@ Channel `agent-reach:circuits`: every circuit change is published (`instance|key
 open_until|trial|cause`); each instance applies its peers' at once, and the periodic re-read
 of the cached view stays as the fallback for what a dropped subscription missed.
 
-The fleet's circuit: a counted failure is an INCR of `fails:` (one round trip, in the
-background); the instance whose INCR reaches `circuit.failures` opens the circuit and
-publishes it (a second round trip), so the fleet sends about `failures` requests to a dead
-provider, not `failures` per instance. The half-open trial is claimed by one atomic script:
-an instance that finds a circuit cooled down skips the provider for that request and claims
-the trial in the background; the winner's next request is the fleet's one trial. No request
+The fleet's circuit: a counted failure is an INCRBY of `fails:` (one round trip, in the
+background; failures that arrive while one is on its way go out together); the instance whose
+count reaches `circuit.failures` opens the circuit and publishes it (a second round trip), so
+the fleet sends about `failures` requests to a dead provider, not `failures` per instance.
+The half-open trial is claimed by one atomic script: an instance that finds a circuit cooled
+down skips the provider for that request and claims the trial in the background; the
+winner's next request is the fleet's one trial. No request
 waits on Redis. Writes are MULTI/EXEC pipelines or scripts, so each update is atomic.
 Requires the `redis` package (`pip install 'agent-reach[redis]'`).
 """
@@ -121,6 +122,7 @@ class RedisStore(CachedStore):
         self._listener: asyncio.Task[None] | None = None
         self._granted: dict[str, CircuitState] = {}  # trials this instance won, not yet used
         self._claiming: set[str] = set()
+        self._failures: dict[str, int] = {}  # counted failures not yet sent, by circuit
         self._claim_script: Any = self.redis.register_script(_CLAIM_TRIAL)
 
     async def _load(self) -> Snapshot:
@@ -164,10 +166,22 @@ class RedisStore(CachedStore):
 
     # -- circuits, fleet-wide ------------------------------------------------------------------
 
-    async def _save_circuit(self, provider: str, state: CircuitState, before: CircuitState) -> None:
-        if breaker.counted(before, state):
-            await self._count_failure(provider)
+    async def set_circuit(self, provider: str, state: CircuitState) -> None:
+        """A counted failure goes to the fleet's counter (failures that pile up while one
+        count is on its way go out together); any other change is written and published."""
+        before = self.circuits.get(provider, CLOSED)
+        if not breaker.counted(before, state):
+            await super().set_circuit(provider, state)
             return
+        await MemoryStore.set_circuit(self, provider, state)
+        pending = self._failures.get(provider, 0)
+        self._failures[provider] = pending + 1
+        if not pending:
+            self._write_circuit(
+                provider, lambda: self._count_failures(provider, self._failures.pop(provider, 0))
+            )
+
+    async def _save_circuit(self, provider: str, state: CircuitState, before: CircuitState) -> None:
         key = f"{PREFIX}circuit:{provider}"
         async with self.redis.pipeline(transaction=True) as pipe:
             if state == CLOSED:
@@ -178,12 +192,12 @@ class RedisStore(CachedStore):
             pipe.publish(CHANNEL, _message(self.instance, provider, state))
             await pipe.execute()
 
-    async def _count_failure(self, provider: str) -> None:
-        """Add one failure to the fleet's count; open the circuit when it reaches the policy's
+    async def _count_failures(self, provider: str, failures: int) -> None:
+        """Add failures to the fleet's count; open the circuit when it reaches the policy's
         threshold (and publish that)."""
         name = f"{PREFIX}fails:{provider}"
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.incr(name)
+            pipe.incrby(name, failures)
             pipe.expire(name, _KEEP_S)
             total, _ = await pipe.execute()
         if self.policy is None:
