@@ -107,7 +107,7 @@ class SQLiteStore(CachedStore):
 
         await self._run(save)
 
-        async def _save_circuit(self, provider: str, state: CircuitState, before: CircuitState) -> None:
+    async def _save_circuit(self, provider: str, state: CircuitState, before: CircuitState) -> None:
         def save() -> None:
             if state == CLOSED:
                 self._db().execute("DELETE FROM circuits WHERE provider = ?", (provider,))
