@@ -13,7 +13,9 @@ skipped it. Measured per trial:
 - wasted: requests that reached `dead-K` after it died (counted by the upstream);
 - propagation: from the circuit's first opening (the time of the `failures`-th failure, of
   the fleet on Redis, of the quickest instance otherwise) to the last instance's first skip,
-  both read from the attempt log the proxies write (their own clocks, one machine).
+  both read from the attempt log the proxies write (their own clocks, one machine); it
+  includes the wait for each instance's next request after the opening reached it;
+- the Redis part alone: from one store writing an opening to another applying it.
 Results go to bench/results/fleet.json.
 """
 
@@ -32,7 +34,10 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from agent_reach.breaker import CircuitState
+from agent_reach.config import CircuitConfig
 from agent_reach.state import LoggedAttempt, open_store
+from agent_reach.state.redis import RedisStore
 from common import RESULTS, Processes, agent_reach_serve, free_port, machine, pct
 
 COMPLETION = {
@@ -220,6 +225,28 @@ async def run_mode(
     }
 
 
+async def publish_to_apply(redis_url: str, count: int = 200) -> dict[str, float]:
+    """The part of the propagation that is Redis's: ms from one store writing an opening to a
+    second store (its own connections) applying it, `count` times."""
+    a, b = RedisStore(redis_url), RedisStore(redis_url)
+    applied: dict[str, float] = {}
+    b.follow(CircuitConfig(), lambda key, _b, _a: applied.setdefault(key, time.perf_counter()))
+    a.follow(CircuitConfig(), lambda *_: None)
+    await a.circuit("warm@0"), await b.circuit("warm@0")  # subscribe
+    await asyncio.sleep(0.3)
+    delays = []
+    for i in range(count):
+        key = f"bench-{i}@0"
+        start = time.perf_counter()
+        await a.set_circuit(key, CircuitState(10, time.time() + 60, False, "server_error"))
+        while key not in applied and time.perf_counter() - start < 1:
+            await asyncio.sleep(0)
+        delays.append((applied.get(key, time.perf_counter()) - start) * 1000)
+    await a.aclose()
+    await b.aclose()
+    return {"p50": round(pct(delays, 0.5), 2), "p99": round(pct(delays, 0.99), 2)}
+
+
 def start_redis(procs: Processes, workdir: Path) -> str:
     binary = shutil.which("redis-server")
     if binary is None:
@@ -260,6 +287,7 @@ async def main() -> None:
             await run_mode("redis", [redis_url] * args.instances, args, workdir, procs),
             await run_mode("per-instance", per_instance, args, workdir, procs),
         ]
+        pubsub = await publish_to_apply(redis_url)
     print(
         f"{args.instances} instances, circuit.failures {args.failures}, {args.clients} clients "
         f"round-robin at {args.rate:g} req/s in all, {args.trials} trials each"
@@ -269,8 +297,11 @@ async def main() -> None:
         w, p = m["wasted"], m["propagation_ms"]
         wasted = f"{w['mean']} ({w['min']}-{w['max']})"
         print(f"{m['state']:<14}{wasted:<26}{p['p50']} / {p['p99']} ms")
+    print(
+        f"an opening, written by one store to applied by another: p50 {pubsub['p50']} / p99 {pubsub['p99']} ms"
+    )
     RESULTS.mkdir(exist_ok=True)
-    out = {"machine": machine(), "args": vars(args), "modes": modes}
+    out = {"machine": machine(), "args": vars(args), "modes": modes, "publish_to_apply_ms": pubsub}
     (RESULTS / "fleet.json").write_text(json.dumps(out, indent=2) + "\n")
 
 
