@@ -44,7 +44,7 @@ def cli(home: Path, cfg: Path, *args: str, key: str = BAD) -> subprocess.Complet
 
 
 def reasons(home: Path, cfg: Path, key: str = BAD) -> list[str]:
-    result = cli(home, cfg, "chat", "--json", "-p", "hi", key=key)
+    result = cli(home, cfg, "chat", "--json", "--model", "m", "-p", "hi", key=key)
     assert result.returncode == 0, result.stderr
     return [f"{a['provider']}:{a['reason']}" for a in json.loads(result.stdout)["trace"]]
 
