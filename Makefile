@@ -39,6 +39,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/hedging.py
 	$(BIN)/python bench/ingress.py
 	$(BIN)/python bench/abuse.py
+	$(BIN)/python bench/fleet.py
+	$(BIN)/python bench/tracing.py
 
 chaos: $(STAMP)
 	$(BIN)/python bench/chaos.py --seconds 120

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from agent_reach import paths
-from agent_reach.breaker import CLOSED, CircuitState, admit, record
+from agent_reach.breaker import CLOSED, CircuitState, admit, counted, fleet_count, record
 from agent_reach.config import CircuitConfig
 from agent_reach.errors import RequestError
 from agent_reach.outcomes import ErrorInfo, Outcome, Transport, classify, parse_retry_after
@@ -437,3 +437,31 @@ def test_model_map_star(
     backend = Backend.prepare(spec, {})
     assert backend.model_for(requested) == sent
     assert backend.serves(requested) is serves
+
+
+@pytest.mark.parametrize(
+    ("state", "fleet", "expected"),
+    [
+        # the fleet's total reaches the threshold: open for the cooldown, cause kept
+        (CircuitState(1, 0.0, False, "timeout"), 3, CircuitState(3, NOW + 30, False, "timeout")),
+        # below it: the count only
+        (CircuitState(1, 0.0, False, "timeout"), 2, CircuitState(2, 0.0, False, "timeout")),
+        # this instance's own failures are in the total: reaching it opens all the same
+        (CircuitState(3, 0.0, False, "timeout"), 3, CircuitState(3, NOW + 30, False, "timeout")),
+        # a stale total changes nothing
+        (CircuitState(2, 0.0, False, "timeout"), 1, CircuitState(2, 0.0, False, "timeout")),
+        # already open, or leased for a trial: stays as it is
+        (CircuitState(3, NOW + 5, False, "x"), 9, CircuitState(3, NOW + 5, False, "x")),
+        (CircuitState(3, NOW + 5, True, "x"), 9, CircuitState(3, NOW + 5, True, "x")),
+    ],
+)
+def test_fleet_count(state: CircuitState, fleet: int, expected: CircuitState) -> None:
+    assert fleet_count(state, fleet, NOW, POLICY) == expected
+
+
+def test_counted_failure() -> None:
+    one = record(CLOSED, Reason.TIMEOUT, NOW, POLICY)
+    assert counted(CLOSED, one)
+    assert one.cause == "timeout"
+    assert not counted(one, record(one, Reason.OK, NOW, POLICY))
+    assert not counted(CLOSED, record(CLOSED, Reason.AUTH_FAILED, NOW, POLICY))  # opens

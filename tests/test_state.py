@@ -55,8 +55,7 @@ async def settle(*stores: CachedStore) -> None:
     """Wait until queued writes have reached the backend."""
     for store in stores:
         await store._flush()
-        if store._queue is not None:
-            await store._queue.join()
+        await store.settle()
 
 
 async def test_circuits_are_shared(make: Factory) -> None:

@@ -23,6 +23,7 @@ ECHOED_KEY_PREFIX = "Incorrect API key provided: "
 CLAUDE_THINKING = {"type": "thinking", "thinking": "Hmm.", "signature": "sig-EqQBCkYIBxgC"}
 CLAUDE_TEXT = "hello from claude"
 CLAUDE_USAGE = {"input_tokens": 11, "cache_read_input_tokens": 5, "output_tokens": 7}
+KEYED_GOOD = "sk-keyed-good-5e6f7a8b"  # the one key the `keyed` scenario accepts
 
 
 def completion(content: str, model: str = "gpt-test") -> dict[str, Any]:
@@ -351,6 +352,12 @@ class Upstream:
             "code": "invalid_api_key",
         }
         return web.json_response({"error": error}, status=401)
+
+    async def s_keyed(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """Answers only the key `KEYED_GOOD`; any other key gets a 401."""
+        if request.headers.get("Authorization") != f"Bearer {KEYED_GOOD}":
+            return await self.s_auth(request, body, stream)
+        return await self.s_ok(request, body, stream)
 
     async def s_ratelimit(
         self, request: web.Request, body: Any, stream: bool

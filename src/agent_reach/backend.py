@@ -11,7 +11,7 @@ from urllib.parse import quote, urljoin, urlsplit
 
 import orjson
 
-from . import completion, dialects, hooks, validation
+from . import completion, dialects, hooks, identity, validation
 from .config import Provider
 from .dialects import Context, Dialect, Mismatch, Shape
 from .hooks import Hook, HookError
@@ -43,6 +43,10 @@ class Backend:
     postprocess: Hook | None = None
     budgets: tuple[Budget, ...] = ()
     needs_model: bool = True
+    # Where its remembered state is kept (spec §12 identity): circuit and health by name,
+    # endpoint and key; budget counters by name and key. Fingerprints only, never the key.
+    state_key: str = ""
+    quota_key: str = ""
 
     @classmethod
     def prepare(
@@ -79,6 +83,8 @@ class Backend:
             postprocess=postprocess,
             budgets=spec.budgets,
             needs_model=postprocess is None and dialect.needs_model(spec.endpoint),
+            state_key=identity.state_key(spec.name, spec.endpoint, key),
+            quota_key=identity.quota_key(spec.name, key),
         )
 
     @property

@@ -11,6 +11,10 @@ What opens it: `failures` consecutive circuit failures (connect_failed, timeout,
 schema_mismatch, hook_error) for `cooldown_s`; `auth_failed` at once for `auth_cooldown_s`;
 `rate_limited` at once until its `Retry-After`, else for `cooldown_s`.
 Times are wall-clock seconds so that processes sharing a store agree on them.
+
+A fleet (spec §12.1): instances sharing a Redis store add their counted failures up in one
+counter; `fleet_count` says what a circuit becomes when that total is known, so the fleet as a
+whole opens a circuit after `failures` consecutive failures, not after `failures` per instance.
 """
 
 from __future__ import annotations
@@ -95,7 +99,29 @@ def record(
         failures = state.failures + 1
         if state.trial or failures >= policy.failures:
             return CircuitState(failures, now + policy.cooldown_s, False, reason)
-        return replace(state, failures=failures)
+        return replace(state, failures=failures, cause=reason)
     if state.trial:  # e.g. bad_request: the provider answered, so the trial passed
         return CLOSED
+    return state
+
+
+def counted(before: CircuitState, after: CircuitState) -> bool:
+    """Whether `after` is `before` plus one counted failure, still closed: the kind of change
+    a fleet adds up across instances rather than writes over."""
+    return after.closed and after.failures > before.failures
+
+
+def fleet_count(
+    state: CircuitState, fleet_failures: int, now: float, policy: CircuitPolicy
+) -> CircuitState:
+    """The state once the fleet's count of consecutive failures is known: open for the
+    cooldown when it reaches `policy.failures`; a circuit already open (or leased for a
+    trial) stays as it is."""
+    if not state.closed:
+        return state
+    if fleet_failures >= policy.failures:
+        failures = max(fleet_failures, state.failures)
+        return CircuitState(failures, now + policy.cooldown_s, False, state.cause)
+    if fleet_failures > state.failures:
+        return replace(state, failures=fleet_failures)
     return state

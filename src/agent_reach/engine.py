@@ -15,13 +15,14 @@ import itertools
 import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import aiohttp
 
-from . import breaker, completion
+from . import breaker, completion, identity
 from .backend import Backend
+from .breaker import CircuitState
 from .config import Config
 from .dialects import Mismatch, ProviderError
 from .dialects.base import framer
@@ -88,6 +89,8 @@ class Engine:
         self.tz = config.tz
         self._spans: dict[Budget, tuple[str, float, float]] = {}
         self.observers: list[Observer] = [self._log_attempt]
+        self._names = {b.state_key: b.name for b in self.backends.values()}
+        self.store.follow(config.circuit, self._circuit_changed)
         self._session: aiohttp.ClientSession | None = None
         self._ids = itertools.count(1)
         self._id_prefix = os.urandom(4).hex()
@@ -107,6 +110,17 @@ class Engine:
     async def check(self, name: str, model: str | None = None) -> CheckResult:
         """Check provider `name`'s health now (see `health.check_provider`)."""
         return await check_provider(self.session, self.backends[name], model, self.clock())
+
+    def adopt(self, old: Engine) -> None:
+        """Take over from the engine of the config this one replaces (a reload) what outlives
+        it: the HTTP session with its pooled connections, and the health results of providers
+        whose identity did not change. Circuits and quotas live in the shared store by
+        identity, so an unchanged provider keeps them and an edited one starts fresh."""
+        self._session = old._session
+        mine = set(self._names)
+        self.health.results.update(
+            (key, result) for key, result in old.health.results.items() if key in mine
+        )
 
     def order(self, req: ChatRequest) -> tuple[str, ...]:
         """The providers this request will walk through (spec §3)."""
@@ -173,11 +187,15 @@ class Engine:
             else:
                 payload = await self._turn(name, last_resort, req, deadline, run, send, walk)
             if payload is not None:
+                trace = tuple(run.trace)
                 self._emit(
-                    RequestEvent(run.route, name, tuple(run.trace), req.stream, run.id, run.api)
+                    RequestEvent(
+                        run.route, name, trace, req.stream, run.id, run.api, req.model, payload
+                    )
                 )
                 return payload, name, run
-        self._emit(RequestEvent(run.route, None, tuple(run.trace), req.stream, run.id, run.api))
+        trace = tuple(run.trace)
+        self._emit(RequestEvent(run.route, None, trace, req.stream, run.id, run.api, req.model))
         raise AllProvidersFailed(run.trace)
 
     async def _turn(
@@ -251,7 +269,7 @@ class Engine:
     ) -> Skip | None:
         """Skip decisions (spec §4 steps 1-2), the health check, and the circuit's admission."""
         now = self.clock()
-        circuit = await self.store.circuit(backend.name)
+        circuit = await self.store.circuit(backend.state_key)
         skip = precheck(
             serves_model=backend.serves(req.model),
             model=req.model,
@@ -277,8 +295,10 @@ class Engine:
             return skip
         lease = (backend.connect_s + backend.read_s) * (backend.spec.retries + 1)
         _, leased = breaker.admit(circuit, now, max(lease, 1.0))
-        if leased != circuit:
-            await self.store.set_circuit(backend.name, leased)
+        if leased != circuit and not await self.store.lease(backend.state_key, leased):
+            skip = Skip(Reason.CIRCUIT_OPEN, "half-open: the one trial is another instance's")
+            self._record(run, Attempt(backend.name, skip.reason, None, 0.0, skip.detail))
+            return skip
         return None
 
     async def _tries(
@@ -467,7 +487,7 @@ class Engine:
         self._emit(AttemptEvent(run.route, attempt, raw, run.id))
 
     def _log_attempt(self, event: Event) -> None:
-        """The attempt log (spec §12), written by the store in batches."""
+        """The attempt log (spec §12), by provider identity, written by the store in batches."""
         if isinstance(event, AttemptEvent):
             a = event.attempt
             self.store.record(
@@ -475,7 +495,7 @@ class Engine:
                     self.clock(),
                     event.request,
                     event.route,
-                    a.provider,
+                    self.backends[a.provider].state_key,
                     a.reason.value,
                     a.status,
                     a.ms,
@@ -499,23 +519,76 @@ class Engine:
     async def _exhausted(self, backend: Backend, now: float) -> str | None:
         """Which budget of the provider is used up in its current window, if any."""
         for budget, key, _ in self._windows(backend, now):
-            if await self.store.usage(backend.name, key) >= budget.limit:
+            if await self.store.usage(backend.quota_key, key) >= budget.limit:
                 return f"{budget} used up until the {budget.window} ends"
         return None
 
     async def quota_use(self, name: str) -> list[dict[str, Any]]:
         """The provider's budgets and how much of each its current window has used."""
         now = self.clock()
+        backend = self.backends[name]
         return [
             {
                 "budget": str(budget),
                 "window": key.rpartition("|")[0],
-                "used": (used := await self.store.usage(name, key)),
+                "used": (used := await self.store.usage(backend.quota_key, key)),
                 "limit": budget.limit,
                 "ratio": round(used / budget.limit, 4),
             }
-            for budget, key, _ in self._windows(self.backends[name], now)
+            for budget, key, _ in self._windows(backend, now)
         ]
+
+    # -- what the store remembers (spec §12 identity) ------------------------------------------
+
+    async def remembered(self, name: str) -> dict[str, Any]:
+        """A configured provider's remembered state: its fingerprint, circuit and budget use."""
+        backend = self.backends[name]
+        circuit = await self.store.circuit(backend.state_key)
+        return {
+            "fingerprint": identity.split(backend.state_key)[1],
+            "circuit": circuit.view(self.clock()),
+            "quota": await self.quota_use(name),
+        }
+
+    async def remembered_elsewhere(self) -> list[dict[str, Any]]:
+        """What the store holds for identities outside this config (other configs, or this
+        one's providers before their endpoint or key changed): circuits and budget counters,
+        each with its provider name and fingerprint."""
+        mine = {b.state_key for b in self.backends.values()}
+        mine |= {b.quota_key for b in self.backends.values()}
+        circuits, used = await self.store.entries()
+        now = self.clock()
+        rows: list[dict[str, Any]] = []
+        for key, state in sorted(circuits.items()):
+            if key not in mine:
+                name, fp = identity.split(key)
+                rows.append({"provider": name, "fingerprint": fp, "circuit": state.view(now)})
+        for (key, window), count in sorted(used.items()):
+            if key not in mine:
+                name, fp = identity.split(key)
+                rows.append(
+                    {
+                        "provider": name,
+                        "fingerprint": fp,
+                        "quota": [{"window": window.rpartition("|")[0], "used": count}],
+                    }
+                )
+        return rows
+
+    async def logged(self, since: float, everything: bool = False) -> list[LoggedAttempt]:
+        """The attempt log since `since`, by provider name: this config's providers (lines
+        written before identities count by name), or with `everything` every line, those of
+        other identities named `NAME@FINGERPRINT`."""
+        names = dict(self._names)
+        names.update((n, n) for n in self.backends)
+        out = []
+        for a in await self.store.attempts(since):
+            name = names.get(a.provider)
+            if name is not None:
+                out.append(a if name == a.provider else replace(a, provider=name))
+            elif everything:
+                out.append(a)
+        return out
 
     async def _count(self, backend: Backend, response: dict[str, Any] | None) -> None:
         """Count one request (and its tokens) into the provider's budgets."""
@@ -524,7 +597,7 @@ class Engine:
         for budget, key, end in self._windows(backend, now):
             amount = 1 if budget.unit == "req" else tokens if isinstance(tokens, int) else 0
             if amount:
-                used = await self.store.add_usage(backend.name, key, amount, end - now)
+                used = await self.store.add_usage(backend.quota_key, key, amount, end - now)
                 self._emit(QuotaEvent(backend.name, budget, key, used, now))
 
     def _emit(self, event: Event) -> None:
@@ -533,17 +606,26 @@ class Engine:
 
     async def _update_circuit(self, backend: Backend, outcome: Outcome) -> None:
         now = self.clock()
-        before = await self.store.circuit(backend.name)
+        before = await self.store.circuit(backend.state_key)
         after = breaker.record(
             before, outcome.reason, now, self.config.circuit, outcome.retry_after
         )
         if after == before:
             return
-        await self.store.set_circuit(backend.name, after)
+        await self.store.set_circuit(backend.state_key, after)
+        self._circuit_changed(backend.state_key, before, after)
+
+    def _circuit_changed(self, key: str, before: CircuitState, after: CircuitState) -> None:
+        """Tell observers when a circuit opened or closed, here or (through the store)
+        elsewhere in a fleet."""
+        name = self._names.get(key)
+        if name is None:
+            return
+        now = self.clock()
         if after.is_open(now) and not before.is_open(now):
-            self._emit(CircuitEvent(backend.name, True, after))
+            self._emit(CircuitEvent(name, True, after))
         elif after.closed and not before.closed:
-            self._emit(CircuitEvent(backend.name, False, after))
+            self._emit(CircuitEvent(name, False, after))
 
 
 class LiveStream:

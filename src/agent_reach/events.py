@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .breaker import CircuitState
 from .quota import Budget
@@ -32,6 +33,8 @@ class RequestEvent:
     stream: bool
     request: str = ""
     api: str = "chat"  # the API the request arrived in: chat, responses or messages
+    model: str | None = None  # the model the request asked for
+    answer: Any = None  # the answer's body (a dict) or its stream, as the request gets it
 
 
 @dataclass(frozen=True, slots=True)

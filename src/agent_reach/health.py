@@ -126,7 +126,8 @@ async def probe(
 
 
 class HealthMonitor:
-    """The latest health result of every provider, refreshed as the mode says."""
+    """The latest health result of every provider (by its `state_key`), refreshed as the
+    mode says."""
 
     def __init__(self, mode: str, ttl_s: float, store: StateStore) -> None:
         self.mode = mode
@@ -149,11 +150,11 @@ class HealthMonitor:
         if not self.enabled(backend):
             return None
         if self.mode != "per_request":
-            cached = self.results.get(backend.name)
+            cached = self.results.get(backend.state_key)
             if cached is None or now - cached.checked_at >= self.ttl_s:
-                kept = await self.store.health(backend.name)  # another run may have checked
+                kept = await self.store.health(backend.state_key)  # another run may have checked
                 if kept is not None and (cached is None or kept.checked_at > cached.checked_at):
-                    self.results[backend.name] = cached = kept
+                    self.results[backend.state_key] = cached = kept
             if cached is not None and now - cached.checked_at < self.ttl_s:
                 return cached, False
         return await self.refresh(session, backend, now, remaining_s), True
@@ -162,11 +163,11 @@ class HealthMonitor:
         self, session: aiohttp.ClientSession, backend: Backend, now: float, remaining_s: float
     ) -> Health:
         """Probe now (joining a probe already in flight) and remember the result."""
-        task = self._inflight.get(backend.name)
+        task = self._inflight.get(backend.state_key)
         if task is None:
             task = asyncio.ensure_future(self._probe(session, backend, now, remaining_s))
-            self._inflight[backend.name] = task
-            task.add_done_callback(functools.partial(self._forget, backend.name))
+            self._inflight[backend.state_key] = task
+            task.add_done_callback(functools.partial(self._forget, backend.state_key))
         return await asyncio.shield(task)
 
     async def _probe(
@@ -176,9 +177,9 @@ class HealthMonitor:
         detail = backend.redact(result.outcome.detail)  # it is kept on disk: never a key
         if detail != result.outcome.detail:
             result = replace(result, outcome=replace(result.outcome, detail=detail))
-        self.results[backend.name] = result
+        self.results[backend.state_key] = result
         if self.mode != "per_request":
-            await self.store.set_health(backend.name, result, self.ttl_s)
+            await self.store.set_health(backend.state_key, result, self.ttl_s)
         return result
 
     def _forget(self, name: str, _task: asyncio.Task[Health]) -> None:

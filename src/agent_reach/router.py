@@ -52,6 +52,12 @@ class Router:
                 self.config, self.engine.store, self.engine.clock, environ or os.environ
             )
             self.subscribe(self.alerts)
+        from . import tracing
+
+        if tracing.wanted(self.config, environ or os.environ):
+            spans = tracing.observer(self.config)
+            if spans is not None:
+                self.subscribe(spans)
 
     @classmethod
     def from_config(cls, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> Router:

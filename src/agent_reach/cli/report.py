@@ -40,10 +40,18 @@ def _router(obj: dict[str, Any]) -> Router:
 @click.option("--provider", "only", help="Only this provider.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False), help="Write an HTML page.")
+@click.option(
+    "--all", "everything", is_flag=True, help="Also providers of other configs in the store."
+)
 @click.pass_obj
 @expected_errors
 def report(
-    obj: dict[str, Any], since: str, only: str | None, as_json: bool, html_file: str | None
+    obj: dict[str, Any],
+    since: str,
+    only: str | None,
+    as_json: bool,
+    html_file: str | None,
+    everything: bool,
 ) -> None:
     """Per provider: requests, success rate, failures, failovers, skips, latency against
     latency_p95_ms, quota."""
@@ -53,7 +61,7 @@ def report(
     router = _router(obj)
     if only and only not in router.engine.backends:
         fail(f"no provider named {only!r}", 2)
-    built = asyncio.run(_build(router, window))
+    built = asyncio.run(_build(router, window, everything))
     if only:
         built.providers = [p for p in built.providers if p.name == only]
         built.series = {k: v for k, v in built.series.items() if k == only}
@@ -72,13 +80,13 @@ def report(
         _report_table(built)
 
 
-async def _build(router: Router, window: float) -> Any:
+async def _build(router: Router, window: float, everything: bool) -> Any:
     from ..report import build
 
     engine = router.engine
     try:
         until = engine.clock()
-        attempts = await engine.store.attempts(until - window)
+        attempts = await engine.logged(until - window, everything)
         quota = {name: await engine.quota_use(name) for name in engine.backends}
     finally:
         await router.aclose()
@@ -143,13 +151,16 @@ def _report_table(built: Any) -> None:
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the view as JSON.")
+@click.option(
+    "--all", "everything", is_flag=True, help="Also what the store holds for other configs."
+)
 @click.pass_obj
 @expected_errors
-def status(obj: dict[str, Any], as_json: bool) -> None:
+def status(obj: dict[str, Any], as_json: bool, everything: bool) -> None:
     """The live view from the state store: circuits, cooldowns, quota use per provider."""
     import asyncio
 
-    rows = asyncio.run(_status(_router(obj)))
+    rows = asyncio.run(_status(_router(obj), everything))
     if as_json:
         from .render import print_json
 
@@ -159,30 +170,33 @@ def status(obj: dict[str, Any], as_json: bool) -> None:
 
     from .render import print_table
 
-    table = Table("provider", "circuit", "failures", "cause", "quota")
+    table = Table("provider", "fingerprint", "circuit", "failures", "cause", "quota")
     for r in rows:
-        c = r["circuit"]
+        c = r.get("circuit") or {"state": "–", "failures": "–", "cause": None}
         state = c["state"] if c["state"] != "open" else f"[red]open {c['open_for_s']:.0f} s[/]"
-        quota = "; ".join(f"{q['budget']}: {q['used']}/{q['limit']}" for q in r["quota"]) or "–"
-        table.add_row(r["provider"], state, str(c["failures"]), c["cause"] or "–", quota)
+        quota = "; ".join(_quota_cell(q) for q in r.get("quota", ())) or "–"
+        name = r["provider"] if r["in_config"] else f"[dim]{r['provider']} (other config)[/]"
+        fp = r["fingerprint"] or "(old)"
+        table.add_row(name, fp, state, str(c["failures"]), c["cause"] or "–", quota)
     print_table(table)
 
 
-async def _status(router: Router) -> list[dict[str, Any]]:
+def _quota_cell(q: dict[str, Any]) -> str:
+    if "budget" in q:
+        return f"{q['budget']}: {q['used']}/{q['limit']}"
+    return f"{q['window']}: {q['used']}"
+
+
+async def _status(router: Router, everything: bool) -> list[dict[str, Any]]:
     engine = router.engine
     try:
         await engine.store.refresh()
-        now = engine.clock()
-        rows = []
-        for name in engine.backends:
-            circuit = await engine.store.circuit(name)
-            rows.append(
-                {
-                    "provider": name,
-                    "circuit": circuit.view(now),
-                    "quota": await engine.quota_use(name),
-                }
-            )
+        rows = [
+            {"provider": name, "in_config": True, **await engine.remembered(name)}
+            for name in engine.backends
+        ]
+        if everything:
+            rows += [{**r, "in_config": False} for r in await engine.remembered_elsewhere()]
         return rows
     finally:
         await router.aclose()

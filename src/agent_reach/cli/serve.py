@@ -35,6 +35,9 @@ from . import expected_errors
     help="What goes to stderr: info has one access line per request; debug adds tracebacks.",
 )
 @click.option("--no-access-log", "no_access_log", is_flag=True, help="No access line per request.")
+@click.option(
+    "--watch", is_flag=True, help="Reload the config when its file changes (SIGHUP always does)."
+)
 @click.option("--reuse-port", is_flag=True, hidden=True)
 @click.option("--quiet", is_flag=True, hidden=True)
 @click.pass_obj
@@ -47,6 +50,7 @@ def serve(
     shutdown_timeout: float,
     log_level: str,
     no_access_log: bool,
+    watch: bool,
     reuse_port: bool,
     quiet: bool,
 ) -> None:
@@ -64,6 +68,8 @@ def serve(
         serve_args = ["--log-level", log_level, "--shutdown-timeout", str(shutdown_timeout)]
         if no_access_log:
             serve_args.append("--no-access-log")
+        if watch:
+            serve_args.append("--watch")
         sys.exit(run_workers(config_args, host, port, workers, serve_args))
     import asyncio
 
@@ -80,6 +86,7 @@ def serve(
                 announce=not quiet,
                 log_level=log_level,
                 access_log=not no_access_log,
+                watch=watch,
             )
         )
     except OSError as exc:  # e.g. the port is taken

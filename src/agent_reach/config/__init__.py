@@ -282,6 +282,20 @@ class ServerConfig(_Model):
     max_connections: Annotated[int, Field(gt=0)] = 10000
 
 
+class TracingConfig(_Model):
+    """OpenTelemetry export (spec §12), with the `otel` extra; the standard `OTEL_*`
+    variables configure it too."""
+
+    endpoint: str | None = None  # OTLP/HTTP base URL, as OTEL_EXPORTER_OTLP_ENDPOINT
+    service_name: str | None = None  # else OTEL_SERVICE_NAME, else agent-reach
+    headers: dict[str, str] = {}  # e.g. an auth header of the collector
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        return None if value is None else _http_url(value)
+
+
 class Config(_Model):
     """The whole config file (spec §2.2)."""
 
@@ -297,6 +311,7 @@ class Config(_Model):
     retention_days: Annotated[float, Field(gt=0)] = 7.0  # how long the attempt log keeps
     quota_tz: str = "UTC"  # the time zone of budget windows (calendar days, hours)
     server: ServerConfig = ServerConfig()
+    tracing: TracingConfig = TracingConfig()
     providers: list[Provider] = Field(min_length=1)
 
     _source: str = PrivateAttr(default="<dict>")

@@ -44,10 +44,13 @@ async def run(
     announce: bool = True,
     log_level: str = "info",
     access_log: bool = True,
+    watch: bool = False,
 ) -> None:
-    """Serve until SIGTERM or SIGINT, then drain in-flight requests and stop."""
+    """Serve until SIGTERM or SIGINT, then drain in-flight requests and stop. SIGHUP (and,
+    with `watch`, a change to the file) reloads the config."""
     from aiohttp import web
 
+    from . import reload
     from .app import Proxy
     from .log import configure, server_log
 
@@ -73,10 +76,12 @@ async def run(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    stop_reloading = reload.install(proxy, api_keys, watch=watch)
     started = time.monotonic()
     try:
         await stop.wait()
     finally:
+        stop_reloading()
         server = runner.server
         served = server.requests_count if server is not None else 0
         busy = len(server.connections) if server is not None else 0
@@ -145,7 +150,8 @@ def run_workers(
     argv_config: list[str], host: str, port: int, workers: int, serve_args: list[str]
 ) -> int:
     """Start `workers` processes on one port and wait for them; the exit code of the worst.
-    `serve_args` are passed on to each (log level, access log, shutdown timeout)."""
+    `serve_args` are passed on to each (log level, access log, shutdown timeout, --watch);
+    SIGTERM, SIGINT and SIGHUP are passed on to every worker."""
     port = port or free_port(host)
     cmd = [sys.executable, "-m", "agent_reach", *argv_config, "serve", *serve_args, "--host", host]
     procs = [
@@ -159,6 +165,6 @@ def run_workers(
             if p.poll() is None:
                 p.send_signal(sig)
 
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
     return max(p.wait() for p in procs)

@@ -18,9 +18,9 @@ from aiohttp import web
 
 from .._version import __version__
 from ..router import Router
-from . import chat, log, messages, responses, step
+from . import chat, log, messages, responses, status_page, step
 from .errors import JSON
-from .guard import Guard
+from .guard import Guard, Keys
 from .metrics import Metrics
 from .stats import RecentAttempts
 
@@ -47,6 +47,20 @@ class Proxy:
         self.started = time.time()
         self._background: asyncio.Task[None] | None = None
 
+    def adopt(self, router: Router, api_keys: frozenset[str]) -> None:
+        """Serve new requests with `router`, made from a reloaded config; requests in flight
+        finish with the router they started with (spec §12.1)."""
+        router.engine.adopt(self.engine)
+        router.subscribe(self.metrics)
+        router.subscribe(self.recent)
+        self.router, self.engine, self.config = router, router.engine, router.config
+        self.api_keys = api_keys
+        self.guard.keys = Keys(api_keys)
+        self.metrics.track([p.name for p in self.config.providers])
+        self.models_body = orjson.dumps(self._models())
+        if self.config.health.mode == "background" and self._background is None:
+            self._background = asyncio.create_task(self._probe_forever())
+
     def app(self) -> web.Application:
         app = web.Application(
             middlewares=[self.guard.middleware], client_max_size=self.config.server.max_body_bytes
@@ -63,9 +77,19 @@ class Proxy:
         app.router.add_get("/metrics", self.prometheus)
         app.router.add_get("/agent-reach/v1/status", self.status)
         app.router.add_post("/agent-reach/v1/route", self._face(step.step))
+        app.router.add_get(status_page.PATH, self._face(status_page.page))
+        app.router.add_post(status_page.LOGIN, self._face(status_page.login))
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
         return app
+
+    def authorized(self, request: web.Request) -> bool:
+        """Whether the request carries a client key (for the status page, which asks for one
+        itself)."""
+        return self.guard.authorized(request)
+
+    def valid_key(self, token: str) -> bool:
+        return self.guard.keys.valid(token)
 
     def _face(self, handler: Face) -> Handler:
         """An aiohttp handler for one API face's handler function."""
@@ -102,8 +126,7 @@ class Proxy:
         now = self.engine.clock()
         providers = []
         for name, backend in self.engine.backends.items():
-            circuit = await self.engine.store.circuit(name)
-            health = self.engine.health.results.get(name)
+            health = self.engine.health.results.get(backend.state_key)
             providers.append(
                 {
                     "name": name,
@@ -117,8 +140,8 @@ class Proxy:
                         "detail": backend.redact(health.outcome.detail),
                         "models": sorted(health.models) if health.models is not None else None,
                     },
-                    "circuit": circuit.view(now),
-                    "quota": await self.engine.quota_use(name),
+                    **await self.engine.remembered(name),
+                    "latency_p95_ms": backend.spec.metadata.get("latency_p95_ms"),
                     **self.recent.summary(name),
                 }
             )
@@ -127,6 +150,7 @@ class Proxy:
             "uptime_s": round(time.time() - self.started, 1),
             "health_mode": self.config.health.mode,
             "providers": providers,
+            "failovers": list(self.recent.failovers),
         }
         return web.Response(body=orjson.dumps(body), content_type=JSON)
 

@@ -6,7 +6,8 @@ In order, for every route (those added later too):
   - the method: CONNECT is 405;
   - the proxy key, when client keys are set (every path but `OPEN_PATHS`): exactly one
     `Authorization: Bearer KEY` or `x-api-key: KEY` header, the token parsed exactly and
-    compared in constant time against every key; else 401;
+    compared in constant time against every key (or, for the status page's reads, its
+    cookie); else 401;
   - the body's encoding: gzip and deflate are decoded by aiohttp (in bounded steps), any other
     is 415;
   - its size: a Content-Length over `server.max_body_bytes` is 413 at once (before
@@ -27,13 +28,15 @@ from multidict import CIMultiDictProxy
 
 from ..config import ServerConfig
 from ..errors import RequestError, quoted
-from . import log
+from . import log, status_page
 from .connection import Connection
 from .errors import error_response
 from .http import BadBody
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-OPEN_PATHS = frozenset({"/healthz", "/"})  # answered without a proxy key (Claude Code probes "/")
+# Answered without a proxy key: the health check, "/" (Claude Code probes it), and the status
+# page and its login form, which ask for a key themselves.
+OPEN_PATHS = frozenset({"/healthz", "/", status_page.PATH, status_page.LOGIN})
 ENCODINGS = frozenset({"gzip", "deflate", "identity"})
 # RFC 6750's `Bearer 1*SP b64token`, with exactly one space and any visible ASCII in the token.
 _BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] ([\x21-\x7e]+)")
@@ -65,11 +68,15 @@ class Keys:
             token = given[0]
         else:
             return "the x-api-key header must be one key of visible ASCII characters"
+        return None if self.valid(token) else "the proxy key is not valid"
+
+    def valid(self, token: str) -> bool:
+        """Whether `token` is one of the keys."""
         presented = token.encode()
         valid = False
         for key in self.keys:  # all of them, whatever matched: the time says nothing
             valid |= hmac.compare_digest(presented, key)
-        return None if valid else "the proxy key is not valid"
+        return valid
 
 
 class Guard:
@@ -81,6 +88,15 @@ class Guard:
         self.max_body = server.max_body_bytes
         self.request_timeout_s = server.request_timeout_s
         self.too_large = f"request body over {self.max_body} bytes (server.max_body_bytes)"
+
+    def authorized(self, request: web.Request) -> bool:
+        """Whether the request carries a valid key: a header, or the status page's cookie."""
+        return self.keys.check(request.headers) is None or self._page_cookie(request)
+
+    def _page_cookie(self, request: web.Request) -> bool:
+        """The status page's cookie, which opens the page's own reads and nothing else."""
+        key = status_page.by_cookie(request)
+        return key is not None and self.keys.valid(key)
 
     def expect(self, request: web.BaseRequest) -> web.StreamResponse | None:
         """An answer for an `Expect` that must not get `100 Continue`: a body announced over
@@ -102,7 +118,7 @@ class Guard:
             return error_response(path, 405, "CONNECT is not supported")
         if self.keys and path not in OPEN_PATHS:
             problem = self.keys.check(request.headers)
-            if problem is not None:
+            if problem is not None and not self._page_cookie(request):
                 return error_response(path, 401, problem, code="invalid_api_key")
         if request.body_exists:
             refused = await self._read_body(request)

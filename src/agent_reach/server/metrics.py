@@ -64,8 +64,23 @@ class Metrics:
             ["provider"],
             registry=r,
         )
+        self.reloads = Counter(
+            "agent_reach_config_reloads",
+            "Config reloads (SIGHUP or serve --watch) by result: ok, or error (old config kept).",
+            ["result"],
+            registry=r,
+        )
+        for result in ("ok", "error"):
+            self.reloads.labels(result)
+        self._tracked: set[str] = set()
+        self.track(providers)
+
+    def track(self, providers: list[str]) -> None:
+        """Show new providers' circuit gauges from the start (at 0 until one opens)."""
         for name in providers:
-            self.circuit_open.labels(name).set(0)
+            if name not in self._tracked:
+                self._tracked.add(name)
+                self.circuit_open.labels(name).set(0)
 
     def _child(self, metric: Any, *labels: str) -> Any:
         """`metric.labels(*labels)`, looked up once: the hot path only increments."""

@@ -1,11 +1,14 @@
-"""Recent per-provider outcomes and latencies for `/agent-reach/v1/status`, fed by events."""
+"""Recent per-provider outcomes and latencies, and the latest failovers, for
+`/agent-reach/v1/status` (and the status page), fed by events."""
 
 from __future__ import annotations
 
+import itertools
+import time
 from collections import deque
 from typing import Any
 
-from ..events import AttemptEvent, Event
+from ..events import AttemptEvent, Event, RequestEvent
 from ..trace import Reason
 
 _SKIPS = frozenset(
@@ -16,12 +19,25 @@ _SKIPS = frozenset(
 class RecentAttempts:
     """The last `window` attempts that reached each provider: (ok, ms)."""
 
-    def __init__(self, window: int = 1000) -> None:
+    def __init__(self, window: int = 1000, failovers: int = 20) -> None:
         self.window = window
         self.by_provider: dict[str, deque[tuple[bool, float]]] = {}
+        self.failovers: deque[dict[str, Any]] = deque(maxlen=failovers)
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, AttemptEvent) and event.attempt.reason not in _SKIPS:
+        if isinstance(event, RequestEvent):
+            for prev, nxt in itertools.pairwise(event.trace):
+                if not prev.ok and prev.provider != nxt.provider:
+                    self.failovers.appendleft(
+                        {
+                            "at": round(time.time(), 3),
+                            "route": event.route,
+                            "from": prev.provider,
+                            "to": nxt.provider,
+                            "reason": prev.reason.value,
+                        }
+                    )
+        elif isinstance(event, AttemptEvent) and event.attempt.reason not in _SKIPS:
             a = event.attempt
             if a.status is None and a.ms == 0:  # e.g. a missing key: nothing was sent
                 return

@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..breaker import CircuitState
+from ..breaker import CircuitPolicy, CircuitState
 from ..routing import Health
-from .memory import MemoryStore
+from .memory import CircuitChanged, MemoryStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,10 @@ class LoggedAttempt:
 
 
 class StateStore(Protocol):
-    """Shared provider state. Implementations never raise into a request."""
+    """Shared provider state. Implementations never raise into a request.
+
+    Providers are named by the keys of `identity`: circuits by `Backend.state_key`, budget
+    counters by `Backend.quota_key`, attempt-log lines by `state_key`."""
 
     async def circuit(self, provider: str) -> CircuitState: ...
 
@@ -54,12 +57,27 @@ class StateStore(Protocol):
         """Keep a health check result for `ttl_s` seconds."""
         ...
 
+    async def lease(self, provider: str, state: CircuitState) -> bool:
+        """Take a half-open circuit's one trial (`state` is the lease `breaker.admit` made);
+        False when the trial belongs to another instance of a fleet."""
+        ...
+
+    def follow(self, policy: CircuitPolicy, changed: CircuitChanged) -> None:
+        """The circuit policy in force, and whom to tell when a circuit changes without this
+        process deciding it (a fleet's count reached the threshold, another instance opened or
+        closed it)."""
+        ...
+
     async def usage(self, provider: str, key: str) -> int:
         """How much of a budget window (`key`) the provider has used."""
         ...
 
     async def add_usage(self, provider: str, key: str, amount: int, ttl_s: float) -> int:
         """Count `amount` into a budget window; the total as far as this process knows."""
+        ...
+
+    async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
+        """Every circuit and live budget counter held, by stored key (for `status --all`)."""
         ...
 
     async def claim(self, key: str, until: float, now: float) -> bool:
@@ -111,4 +129,4 @@ def open_store(url: str, *, retention_s: float = 7 * 86400) -> StateStore:
     return MemoryStore()
 
 
-__all__ = ["LoggedAttempt", "MemoryStore", "StateStore", "open_store"]
+__all__ = ["CircuitChanged", "LoggedAttempt", "MemoryStore", "StateStore", "open_store"]

@@ -4,9 +4,11 @@ kept in sync with the backend off the request path.
 - Reads: the view, refreshed from the backend at most every `refresh_s`; the first read of a
   process waits for the first load (a fresh CLI run must see what earlier runs left), later
   refreshes run in the background.
-- Writes: applied to the view at once, then queued for one writer task that sends them to the
-  backend in order. A circuit written here is not overwritten by a refresh until its write has
-  landed; of two health results for a provider, the more recent check wins.
+- Writes: applied to the view at once, then queued for a writer task that sends them to the
+  backend in order: circuits in a lane of their own (a circuit change never waits behind a
+  batch of log lines), everything else in another. A circuit written here is not overwritten
+  by a refresh until its write has landed; of two health results for a provider, the more
+  recent check wins.
 - Budget counters and the attempt log are batched: increments add up in memory and go out as
   one increment per counter, with the log lines, every `flush_s` (or at `batch` log lines), so
   the backend sees a few writes a second however busy the proxy is. Counters merge by maximum
@@ -26,12 +28,32 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
-from ..breaker import CircuitState
+from ..breaker import CLOSED, CircuitState
 from ..routing import Health
 from . import LoggedAttempt
 from .memory import MemoryStore
 
 log = logging.getLogger("agent_reach")
+Work = Callable[[], Awaitable[Any]]
+
+
+class Lane:
+    """A queue of backend writes and the one task that sends them, in order, through `safe`."""
+
+    def __init__(self, safe: Callable[[Awaitable[Any]], Awaitable[Any]]) -> None:
+        self.queue: asyncio.Queue[Work] = asyncio.Queue()
+        self.task = asyncio.create_task(self._run(safe))
+
+    def put(self, work: Work) -> None:
+        self.queue.put_nowait(work)
+
+    async def _run(self, safe: Callable[[Awaitable[Any]], Awaitable[Any]]) -> None:
+        while True:
+            work = await self.queue.get()
+            try:
+                await safe(work())
+            finally:
+                self.queue.task_done()
 
 
 class Snapshot(NamedTuple):
@@ -56,8 +78,7 @@ class CachedStore(MemoryStore, ABC):
         self.retention_s = retention_s
         self._loaded_at = float("-inf")
         self._refreshing: asyncio.Task[None] | None = None
-        self._queue: asyncio.Queue[Callable[[], Awaitable[Any]]] | None = None
-        self._writer: asyncio.Task[None] | None = None
+        self._lanes: dict[str, Lane] = {}
         self._dirty: dict[str, int] = {}  # circuits with writes in flight
         self._buffer: list[LoggedAttempt] = []
         self._increments: dict[tuple[str, str], tuple[int, float]] = {}  # amount, ttl
@@ -71,7 +92,8 @@ class CachedStore(MemoryStore, ABC):
         """Every circuit, every health result not yet expired, every live budget counter."""
 
     @abstractmethod
-    async def _save_circuit(self, provider: str, state: CircuitState) -> None: ...
+    async def _save_circuit(self, provider: str, state: CircuitState, before: CircuitState) -> None:
+        """Write a circuit that changed from `before` (as this view had it) to `state`."""
 
     @abstractmethod
     async def _save_health(self, provider: str, health: Health, ttl_s: float) -> None:
@@ -154,7 +176,7 @@ class CachedStore(MemoryStore, ABC):
             return
         circuits, health, used = loaded
         for name in set(self.circuits) | set(circuits):
-            if name not in self._dirty:
+            if not self._pinned(name):
                 await MemoryStore.set_circuit(self, name, circuits.get(name, CircuitState()))
         for name, result in health.items():
             mine = self.healths.get(name)
@@ -162,6 +184,10 @@ class CachedStore(MemoryStore, ABC):
                 self.healths[name] = result
         for key, total in used.items():
             self.used[key] = max(total, self.used.get(key, 0))
+
+    def _pinned(self, provider: str) -> bool:
+        """Whether a refresh must leave this circuit's view alone (its write is in flight)."""
+        return provider in self._dirty
 
     async def circuit(self, provider: str) -> CircuitState:
         await self._sync()
@@ -175,33 +201,40 @@ class CachedStore(MemoryStore, ABC):
         await self._sync()
         return await super().usage(provider, key)
 
+    async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
+        await self._sync()
+        return await super().entries()
+
     async def attempts(self, since: float) -> list[LoggedAttempt]:
         await self._flush()
         return list(await self._safe(self._read(since)) or [])
 
     # -- writes --------------------------------------------------------------------------------
 
-    def _enqueue(self, work: Callable[[], Awaitable[Any]]) -> None:
-        if self._queue is None:
-            self._queue = asyncio.Queue()
-            self._writer = asyncio.create_task(self._write_forever(self._queue))
-        self._queue.put_nowait(work)
+    def _enqueue(self, work: Work, lane: str = "bulk") -> None:
+        found = self._lanes.get(lane)
+        if found is None:
+            found = self._lanes[lane] = Lane(self._safe)
+        found.put(work)
 
-    async def _write_forever(self, queue: asyncio.Queue[Callable[[], Awaitable[Any]]]) -> None:
-        while True:
-            work = await queue.get()
-            try:
-                await self._safe(work())
-            finally:
-                queue.task_done()
+    async def settle(self) -> None:
+        """Wait (a few seconds at most) until every queued write has been sent."""
+        for lane in list(self._lanes.values()):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(lane.queue.join(), 3.0)
 
     async def set_circuit(self, provider: str, state: CircuitState) -> None:
+        before = self.circuits.get(provider, CLOSED)
         await super().set_circuit(provider, state)
+        self._write_circuit(provider, lambda: self._save_circuit(provider, state, before))
+
+    def _write_circuit(self, provider: str, work: Work) -> None:
+        """Queue a circuit's write; until it has landed, refreshes leave its view alone."""
         self._dirty[provider] = self._dirty.get(provider, 0) + 1
 
         async def write() -> None:
             try:
-                await self._save_circuit(provider, state)
+                await work()
             finally:
                 left = self._dirty.get(provider, 1) - 1
                 if left:
@@ -209,7 +242,7 @@ class CachedStore(MemoryStore, ABC):
                 else:
                     self._dirty.pop(provider, None)
 
-        self._enqueue(write)
+        self._enqueue(write, "circuits")
 
     async def set_health(self, provider: str, health: Health, ttl_s: float) -> None:
         await super().set_health(provider, health, ttl_s)
@@ -282,13 +315,15 @@ class CachedStore(MemoryStore, ABC):
         """Write what is pending (waiting a few seconds at most) and stop the background tasks,
         which start again on the next use (perhaps in another event loop)."""
         await self._flush()
-        if self._queue is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._queue.join(), 3.0)
-        for task in (self._writer, self._refreshing):
-            if task is not None:
-                task.cancel()
-        self._queue = self._writer = self._refreshing = None
+        await self.settle()
+        tasks = [lane.task for lane in self._lanes.values()]
+        if self._refreshing is not None:
+            tasks.append(self._refreshing)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)  # connections close on the way out
+        self._lanes = {}
+        self._refreshing = None
 
     async def aclose(self) -> None:
         """Write what is pending, then close the backend."""

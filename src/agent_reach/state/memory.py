@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..breaker import CLOSED, CircuitState
+from ..breaker import CLOSED, CircuitPolicy, CircuitState
 
 if TYPE_CHECKING:
     from ..routing import Health
     from . import LoggedAttempt
+
+# Told when a circuit changed without this process deciding it: (key, before, after).
+CircuitChanged = Callable[[str, CircuitState, CircuitState], None]
 
 
 class MemoryStore:
@@ -25,6 +29,11 @@ class MemoryStore:
         self.claims: dict[str, float] = {}
         self.log: deque[LoggedAttempt] = deque(maxlen=log_size)
         self.responses: OrderedDict[str, tuple[float, str]] = OrderedDict()  # id → expiry, JSON
+        self.policy: CircuitPolicy | None = None
+        self.changed: CircuitChanged | None = None
+
+    def follow(self, policy: CircuitPolicy, changed: CircuitChanged) -> None:
+        self.policy, self.changed = policy, changed
 
     async def circuit(self, provider: str) -> CircuitState:
         return self.circuits.get(provider, CLOSED)
@@ -41,6 +50,10 @@ class MemoryStore:
     async def set_health(self, provider: str, health: Health, ttl_s: float) -> None:
         self.healths[provider] = health  # readers judge its age by `checked_at`
 
+    async def lease(self, provider: str, state: CircuitState) -> bool:
+        await self.set_circuit(provider, state)
+        return True
+
     async def usage(self, provider: str, key: str) -> int:
         return self.used.get((provider, key), 0)
 
@@ -48,6 +61,9 @@ class MemoryStore:
         total = self.used.get((provider, key), 0) + amount
         self.used[(provider, key)] = total
         return total
+
+    async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
+        return dict(self.circuits), dict(self.used)
 
     async def claim(self, key: str, until: float, now: float) -> bool:
         if self.claims.get(key, 0.0) > now:

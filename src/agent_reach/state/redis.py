@@ -1,33 +1,93 @@
-"""State in Redis (`state: redis://HOST:PORT/DB`), one view for several proxy instances.
+"""State in Redis (`state: redis://HOST:PORT/DB`): several proxy instances behave as one router
+(spec §12.1).
 
 Keys (all under `agent-reach:`), each with a TTL so nothing grows without bound:
-- `circuit:{provider}`   a hash (failures, open_until, trial, cause); expires an hour after it
+- `circuit:{key}`        a hash (failures, open_until, trial, cause); expires an hour after it
                          would close; a closed circuit is deleted.
-- `health:{provider}`    the latest health check result (JSON), expiring after `health.ttl_s`.
-- `usage:{provider}:{window}` a counter (INCRBY), expiring when its window ends.
+- `health:{key}`         the latest health check result (JSON), expiring after `health.ttl_s`.
+- `fails:{key}`          the fleet's count of consecutive failures (INCR), reset by a success,
+                         expiring an hour after the last failure.
+- `usage:{key}|{window}` a budget counter (INCRBY), expiring when its window ends.
 - `claim:{key}`          SET NX PX: the first instance to claim an alert sends it.
 - `response:{id}`        a stored Responses-API response (JSON), expiring after
                          `server.responses_ttl_s`.
 - `attempts`             a stream (XADD, trimmed to the retention with MINID and ~100k
                          entries), read by `agent-reach report`.
-Writes are MULTI/EXEC pipelines, so each update is atomic. Requires the `redis` package
-(`pip install 'agent-reach[redis]'`).
+Channel `agent-reach:circuits`: every circuit change is published (`instance|key|failures|
+open_until|trial|cause`); each instance applies its peers' at once, and the periodic re-read
+of the cached view stays as the fallback for what a dropped subscription missed.
+
+The fleet's circuit: a counted failure is an INCRBY of `fails:` (one round trip, in the
+background; failures that arrive while one is on its way go out together); the instance whose
+count reaches `circuit.failures` opens the circuit and publishes it (a second round trip), so
+the fleet sends about `failures` requests to a dead provider, not `failures` per instance.
+The half-open trial is claimed by one atomic script: an instance that finds a circuit cooled
+down skips the provider for that request and claims the trial in the background; the
+winner's next request is the fleet's one trial. No request
+waits on Redis. Writes are MULTI/EXEC pipelines or scripts, so each update is atomic.
+Requires the `redis` package (`pip install 'agent-reach[redis]'`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
 import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from .. import breaker
 from ..breaker import CLOSED, CircuitState
 from ..routing import Health
 from . import LoggedAttempt
 from .cached import CachedStore, Snapshot
+from .memory import MemoryStore
 
 PREFIX = "agent-reach:"
+CHANNEL = f"{PREFIX}circuits"
 _LOG_CAP = 100_000
+_KEEP_S = 3600  # circuit records and failure counts outlive their last change by an hour
+
+# The half-open trial, claimed atomically: won when the circuit is still cooled down (its
+# `open_until` passed and nobody leased it since); the lease is written and published.
+_CLAIM_TRIAL = """
+local ends = tonumber(redis.call('HGET', KEYS[1], 'open_until') or '0')
+if ends > tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'failures', ARGV[2], 'open_until', ARGV[3], 'trial', 1,
+           'cause', ARGV[4])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+redis.call('PUBLISH', ARGV[6], ARGV[7])
+return 1
+"""
+
+
+def _message(instance: str, key: str, state: CircuitState) -> str:
+    return "|".join(
+        (
+            instance,
+            key,
+            str(state.failures),
+            repr(state.open_until),
+            str(int(state.trial)),
+            state.cause,
+        )
+    )
+
+
+def _parse(message: str) -> tuple[str, str, CircuitState]:
+    instance, key, failures, open_until, trial, cause = message.split("|", 5)
+    return instance, key, CircuitState(int(failures), float(open_until), trial == "1", cause)
+
+
+def _fields(state: CircuitState) -> dict[str, Any]:
+    return {
+        "failures": state.failures,
+        "open_until": repr(state.open_until),
+        "trial": int(state.trial),
+        "cause": state.cause,
+    }
 
 
 def _public(url: str) -> str:
@@ -44,10 +104,26 @@ class RedisStore(CachedStore):
     def __init__(self, url: str, retention_s: float = 7 * 86400) -> None:
         super().__init__(_public(url), retention_s)
         import redis.asyncio as aioredis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+        from redis.exceptions import ConnectionError as Disconnected
 
+        # One retry on a connection error: a pooled connection that died with a restarted
+        # server is replaced at once instead of reporting the store down again.
         self.redis: Any = aioredis.from_url(
-            url, socket_connect_timeout=1.0, socket_timeout=1.0, decode_responses=True
+            url,
+            socket_connect_timeout=1.0,
+            socket_timeout=1.0,
+            decode_responses=True,
+            retry=Retry(NoBackoff(), 1),
+            retry_on_error=[Disconnected],
         )
+        self.instance = os.urandom(6).hex()
+        self._listener: asyncio.Task[None] | None = None
+        self._granted: dict[str, CircuitState] = {}  # trials this instance won, not yet used
+        self._claiming: set[str] = set()
+        self._failures: dict[str, int] = {}  # counted failures not yet sent, by circuit
+        self._claim_script: Any = self.redis.register_script(_CLAIM_TRIAL)
 
     async def _load(self) -> Snapshot:
         circuits: dict[str, CircuitState] = {}
@@ -56,6 +132,12 @@ class RedisStore(CachedStore):
             if h:
                 circuits[key.removeprefix(f"{PREFIX}circuit:")] = CircuitState(
                     int(h["failures"]), float(h["open_until"]), h["trial"] == "1", h["cause"]
+                )
+        for name, count in await self._values("fails:"):
+            found = circuits.get(name, CLOSED)
+            if int(count) > found.failures:
+                circuits[name] = CircuitState(
+                    int(count), found.open_until, found.trial, found.cause
                 )
         used: dict[tuple[str, str], int] = {}
         for name, value in await self._values("usage:"):
@@ -82,23 +164,155 @@ class RedisStore(CachedStore):
         value = json.dumps(health.to_dict())
         await self.redis.set(f"{PREFIX}health:{provider}", value, px=max(1, int(ttl_s * 1000)))
 
-    async def _save_circuit(self, provider: str, state: CircuitState) -> None:
+    # -- circuits, fleet-wide ------------------------------------------------------------------
+
+    async def set_circuit(self, provider: str, state: CircuitState) -> None:
+        """A counted failure goes to the fleet's counter (failures that pile up while one
+        count is on its way go out together); any other change is written and published."""
+        before = self.circuits.get(provider, CLOSED)
+        if not breaker.counted(before, state):
+            await super().set_circuit(provider, state)
+            return
+        await MemoryStore.set_circuit(self, provider, state)
+        pending = self._failures.get(provider, 0)
+        self._failures[provider] = pending + 1
+        if not pending:
+            self._write_circuit(
+                provider, lambda: self._count_failures(provider, self._failures.pop(provider, 0))
+            )
+
+    async def _save_circuit(self, provider: str, state: CircuitState, before: CircuitState) -> None:
         key = f"{PREFIX}circuit:{provider}"
         async with self.redis.pipeline(transaction=True) as pipe:
             if state == CLOSED:
-                pipe.delete(key)
+                pipe.delete(key, f"{PREFIX}fails:{provider}")
             else:
-                pipe.hset(
-                    key,
-                    mapping={
-                        "failures": state.failures,
-                        "open_until": state.open_until,
-                        "trial": int(state.trial),
-                        "cause": state.cause,
-                    },
-                )
-                pipe.expire(key, max(60, int(state.open_until - time.time()) + 3600))
+                pipe.hset(key, mapping=_fields(state))
+                pipe.expire(key, max(60, int(state.open_until - time.time()) + _KEEP_S))
+            pipe.publish(CHANNEL, _message(self.instance, provider, state))
             await pipe.execute()
+
+    async def _count_failures(self, provider: str, failures: int) -> None:
+        """Add failures to the fleet's count; open the circuit when it reaches the policy's
+        threshold (and publish that)."""
+        name = f"{PREFIX}fails:{provider}"
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.incrby(name, failures)
+            pipe.expire(name, _KEEP_S)
+            total, _ = await pipe.execute()
+        if self.policy is None:
+            return
+        before = self.circuits.get(provider, CLOSED)
+        after = breaker.fleet_count(before, int(total), time.time(), self.policy)
+        if after == before:
+            return
+        await MemoryStore.set_circuit(self, provider, after)
+        if not after.closed:
+            self._write_circuit(provider, lambda: self._save_circuit(provider, after, before))
+            if self.changed is not None:
+                self.changed(provider, before, after)
+
+    async def lease(self, provider: str, state: CircuitState) -> bool:
+        """A trial this instance won (and has not used) goes out now; otherwise the trial is
+        claimed in the background, and this request skips the provider."""
+        granted = self._granted.pop(provider, None)
+        if granted is not None and granted.is_open(time.time()):
+            await MemoryStore.set_circuit(self, provider, granted)
+            return True
+        if self.down:  # no fleet to ask: this instance decides alone
+            return await super().lease(provider, state)
+        if provider not in self._claiming:
+            self._claiming.add(provider)
+            self._write_circuit(provider, lambda: self._claim_trial(provider, state))
+        return False
+
+    def _pinned(self, provider: str) -> bool:
+        return provider in self._granted or super()._pinned(provider)
+
+    async def _claim_trial(self, provider: str, state: CircuitState) -> None:
+        try:
+            won = await self._claim_script(
+                keys=[f"{PREFIX}circuit:{provider}"],
+                args=[
+                    repr(time.time()),
+                    state.failures,
+                    repr(state.open_until),
+                    state.cause,
+                    max(60, int(state.open_until - time.time()) + _KEEP_S),
+                    CHANNEL,
+                    _message(self.instance, provider, state),
+                ],
+            )
+        finally:
+            self._claiming.discard(provider)
+        if won:
+            self._granted[provider] = state
+        else:  # another instance has the trial: skip until its lease ends (or it reports)
+            await MemoryStore.set_circuit(self, provider, state)
+
+    # -- the subscription ----------------------------------------------------------------------
+
+    async def _sync(self) -> None:
+        if self._listener is None:
+            self._listener = asyncio.create_task(self._listen_forever())
+        await super()._sync()
+
+    async def _listen_forever(self) -> None:
+        """Apply peers' circuit changes as they are published; resubscribe after an outage
+        (the store's down/back log lines say when)."""
+        while True:
+            pubsub = self.redis.pubsub()
+            try:
+                if await self._safe(self._subscribe(pubsub)):
+                    await self._safe(self._receive(pubsub))
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+            await asyncio.sleep(max(0.1, self._down_until - time.monotonic()))
+
+    async def _subscribe(self, pubsub: Any) -> bool:
+        """Subscribed once Redis confirms it (a pooled connection may have died with the
+        server: sending on it succeeds, reading the answer does not)."""
+        await pubsub.subscribe(CHANNEL)
+        async with asyncio.timeout(2.0):
+            while True:
+                message = await pubsub.get_message(timeout=1.0)
+                if message is not None and message["type"] == "subscribe":
+                    return True
+
+    async def _receive(self, pubsub: Any) -> None:
+        while True:
+            message = await pubsub.get_message(timeout=5.0)
+            if message is not None and message["type"] == "message":
+                self._apply(message["data"])
+
+    def _apply(self, message: str) -> None:
+        """A peer's circuit change: an opening (or a lease) that ends later than what this view
+        has wins; a close or a count applies unless this instance's own write is in flight."""
+        instance, key, state = _parse(message)
+        if instance == self.instance:
+            return
+        before = self.circuits.get(key, CLOSED)
+        if state.closed:
+            if key in self._dirty:
+                return
+        elif state.open_until <= before.open_until:
+            return
+        if state == CLOSED:
+            self.circuits.pop(key, None)
+        else:
+            self.circuits[key] = state
+        self._granted.pop(key, None)
+        if self.changed is not None:
+            self.changed(key, before, state)
+
+    async def flush(self) -> None:
+        await super().flush()
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener  # its subscription is closed on the way out
+            self._listener = None
 
     async def _incr(self, provider: str, key: str, amount: int, ttl_s: float) -> int:
         name = f"{PREFIX}usage:{provider}|{key}"

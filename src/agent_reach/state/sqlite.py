@@ -41,6 +41,8 @@ CREATE TABLE IF NOT EXISTS attempts (
 CREATE INDEX IF NOT EXISTS attempts_ts ON attempts (ts);
 CREATE TABLE IF NOT EXISTS responses (
     id TEXT PRIMARY KEY, data TEXT NOT NULL, expires REAL NOT NULL);
+-- circuits of versions before identities (spec §12) were keyed by name alone: dropped
+DELETE FROM circuits WHERE provider NOT LIKE '%@%';
 """
 _PRUNE_EVERY_S = 600.0
 
@@ -105,7 +107,7 @@ class SQLiteStore(CachedStore):
 
         await self._run(save)
 
-    async def _save_circuit(self, provider: str, state: CircuitState) -> None:
+    async def _save_circuit(self, provider: str, state: CircuitState, before: CircuitState) -> None:
         def save() -> None:
             if state == CLOSED:
                 self._db().execute("DELETE FROM circuits WHERE provider = ?", (provider,))

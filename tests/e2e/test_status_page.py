@@ -1,0 +1,155 @@
+"""The live status page (`GET /agent-reach/`) rendered by headless Chromium against a running
+proxy, and its login form when client auth is on."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from ..upstream import Upstream
+from .test_proxy import MSG, start, stop
+
+pytestmark = pytest.mark.slow
+
+
+def chromium_flags(tmp_path: Path, budget_ms: int) -> list[str]:
+    chromium = shutil.which("chromium")
+    assert chromium, "chromium is not installed (scripts/ensure-services.sh installs it)"
+    return [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+        f"--virtual-time-budget={budget_ms}",
+    ]
+
+
+def config(up: Upstream) -> dict[str, object]:
+    return {
+        "version": "0.3.2",
+        "health": {"mode": "off"},
+        "state": "memory://",
+        "circuit": {"failures": 1, "cooldown_s": 300},
+        "providers": [
+            {"name": "dead-one", "endpoint": up.url("server")},
+            {
+                "name": "good-one",
+                "endpoint": up.url("ok"),
+                "metadata": {"latency_p95_ms": 800, "rate_limit": "100req/day"},
+            },
+        ],
+    }
+
+
+def test_chromium_renders_providers_circuits_and_failovers(up: Upstream, tmp_path: Path) -> None:
+    proxy = start(config(up), tmp_path, up)
+    try:
+        client = proxy.client()
+        for _ in range(3):
+            client.chat.completions.create(model="m", messages=MSG)
+        url = proxy.base + "/agent-reach/"
+        status, text = proxy.get("/agent-reach/")
+        assert status == 200
+        assert "http://" not in text  # self-contained: no CDN
+        assert "https://" not in text
+        dom = subprocess.run(
+            [*chromium_flags(tmp_path, 4500), "--dump-dom", url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        rows = dict(re.findall(r'<tr data-provider="([^"]+)" data-circuit="([^"]+)"', dom))
+        assert rows == {"dead-one": "open", "good-one": "closed"}
+        assert 'data-from="dead-one" data-to="good-one"' in dom
+        assert "100req/day: 3/100" in dom
+        assert ">800<" in dom  # the declared p95 beside the measured one
+        updated = int(re.search(r'data-updated="(\d+)"', dom).group(1))  # type: ignore[union-attr]
+        assert updated >= 2  # it redrew itself from /agent-reach/v1/status every 2 s
+
+        shot, blank_shot = tmp_path / "status.png", tmp_path / "blank.png"
+        blank = tmp_path / "blank.html"
+        blank.write_text("<html><body></body></html>")
+        for target, out in ((url, shot), (blank.as_uri(), blank_shot)):
+            subprocess.run(
+                [
+                    *chromium_flags(tmp_path, 1500),
+                    "--window-size=1000,700",
+                    f"--screenshot={out}",
+                    target,
+                ],
+                capture_output=True,
+                timeout=60,
+                check=True,
+            )
+        assert shot.stat().st_size > 5 * blank_shot.stat().st_size  # far from blank
+    finally:
+        stop(proxy)
+
+
+def _open(req: urllib.request.Request) -> tuple[int, dict[str, str], str]:
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: object, **kw: object) -> None:
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(req, timeout=10) as resp:
+            return resp.status, dict(resp.headers), resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read().decode()
+
+
+def test_the_page_asks_for_a_key_and_its_cookie_opens_the_status_only(
+    up: Upstream, tmp_path: Path
+) -> None:
+    proxy = start(config(up), tmp_path, up, env={"AGENT_REACH_API_KEYS": "client-key-1"})
+    base = proxy.base
+    try:
+        status, _, body = _open(urllib.request.Request(base + "/agent-reach/"))
+        assert status == 401
+        assert '<form method="post" action="/agent-reach/login">' in body
+
+        def login(key: str) -> tuple[int, dict[str, str], str]:
+            data = urllib.parse.urlencode({"key": key}).encode()
+            return _open(urllib.request.Request(base + "/agent-reach/login", data=data))
+
+        assert login("wrong")[0] == 401
+        status, headers, _ = login("client-key-1")
+        assert status == 303
+        assert headers["Location"] == "/agent-reach/"
+        cookie = headers["Set-Cookie"]
+        assert "HttpOnly" in cookie
+        assert "SameSite=Strict" in cookie
+        assert "Path=/agent-reach/" in cookie
+        jar = {"Cookie": cookie.split(";", 1)[0]}
+        status, _, body = _open(urllib.request.Request(base + "/agent-reach/", headers=jar))
+        assert status == 200
+        assert 'id="providers"' in body
+        status, _, body = _open(
+            urllib.request.Request(base + "/agent-reach/v1/status", headers=jar)
+        )
+        assert status == 200
+        assert '"good-one"' in body
+        # the cookie opens the status page's reads, never the API
+        chat = urllib.request.Request(
+            base + "/v1/chat/completions",
+            data=b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}',
+            headers={**jar, "Content-Type": "application/json"},
+        )
+        assert _open(chat)[0] == 401
+        assert _open(urllib.request.Request(base + "/metrics", headers=jar))[0] == 401
+    finally:
+        stop(proxy)
