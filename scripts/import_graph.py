@@ -39,12 +39,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "validation",
             "events",
             "identity",
+            "turn",
         ),
     ),
     ("formats", ("dialects", "hooks", "config", "catalog")),
     ("parts", ("backend", "transport", "health", "state", "alerts", "report", "tracing")),
-    ("engine", ("engine",)),
-    ("front door", ("router", "probe")),
+    ("engine", ("stream", "send", "engine")),
+    ("front door", ("status", "router", "probe")),
     ("faces", ("server", "cli", "__init__", "__main__")),
 )
 

@@ -12,6 +12,7 @@ from agent_reach.config import CircuitConfig
 from agent_reach.errors import RequestError
 from agent_reach.outcomes import ErrorInfo, Outcome, Transport, classify, parse_retry_after
 from agent_reach.routing import (
+    Expired,
     Health,
     RouteTable,
     Walk,
@@ -265,31 +266,31 @@ def test_attempt_order_explicit_default_and_unknown_names() -> None:
 
 def test_walk_defers_to_last_resort() -> None:
     walk = Walk(["a", "b", "c"])
-    assert walk.next() == ("a", False)
+    assert walk.next(1.0) == ("a", False)
     walk.defer("a")
-    assert walk.next() == ("b", False)
-    assert walk.next() == ("c", False)
+    assert walk.next(1.0) == ("b", False)
+    assert walk.next(1.0) == ("c", False)
     walk.defer("c")
-    assert walk.next() == ("a", True)
+    assert walk.next(1.0) == ("a", True)
     walk.defer("a")  # no second last resort
-    assert walk.next() == ("c", True)
-    assert walk.next() is None
+    assert walk.next(1.0) == ("c", True)
+    assert walk.next(1.0) is None
 
 
 def test_walk_of_one_provider_still_has_a_last_resort() -> None:
     walk = Walk(["a"])  # step mode, or a one-provider fallback_order (spec §4.2)
-    assert walk.next() == ("a", False)
+    assert walk.next(1.0) == ("a", False)
     walk.defer("a")
-    assert walk.next() == ("a", True)
-    assert walk.next() is None
+    assert walk.next(1.0) == ("a", True)
+    assert walk.next(1.0) is None
 
 
-def test_walk_drain() -> None:
+def test_walk_expires_when_the_deadline_is_spent() -> None:
     walk = Walk(["a", "b", "c"])
-    walk.next()
+    walk.next(1.0)
     walk.defer("a")
-    assert walk.drain() == ["b", "c", "a"]
-    assert walk.next() is None
+    assert walk.next(0.0) == Expired(("b", "c", "a"))  # the rest, deferred ones included
+    assert walk.next(1.0) is None
 
 
 OPEN = CircuitState(3, NOW + 10, False, "server_error")

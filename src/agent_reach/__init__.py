@@ -14,7 +14,6 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from .config import Config
-    from .engine import ChatStream
     from .errors import (
         AgentReachError,
         AllProvidersFailed,
@@ -23,6 +22,7 @@ if TYPE_CHECKING:
         StreamInterrupted,
     )
     from .router import Router
+    from .stream import ChatStream
     from .trace import Attempt, Reason, Result
 
 __all__ = [
@@ -42,7 +42,7 @@ __all__ = [
 
 _HOMES = {
     "Router": "router",
-    "ChatStream": "engine",
+    "ChatStream": "stream",
     "Config": "config",
     "Attempt": "trace",
     "Reason": "trace",

@@ -139,16 +139,15 @@ class HealthMonitor:
     def enabled(self, backend: Backend) -> bool:
         return self.mode != "off" and backend.health_url is not None
 
-    async def check(
+    async def consult(
         self,
         session: aiohttp.ClientSession,
         backend: Backend,
         now: float,
         remaining_s: float,
-    ) -> tuple[Health, bool] | None:
-        """(result, probed for this request), or None when the provider has no health check."""
-        if not self.enabled(backend):
-            return None
+    ) -> tuple[Health, bool]:
+        """(result, probed for this request) of an `enabled` provider's health check: a
+        recent one (here or in the store), or one run now, bounded by `remaining_s`."""
         if self.mode != "per_request":
             cached = self.results.get(backend.state_key)
             if cached is None or now - cached.checked_at >= self.ttl_s:
@@ -162,13 +161,18 @@ class HealthMonitor:
     async def refresh(
         self, session: aiohttp.ClientSession, backend: Backend, now: float, remaining_s: float
     ) -> Health:
-        """Probe now (joining a probe already in flight) and remember the result."""
+        """Probe now and remember the result. A request that joins a probe already in flight
+        waits for it no longer than its own `remaining_s` (then: a `timeout`, "deadline")."""
         task = self._inflight.get(backend.state_key)
         if task is None:
             task = asyncio.ensure_future(self._probe(session, backend, now, remaining_s))
             self._inflight[backend.state_key] = task
             task.add_done_callback(functools.partial(self._forget, backend.state_key))
-        return await asyncio.shield(task)
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), max(remaining_s, 0.0))
+        except TimeoutError:
+            outcome = classify(transport=Transport.DEADLINE)
+            return Health(False, now, outcome, ms=max(remaining_s, 0.0) * 1000)
 
     async def _probe(
         self, session: aiohttp.ClientSession, backend: Backend, now: float, remaining_s: float

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
+from .trace import Reason
+
 _BUDGET = re.compile(r"^\s*(\d+)\s*(req|requests?|tok|tokens?)\s*/\s*(min|minute|hour|h|day|d)\s*$")
 _WINDOWS = {"min": "min", "minute": "min", "hour": "hour", "h": "hour", "day": "day", "d": "day"}
 _FORMAT = {"min": "%Y-%m-%dT%H:%M", "hour": "%Y-%m-%dT%H", "day": "%Y-%m-%d"}
@@ -51,3 +53,38 @@ def parse(value: Any) -> tuple[Budget, ...]:
         unit = "req" if m.group(2).startswith("req") else "tok"
         budgets.append(Budget(int(m.group(1)), unit, _WINDOWS[m.group(3)]))
     return tuple(budgets)
+
+
+class Windows:
+    """The current window of each budget, worked out once and reused until the clock leaves
+    it (the hot path only compares two numbers)."""
+
+    def __init__(self, tz: tzinfo) -> None:
+        self.tz = tz
+        self._spans: dict[Budget, tuple[str, float, float]] = {}
+
+    def current(self, budgets: tuple[Budget, ...], now: float) -> list[tuple[Budget, str, float]]:
+        """(budget, its counter's key, the window's end) for each of `budgets` at `now`."""
+        out = []
+        for budget in budgets:
+            span = self._spans.get(budget)
+            if span is None or not span[1] <= now < span[2]:
+                span = self._spans[budget] = budget.span(now, self.tz)
+            out.append((budget, f"{span[0]}|{budget.unit}", span[2]))
+        return out
+
+
+def counts(reason: Reason) -> bool:
+    """Whether an attempt that ended with `reason` counts against the provider's budgets: a
+    request that was sent does (whatever came back); a refused connection sent nothing."""
+    return reason is not Reason.CONNECT_FAILED
+
+
+def spent(budget: Budget, response: Any) -> int:
+    """What one answered request adds to `budget`: 1 request, or its `usage.total_tokens`."""
+    if budget.unit == "req":
+        return 1
+    tokens = ((response if isinstance(response, dict) else {}).get("usage") or {}).get(
+        "total_tokens"
+    )
+    return tokens if isinstance(tokens, int) else 0

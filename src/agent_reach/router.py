@@ -8,13 +8,14 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .config import Config, config_from_data, load_config
-from .engine import ChatStream, Engine
+from .config import Config, Provider, config_from_data, load_config
+from .engine import Engine
 from .events import Observer
 from .health import CheckResult
 from .request import ChatRequest
-from .state import StateStore
-from .trace import Result
+from .state import LoggedAttempt, StateStore
+from .stream import ChatStream
+from .trace import Attempt, Result
 
 if TYPE_CHECKING:
     from .alerts import Alerts
@@ -64,19 +65,80 @@ class Router:
         """A router for the config file at `path`, or the default lookup (spec §2.1)."""
         return cls(load_config(path), **kwargs)
 
+    # -- what the config says ------------------------------------------------------------------
+
     @property
     def routes(self) -> Mapping[str, tuple[str, ...]]:
         """The config's named routes (model aliases among them), resolved."""
         return self.engine.table.routes
 
     @property
+    def default_order(self) -> tuple[str, ...]:
+        """The providers a request that names no route walks through (spec §3)."""
+        return self.engine.table.default
+
+    @property
     def providers(self) -> tuple[str, ...]:
         """The config's provider names, in file order."""
         return tuple(self.engine.backends)
 
+    def provider(self, name: str) -> Provider:
+        """Provider `name`'s config entry (KeyError if there is none)."""
+        return self.engine.backends[name].spec
+
+    def describe(self, name: str) -> dict[str, Any]:
+        """Provider `name`'s config as `--debug` shows it: every field, its key as `***` (or
+        "(not set)"), and the key's value nowhere."""
+        import orjson
+
+        backend = self.engine.backends[name]
+        data = backend.spec.model_dump(mode="json", exclude_defaults=False)
+        if backend.spec.api_key_env:
+            data["api_key"] = "***" if backend.key else "(not set)"
+        redacted: dict[str, Any] = orjson.loads(backend.redact(orjson.dumps(data).decode()))
+        return redacted
+
     def health_url(self, name: str) -> str | None:
         """Provider `name`'s health URL (resolved against its endpoint), or None."""
         return self.engine.backends[name].health_url
+
+    @property
+    def store(self) -> StateStore:
+        """The state store (circuits, budgets, health, stored responses, the attempt log)."""
+        return self.engine.store
+
+    def now(self) -> float:
+        """The router's wall clock (what circuits and budgets are kept in)."""
+        return self.engine.clock()
+
+    # -- what is known now -------------------------------------------------------------------
+
+    async def status(self, everything: bool = False) -> list[dict[str, Any]]:
+        """Every provider as the status views show it (see `status.providers`)."""
+        from . import status
+
+        return await status.providers(self.engine, everything)
+
+    async def quota_use(self, name: str) -> list[dict[str, Any]]:
+        """Provider `name`'s budgets and their use in the current windows."""
+        from . import status
+
+        return await status.quota_use(self.engine, name)
+
+    async def attempt_log(self, since: float, everything: bool = False) -> list[LoggedAttempt]:
+        """The attempt log since `since` (see `status.logged`)."""
+        from . import status
+
+        return await status.logged(self.engine, since, everything)
+
+    async def refresh_health(self) -> None:
+        """Run every provider's health check now and remember the results (health mode
+        `background`)."""
+        await self.engine.refresh_health()
+
+    def adopt(self, old: Router) -> None:
+        """Take over what outlives `old`, the router of the config this one replaces."""
+        self.engine.adopt(old.engine)
 
     async def check(self, name: str, model: str | None = None) -> CheckResult:
         """Run provider `name`'s health check now (a TCP connect when it has none), whatever
@@ -110,6 +172,19 @@ class Router:
         if self.alerts is not None:
             await self.alerts.drain()
         await self.engine.aclose()
+
+    async def answer(self, req: ChatRequest) -> Result:
+        """`achat` for a request already parsed (the proxy's API faces build their own)."""
+        return await self.engine.chat(req)
+
+    async def stream(self, req: ChatRequest) -> ChatStream:
+        """`open_stream` for a request already parsed."""
+        return await self.engine.stream(req)
+
+    async def step(self, req: ChatRequest, provider: str) -> tuple[Attempt, dict[str, Any] | None]:
+        """Step mode (spec §9): one provider, no failover; its attempt and, when it answered,
+        the response."""
+        return await self.engine.step(req, provider)
 
     async def open_stream(self, request: dict[str, Any]) -> ChatStream:
         """A stream that has produced its first content chunk; `.provider` and `.trace` say

@@ -30,7 +30,8 @@ from typing import Any
 from .breaker import CircuitState, opened_detail
 from .errors import RequestError, quoted
 from .outcomes import Outcome
-from .trace import Reason
+from .request import ChatRequest
+from .trace import Attempt, Reason
 
 DEFERRABLE = frozenset({Reason.CIRCUIT_OPEN, Reason.UNHEALTHY})
 RETRYABLE = frozenset(
@@ -101,6 +102,14 @@ def attempt_order(
     return table.default
 
 
+@dataclass(frozen=True, slots=True)
+class Expired:
+    """The request's deadline is spent: these providers were not reached (each is recorded
+    as `timeout`, detail "deadline")."""
+
+    providers: tuple[str, ...]
+
+
 class Walk:
     """Hands out one request's providers: the order first, then the deferred as last resort."""
 
@@ -111,13 +120,16 @@ class Walk:
         self._deferred: list[str] = []
         self._last_resort = False
 
-    def next(self) -> tuple[str, bool] | None:
-        """(provider, is_last_resort), or None when every provider has had its turn."""
+    def next(self, left_s: float) -> tuple[str, bool] | Expired | None:
+        """(provider, is_last_resort); `Expired` with every provider not reached when
+        `left_s` (what is left of the deadline) is spent; None when all have had their turn."""
         if not self._queue and not self._last_resort:
             self._last_resort = True
             self._queue.extend(self._deferred)
         if not self._queue:
             return None
+        if left_s <= 0:
+            return Expired(tuple(self.drain()))
         return self._queue.popleft(), self._last_resort
 
     def defer(self, provider: str) -> None:
@@ -126,13 +138,31 @@ class Walk:
             self._deferred.append(provider)
 
     def drain(self) -> list[str]:
-        """Every provider not yet handed out (for the trace when the deadline is spent)."""
+        """Every provider not yet handed out."""
         rest = list(self._queue)
         if not self._last_resort:
             rest += [n for n in self._deferred if n not in rest]
         self._queue.clear()
         self._last_resort = True
         return rest
+
+
+@dataclass(slots=True)
+class Run:
+    """One request on its way: the request, its walk through the providers, its deadline (on
+    the engine's monotonic clock), and the trace so far."""
+
+    req: ChatRequest
+    id: str
+    route: str
+    walk: Walk
+    deadline: float
+    hedged: bool = True  # whether `hedge_after_ms` applies (not in step mode)
+    trace: list[Attempt] = field(default_factory=list)
+
+    def left(self, now: float) -> float:
+        """Seconds left of the deadline at `now` (monotonic)."""
+        return self.deadline - now
 
 
 @dataclass(frozen=True, slots=True)

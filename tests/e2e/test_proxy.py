@@ -351,7 +351,7 @@ def test_status_endpoint(proxy: Proxy) -> None:
     proxy.client().chat.completions.create(model="m", messages=MSG, **chain("backup"))
     status, body = proxy.get("/agent-reach/v1/status")
     assert status == 200
-    rows = {p["name"]: p for p in body["providers"]}
+    rows = {p["provider"]: p for p in body["providers"]}
     assert rows["backup"]["success_rate"] == 1.0
     assert rows["backup"]["latency_ms"]["p50"] > 0
     assert rows["backup"]["circuit"]["state"] == "closed"
@@ -492,7 +492,7 @@ def test_background_health_probes_while_serving(upstream: Upstream, tmp_path: Pa
         time.sleep(1.0)
         assert upstream.health_hits.count("ok") >= 3  # no request was sent; it probes anyway
         _status, body = proxy.get("/agent-reach/v1/status")
-        assert {p["name"]: p["health"]["ok"] for p in body["providers"]} == {
+        assert {p["provider"]: p["health"]["ok"] for p in body["providers"]} == {
             "ok": True,
             "backup": True,
         }

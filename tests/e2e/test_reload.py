@@ -148,7 +148,7 @@ def test_watch_reloads_on_change_and_keeps_state_of_unchanged_providers(
 
         def circuits() -> dict[str, str]:
             _, body = proxy.get("/agent-reach/v1/status")
-            return {p["name"]: p["circuit"]["state"] for p in body["providers"]}
+            return {p["provider"]: p["circuit"]["state"] for p in body["providers"]}
 
         assert circuits() == {"dead": "open", "edited": "open", "backup": "closed"}
         # the file changes: `edited` gets another endpoint, `dead` stays as it was

@@ -67,7 +67,7 @@ def test_two_proxies_share_circuit_and_quota_on_redis(
         assert trace.startswith("free:quota_exhausted:0,backup:ok:")
         for proxy in (a, b):
             _, body = proxy.get("/agent-reach/v1/status")
-            rows = {r["name"]: r for r in body["providers"]}
+            rows = {r["provider"]: r for r in body["providers"]}
             assert rows["flaky"]["circuit"]["state"] == "open"
             assert rows["free"]["quota"][0]["used"] == 6
     finally:

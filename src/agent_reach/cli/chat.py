@@ -139,11 +139,8 @@ class _Narrator:
     def _config(self, name: str) -> str:
         import orjson
 
-        backend = self.router.engine.backends[name]
-        data = backend.spec.model_dump(mode="json", exclude_defaults=False)
-        if backend.spec.api_key_env:
-            data["api_key"] = "***" if backend.key else "(not set)"
-        return backend.redact(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+        data = self.router.describe(name)
+        return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()
 
 
 def _indent(text: str) -> str:

@@ -43,7 +43,7 @@ def drill(obj: dict[str, Any], model: str | None, dry_run: bool, as_json: bool) 
     from ..router import Router
 
     router = Router.from_config(obj["config_path"])
-    routes = {"default": router.engine.table.default, **router.engine.table.routes}
+    routes = {"default": router.default_order, **router.routes}
     if dry_run:
         if as_json:
             from .render import print_json
@@ -84,7 +84,7 @@ async def _drill(
 
     rows = []
     try:
-        for down in ("-", *router.engine.backends):
+        for down in ("-", *router.providers):
             for route, chain in routes.items():
                 if down != "-" and down not in chain:
                     continue

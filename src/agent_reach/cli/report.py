@@ -59,7 +59,7 @@ def report(
 
     window = seconds(since)
     router = _router(obj)
-    if only and only not in router.engine.backends:
+    if only and only not in router.providers:
         fail(f"no provider named {only!r}", 2)
     built = asyncio.run(_build(router, window, everything))
     if only:
@@ -83,11 +83,10 @@ def report(
 async def _build(router: Router, window: float, everything: bool) -> Any:
     from ..report import build
 
-    engine = router.engine
     try:
-        until = engine.clock()
-        attempts = await engine.logged(until - window, everything)
-        quota = {name: await engine.quota_use(name) for name in engine.backends}
+        until = router.now()
+        attempts = await router.attempt_log(until - window, everything)
+        quota = {name: await router.quota_use(name) for name in router.providers}
     finally:
         await router.aclose()
     declared = {
@@ -99,7 +98,7 @@ async def _build(router: Router, window: float, everything: bool) -> Any:
         attempts,
         since=until - window,
         until=until,
-        providers=list(engine.backends),
+        providers=list(router.providers),
         declared=declared,
         quota=quota,
     )
@@ -188,15 +187,7 @@ def _quota_cell(q: dict[str, Any]) -> str:
 
 
 async def _status(router: Router, everything: bool) -> list[dict[str, Any]]:
-    engine = router.engine
     try:
-        await engine.store.refresh()
-        rows = [
-            {"provider": name, "in_config": True, **await engine.remembered(name)}
-            for name in engine.backends
-        ]
-        if everything:
-            rows += [{**r, "in_config": False} for r in await engine.remembered_elsewhere()]
-        return rows
+        return await router.status(everything)
     finally:
         await router.aclose()

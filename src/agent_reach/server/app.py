@@ -33,7 +33,6 @@ class Proxy:
 
     def __init__(self, router: Router, *, api_keys: frozenset[str] = frozenset()) -> None:
         self.router = router
-        self.engine = router.engine
         self.config = router.config
         self.api_keys = api_keys
         names = [p.name for p in self.config.providers]
@@ -50,10 +49,10 @@ class Proxy:
     def adopt(self, router: Router, api_keys: frozenset[str]) -> None:
         """Serve new requests with `router`, made from a reloaded config; requests in flight
         finish with the router they started with (spec §12.1)."""
-        router.engine.adopt(self.engine)
+        router.adopt(self.router)
         router.subscribe(self.metrics)
         router.subscribe(self.recent)
-        self.router, self.engine, self.config = router, router.engine, router.config
+        self.router, self.config = router, router.config
         self.api_keys = api_keys
         self.guard.keys = Keys(api_keys)
         self.metrics.track([p.name for p in self.config.providers])
@@ -122,29 +121,9 @@ class Proxy:
         return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})
 
     async def status(self, request: web.Request) -> web.Response:
-        await self.engine.store.refresh()
-        now = self.engine.clock()
-        providers = []
-        for name, backend in self.engine.backends.items():
-            health = self.engine.health.results.get(backend.state_key)
-            providers.append(
-                {
-                    "name": name,
-                    "format": backend.spec.format,
-                    "key": None if not backend.spec.api_key_env else bool(backend.key),
-                    "health": None
-                    if health is None
-                    else {
-                        "ok": health.ok,
-                        "age_s": round(now - health.checked_at, 1),
-                        "detail": backend.redact(health.outcome.detail),
-                        "models": sorted(health.models) if health.models is not None else None,
-                    },
-                    **await self.engine.remembered(name),
-                    "latency_p95_ms": backend.spec.metadata.get("latency_p95_ms"),
-                    **self.recent.summary(name),
-                }
-            )
+        providers = [
+            {**row, **self.recent.summary(row["provider"])} for row in await self.router.status()
+        ]
         body = {
             "version": __version__,
             "uptime_s": round(time.time() - self.started, 1),
@@ -166,15 +145,7 @@ class Proxy:
         await self.router.aclose()
 
     async def _probe_forever(self) -> None:
-        """Health mode `background`: probe every provider every `ttl_s`."""
-        health = self.engine.health
+        """Health mode `background`: check every provider every `ttl_s`."""
         while True:
-            backends = [b for b in self.engine.backends.values() if health.enabled(b)]
-            now = self.engine.clock()
-            await asyncio.gather(
-                *(
-                    health.refresh(self.engine.session, b, now, b.connect_s + b.read_s)
-                    for b in backends
-                )
-            )
-            await asyncio.sleep(health.ttl_s)
+            await self.router.refresh_health()
+            await asyncio.sleep(self.config.health.ttl_s)

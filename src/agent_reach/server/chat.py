@@ -29,7 +29,7 @@ async def completions(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     if req.stream:
         return await _stream(proxy, request, req)
     try:
-        result = await proxy.engine.chat(req)
+        result = await proxy.router.answer(req)
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     return json_response(result.response, trace_headers(result.provider, result.trace))
@@ -37,7 +37,7 @@ async def completions(proxy: Proxy, request: web.Request) -> web.StreamResponse:
 
 async def _stream(proxy: Proxy, request: web.Request, req: ChatRequest) -> web.StreamResponse:
     try:
-        stream = await proxy.engine.stream(req)
+        stream = await proxy.router.stream(req)
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     try:

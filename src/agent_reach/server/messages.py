@@ -32,7 +32,7 @@ from .http import (
 )
 
 if TYPE_CHECKING:
-    from ..engine import ChatStream
+    from ..stream import ChatStream
     from .app import Proxy
 
 _RATE_LIMITED = frozenset({Reason.RATE_LIMITED, Reason.QUOTA_EXHAUSTED})
@@ -54,7 +54,7 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     if req.stream:
         return await _stream(proxy, request, req, inbound)
     try:
-        result = await proxy.engine.chat(req)
+        result = await proxy.router.answer(req)
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     headers = trace_headers(result.provider, result.trace)
@@ -91,7 +91,7 @@ async def _stream(
     proxy: Proxy, request: web.Request, req: ChatRequest, inbound: Inbound
 ) -> web.StreamResponse:
     try:
-        stream = await proxy.engine.stream(req)
+        stream = await proxy.router.stream(req)
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     try:

@@ -57,7 +57,7 @@ class Reloader:
                 return False
             old = self.proxy.config
             _warn_restart_only(old, config)
-            router = Router(config, store=self.proxy.engine.store)
+            router = Router(config, store=self.proxy.router.store)
             self.proxy.adopt(router, self.keys(config.server.api_keys_env))
             self.proxy.metrics.reloads.labels("ok").inc()
             log.info("agent-reach: config reloaded from %s: %s", self.path, _changes(old, config))

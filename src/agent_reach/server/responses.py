@@ -32,7 +32,7 @@ from .http import (
 )
 
 if TYPE_CHECKING:
-    from ..engine import ChatStream
+    from ..stream import ChatStream
     from .app import Proxy
 
 Events = list[tuple[str, dict[str, Any]]]
@@ -48,7 +48,7 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     if req.stream:
         return await _stream(proxy, request, req, dropped)
     try:
-        result = await proxy.engine.chat(req)
+        result = await proxy.router.answer(req)
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     if result.native:
@@ -64,7 +64,7 @@ async def _stream(
 ) -> web.StreamResponse:
     body = req.native or {}
     try:
-        stream = await proxy.engine.stream(req)
+        stream = await proxy.router.stream(req)
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     try:
@@ -158,7 +158,7 @@ async def _continued(proxy: Proxy, body: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _load(proxy: Proxy, id: str) -> dict[str, Any]:
-    found = await proxy.engine.store.load_response(id, time.time())
+    found = await proxy.router.store.load_response(id, time.time())
     if found is None:
         raise RequestError(f"no stored response with id {id!r}", status=404, param="id")
     kept: dict[str, Any] = orjson.loads(found)
@@ -175,7 +175,7 @@ async def _keep(proxy: Proxy, body: dict[str, Any], answer: dict[str, Any]) -> N
     )
     kept = orjson.dumps({"response": answer, "input": items}).decode()
     ttl = proxy.config.server.responses_ttl_s
-    await proxy.engine.store.save_response(answer["id"], kept, time.time(), ttl)
+    await proxy.router.store.save_response(answer["id"], kept, time.time(), ttl)
 
 
 async def retrieve(proxy: Proxy, request: web.Request) -> web.Response:
@@ -187,6 +187,6 @@ async def retrieve(proxy: Proxy, request: web.Request) -> web.Response:
 async def delete(proxy: Proxy, request: web.Request) -> web.Response:
     """`DELETE /v1/responses/{id}`."""
     id = request.match_info["id"]
-    if not await proxy.engine.store.delete_response(id, time.time()):
+    if not await proxy.router.store.delete_response(id, time.time()):
         raise RequestError(f"no stored response with id {id!r}", status=404, param="id")
     return json_response({"id": id, "object": "response", "deleted": True})

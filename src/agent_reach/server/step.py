@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 async def step(proxy: Proxy, request: web.Request) -> web.Response:
     """One attempt at the named provider (or a route's first); the client drives."""
-    engine = proxy.engine
+    router = proxy.router
     body = await read_json(request)
     short = "prompt" in body and "messages" not in body
     named = body.pop("provider", None)
@@ -31,10 +31,10 @@ async def step(proxy: Proxy, request: web.Request) -> web.Response:
     route = request.query.get("route")
     if route == "":
         raise RequestError("'route' must name a provider or route", param="route")
-    target = route or named or engine.table.default[0]
+    target = route or named or router.default_order[0]
     name, following = _target(proxy, target)
     req = ChatRequest.parse(body, stream=False)
-    attempt, response = await engine.step(req, name)
+    attempt, response = await router.step(req, name)
     if response is None:
         return _failed(attempt, following)
     extra = {"status": "ok", "provider": name, "ms": round(attempt.ms)}
@@ -44,15 +44,15 @@ async def step(proxy: Proxy, request: web.Request) -> web.Response:
 def _target(proxy: Proxy, target: str) -> tuple[str, str | None]:
     """(provider to try, the one after it): a route's first and second, or a provider and
     the provider after it in the default order."""
-    table = proxy.engine.table
-    if target in table.routes:
-        names = table.routes[target]
+    router = proxy.router
+    if target in router.routes:
+        names = router.routes[target]
         return names[0], names[1] if len(names) > 1 else None
-    if target not in proxy.engine.backends:
+    if target not in router.providers:
         raise RequestError(
             f"no provider or route named {quoted(target)}", status=404, param="route"
         )
-    order = table.default
+    order = router.default_order
     i = order.index(target) if target in order else len(order)
     return target, order[i + 1] if i + 1 < len(order) else None
 

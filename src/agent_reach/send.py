@@ -1,0 +1,178 @@
+"""One try of one provider over HTTP: POST the request, read the answer (or the stream up to
+its first content chunk), and reduce whatever happened to an `Outcome` through `outcomes`.
+
+`fetch` reads a whole answer; `open_stream` returns a `LiveStream` that has produced content.
+Both are bounded by the provider's connect and read timeouts, each capped by what is left of
+the request's deadline; nothing of a failed try stays open, whatever ends it (cancellation
+included).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, replace
+from typing import Any, Generic, TypeVar
+
+import aiohttp
+
+from . import completion
+from .backend import Backend
+from .dialects import Mismatch, ProviderError
+from .dialects.base import framer
+from .outcomes import Outcome, Transport, classify, filtered, mismatch
+from .request import ChatRequest
+from .stream import STREAM_FAILURES, LiveStream
+from .trace import Reason
+from .transport import CLIENT_ERRORS, kind_of, timeouts
+
+T_co = TypeVar("T_co", covariant=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One try's what and where: the request, the provider, the model it is asked for, and
+    whether the answer is wanted as the provider gave it (`raw_body`: the request asks for
+    that, or the provider speaks the request's own API) rather than normalized."""
+
+    backend: Backend
+    req: ChatRequest
+    model: str
+    raw_body: bool = False
+
+    @classmethod
+    def of(cls, backend: Backend, req: ChatRequest) -> Target:
+        return cls(
+            backend, req, backend.model_for(req.model), req.raw_response or backend.speaks(req)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Tried(Generic[T_co]):
+    """How one try ended: its outcome, what it produced when ok, the raw body when not."""
+
+    outcome: Outcome
+    payload: T_co | None = None
+    raw: bytes | None = None
+
+
+def _judge(
+    target: Target, resp: aiohttp.ClientResponse, raw: bytes, raw_body: bool, now: float
+) -> tuple[Outcome, dict[str, Any] | None]:
+    return target.backend.judge(
+        status=resp.status,
+        content_type=resp.content_type,
+        raw=raw,
+        retry_after=resp.headers.get("Retry-After"),
+        model=target.model,
+        requested=target.req.model,
+        raw_response=raw_body,
+        now=now,
+    )
+
+
+async def fetch(
+    session: aiohttp.ClientSession, target: Target, remaining_s: float, now: float
+) -> Tried[dict[str, Any]]:
+    """One non-streamed try: the answer normalized, or as the provider gave it (`raw_body`)."""
+    backend, req = target.backend, target.req
+    limit = asyncio.timeout(remaining_s)
+    try:
+        async with (
+            limit,
+            session.post(
+                backend.url(target.model, False),
+                data=backend.body(req, target.model, False),
+                headers=backend.headers_for(req, False),
+                timeout=timeouts(backend.connect_s, backend.read_s, remaining_s),
+                allow_redirects=False,
+            ) as resp,
+        ):
+            raw = await resp.read()
+    except CLIENT_ERRORS as exc:
+        return Tried(transport_failure(exc, limit))
+    outcome, response = _judge(target, resp, raw, target.raw_body, now)
+    return Tried(outcome, response, None if outcome.reason is Reason.OK else raw)
+
+
+async def open_stream(
+    session: aiohttp.ClientSession, target: Target, remaining_s: float, now: float
+) -> Tried[LiveStream]:
+    """One streamed try, up to its first content chunk (spec §10 "Streaming")."""
+    backend = target.backend
+    if backend.has_hooks:  # hooks transform whole answers: ask for one, replay it
+        whole = await fetch(session, replace(target, raw_body=False), remaining_s, now)
+        chunks = None if whole.payload is None else completion.as_chunks(whole.payload)
+        return Tried(
+            whole.outcome, None if chunks is None else LiveStream.replay(chunks), whole.raw
+        )
+    limit = asyncio.timeout(remaining_s)
+    resp: aiohttp.ClientResponse | None = None
+    live: LiveStream | None = None
+    status: int | None = None
+    handed_over = False
+    try:
+        async with limit:
+            resp = await session.post(
+                backend.url(target.model, True),
+                data=backend.body(target.req, target.model, True),
+                headers=backend.headers_for(target.req, True),
+                timeout=timeouts(backend.connect_s, backend.read_s, remaining_s),
+                allow_redirects=False,
+            )
+            status = resp.status
+            ctype = resp.content_type
+            if not 200 <= status < 300 or ctype == "application/json" or "html" in ctype:
+                # An error, or a whole answer to a stream request: judge it as one.
+                raw = await resp.read()
+                outcome, body = _judge(target, resp, raw, False, now)
+                if body is None:
+                    return Tried(outcome, None, raw)
+                return Tried(outcome, LiveStream.replay(completion.as_chunks(body)))
+            ctx = backend.context(target.model, int(now))
+            live = LiveStream(
+                resp,
+                framer(backend.dialect.framing),
+                backend.dialect.decoder(ctx),
+                keep_frames=backend.speaks(target.req),
+            )
+            if not await live.first_content():
+                return Tried(_empty(live, status))
+            handed_over = True
+            return Tried(Outcome(Reason.OK, status), live)
+    except STREAM_FAILURES as exc:
+        return Tried(stream_failure(exc, limit, status, now))
+    finally:  # also on cancellation: nothing of a failed try stays open
+        if not handed_over:
+            if live is not None:
+                await live.aclose()
+            elif resp is not None:
+                resp.close()
+
+
+def _empty(live: LiveStream, status: int) -> Outcome:
+    """Why a stream ended before any content: the provider filtered it, or said nothing."""
+    choices = [c for chunk in live.pending for c in chunk.get("choices") or ()]
+    if completion.filtered(choices):
+        return filtered(status)
+    return mismatch("stream ended without content", status)
+
+
+def transport_failure(exc: BaseException, limit: asyncio.Timeout) -> Outcome:
+    """A failure below HTTP; the request's deadline when its time limit expired."""
+    kind, text = (Transport.DEADLINE, "") if limit.expired() else kind_of(exc)
+    return classify(transport=kind, transport_detail=text)
+
+
+def stream_failure(
+    exc: BaseException, limit: asyncio.Timeout | None, status: int | None, now: float
+) -> Outcome:
+    """A stream's failure: an error the provider reported, an unreadable frame, or a failure
+    below HTTP (`limit` None: after the first chunk, when no deadline timer runs)."""
+    if isinstance(exc, ProviderError):
+        return classify(status=status, error=exc.info, now=now)
+    if isinstance(exc, Mismatch):
+        return mismatch(str(exc), status)
+    if limit is None:
+        kind, text = kind_of(exc)
+        return classify(transport=kind, transport_detail=text)
+    return transport_failure(exc, limit)

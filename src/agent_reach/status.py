@@ -1,0 +1,101 @@
+"""What is known about the providers now, as one view (spec §12): the proxy's
+`/agent-reach/v1/status` and status page, and the CLI's `status` and `report`, all show it.
+
+Remembered state belongs to a provider's identity (`identity`): a configured provider shows
+the circuit and budgets of its own identity; `everything` adds what the store holds for other
+identities (other configs, or this one's providers before their endpoint or key changed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from . import identity
+
+if TYPE_CHECKING:
+    from .engine import Engine
+    from .state import LoggedAttempt
+
+
+async def quota_use(engine: Engine, name: str) -> list[dict[str, Any]]:
+    """The provider's budgets and how much of each its current window has used."""
+    backend = engine.backends[name]
+    return [
+        {
+            "budget": str(budget),
+            "window": key.rpartition("|")[0],
+            "used": (used := await engine.store.usage(backend.quota_key, key)),
+            "limit": budget.limit,
+            "ratio": round(used / budget.limit, 4),
+        }
+        for budget, key, _ in engine.windows.current(backend.budgets, engine.clock())
+    ]
+
+
+async def provider(engine: Engine, name: str) -> dict[str, Any]:
+    """A configured provider: format, key set, last health check, identity, circuit, quota."""
+    backend = engine.backends[name]
+    now = engine.clock()
+    health = engine.health.results.get(backend.state_key)
+    return {
+        "provider": name,
+        "in_config": True,
+        "format": backend.spec.format,
+        "key": None if not backend.spec.api_key_env else bool(backend.key),
+        "health": None
+        if health is None
+        else {
+            "ok": health.ok,
+            "age_s": round(now - health.checked_at, 1),
+            "detail": backend.redact(health.outcome.detail),
+            "models": sorted(health.models) if health.models is not None else None,
+        },
+        "fingerprint": identity.split(backend.state_key)[1],
+        "circuit": (await engine.store.circuit(backend.state_key)).view(now),
+        "quota": await quota_use(engine, name),
+        "latency_p95_ms": backend.spec.metadata.get("latency_p95_ms"),
+    }
+
+
+async def elsewhere(engine: Engine) -> list[dict[str, Any]]:
+    """What the store holds for identities outside this config: circuits and budget
+    counters, each with its provider name and fingerprint (`in_config: False`)."""
+    mine = {b.state_key for b in engine.backends.values()}
+    mine |= {b.quota_key for b in engine.backends.values()}
+    circuits, used = await engine.store.entries()
+    now = engine.clock()
+    rows: list[dict[str, Any]] = []
+    for key, state in sorted(circuits.items()):
+        if key not in mine:
+            name, fp = identity.split(key)
+            rows.append({"provider": name, "fingerprint": fp, "circuit": state.view(now)})
+    for (key, window), count in sorted(used.items()):
+        if key not in mine:
+            name, fp = identity.split(key)
+            quota = [{"window": window.rpartition("|")[0], "used": count}]
+            rows.append({"provider": name, "fingerprint": fp, "quota": quota})
+    return [{**r, "in_config": False} for r in rows]
+
+
+async def providers(engine: Engine, everything: bool = False) -> list[dict[str, Any]]:
+    """Every configured provider (see `provider`), and with `everything` the rest."""
+    await engine.store.refresh()
+    rows = [await provider(engine, name) for name in engine.backends]
+    return rows + (await elsewhere(engine) if everything else [])
+
+
+async def logged(engine: Engine, since: float, everything: bool = False) -> list[LoggedAttempt]:
+    """The attempt log since `since`, by provider name: this config's providers (lines
+    written before identities count by name), or with `everything` every line, those of
+    other identities named `NAME@FINGERPRINT`."""
+    names = dict(engine.names)
+    names.update((n, n) for n in engine.backends)
+    out = []
+    for a in await engine.store.attempts(since):
+        name = names.get(a.provider)
+        if name is not None:
+            out.append(a if name == a.provider else replace(a, provider=name))
+        elif everything:
+            out.append(a)
+    return out

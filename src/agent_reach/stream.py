@@ -1,0 +1,177 @@
+"""Streams: one provider's open stream (`LiveStream`), and the stream a caller iterates
+(`ChatStream`), which reports a failure after its first chunk to whoever ran the request.
+
+Failover is allowed until the first content chunk (spec §10 "Streaming"), so a `LiveStream`
+reads ahead to its first content, buffering what came before; the engine hands it over only
+then. After that point a failure cannot be hidden: `ChatStream` records it (`Recorder.cut`)
+and raises `StreamInterrupted`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import TYPE_CHECKING, Any, Protocol
+
+import aiohttp
+
+from . import completion
+from .dialects import Mismatch, ProviderError
+from .errors import StreamInterrupted
+from .routing import Run
+from .trace import Attempt
+from .transport import CLIENT_ERRORS
+
+if TYPE_CHECKING:
+    from .backend import Backend
+
+STREAM_FAILURES = (*CLIENT_ERRORS, ProviderError, Mismatch)
+
+
+class LiveStream:
+    """One provider's open stream: its frames decoded into OpenAI chunks."""
+
+    def __init__(
+        self,
+        resp: aiohttp.ClientResponse | None,
+        frames: Any,
+        decoder: Any,
+        pending: list[dict[str, Any]] | None = None,
+        *,
+        keep_frames: bool = False,
+    ) -> None:
+        self.resp = resp
+        self.frames = frames
+        self.decoder = decoder
+        self.pending: list[dict[str, Any]] = pending or []
+        # The provider's own frames, kept for a client that speaks its API (`take_frames`).
+        self.kept: list[tuple[str | None, bytes]] | None = [] if keep_frames else None
+        self._chunks = self._read() if resp is not None else None
+        self._complete = False
+
+    @classmethod
+    def replay(cls, chunks: list[dict[str, Any]]) -> LiveStream:
+        """A stream made of chunks already in hand (a whole answer to a stream request)."""
+        return cls(None, None, None, chunks)
+
+    @property
+    def replayed(self) -> bool:
+        """Whether this is a whole answer replayed as chunks, not a provider's stream."""
+        return self.resp is None
+
+    async def _read(self) -> AsyncGenerator[dict[str, Any], None]:
+        assert self.resp is not None
+        kept = self.kept
+        async for line in self.resp.content:
+            frame = self.frames.line(line)
+            if frame is not None:
+                if kept is not None:
+                    kept.append(frame)
+                for chunk in self.decoder.feed(*frame):
+                    yield chunk
+        frame = self.frames.flush()
+        if frame is not None:
+            if kept is not None:
+                kept.append(frame)
+            for chunk in self.decoder.feed(*frame):
+                yield chunk
+        if not self.decoder.finished:
+            raise aiohttp.ServerDisconnectedError("stream ended before the answer was complete")
+        self._complete = True
+
+    async def first_content(self) -> bool:
+        """Read until a chunk carries content (buffering the ones before); False if the
+        stream ended without any."""
+        assert self._chunks is not None
+        async for chunk in self._chunks:
+            self.pending.append(chunk)
+            if completion.has_content(chunk):
+                return True
+        return False
+
+    async def rest(self) -> AsyncIterator[dict[str, Any]]:
+        """Every chunk: the buffered ones, then the rest as they arrive."""
+        pending, self.pending = self.pending, []
+        for chunk in pending:
+            yield chunk
+        if self._chunks is not None:
+            async for chunk in self._chunks:
+                yield chunk
+
+    async def aclose(self) -> None:
+        if self._chunks is not None:
+            await self._chunks.aclose()
+        if self.resp is not None:
+            if self._complete:
+                self.resp.release()  # the connection goes back to the pool
+            else:
+                self.resp.close()
+
+
+class Recorder(Protocol):
+    """Who ran the request: told when its stream fails after the first chunk."""
+
+    async def cut(self, run: Run, backend: Backend, exc: BaseException, ms: float) -> Attempt:
+        """Record the failure (its attempt, the circuit); the attempt recorded."""
+        ...
+
+
+class ChatStream:
+    """A stream that has started: who answers (`provider`), the trace so far, and the chunks.
+
+    Iterate it once. A failure after the first chunk is recorded and raises
+    `StreamInterrupted`; leaving early (or a cancelled task) closes the upstream at once.
+    """
+
+    def __init__(self, recorder: Recorder, backend: Backend, live: LiveStream, run: Run) -> None:
+        self.recorder = recorder
+        self.backend = backend
+        self.live = live
+        self.run = run
+
+    @property
+    def trace(self) -> list[Attempt]:
+        return self.run.trace
+
+    @property
+    def provider(self) -> str:
+        return self.backend.name
+
+    @property
+    def replayed(self) -> bool:
+        """Whether the provider gave a whole answer (replayed as chunks), not a stream."""
+        return self.live.replayed
+
+    @property
+    def native(self) -> bool:
+        """Whether the provider's own frames are kept for the client (`take_frames`): it
+        speaks the API the request arrived in, and this is a live stream, not a replay."""
+        return self.live.kept is not None
+
+    def take_frames(self) -> list[tuple[str | None, bytes]]:
+        """The provider's (event, data) frames read since the last call, in order; the
+        chunks yielded so far came from them (or from frames before them)."""
+        kept = self.live.kept
+        if not kept:
+            return []
+        out = kept.copy()
+        kept.clear()
+        return out
+
+    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        start = time.perf_counter()
+        try:
+            async for chunk in self.live.rest():
+                yield chunk
+        except STREAM_FAILURES as exc:
+            ms = (time.perf_counter() - start) * 1000
+            attempt = await self.recorder.cut(self.run, self.backend, exc, ms)
+            raise StreamInterrupted(
+                self.trace,
+                f"{self.provider} failed mid-stream: {attempt.reason} ({attempt.detail})",
+            ) from exc
+        finally:
+            await self.live.aclose()
+
+    async def aclose(self) -> None:
+        await self.live.aclose()

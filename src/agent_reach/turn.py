@@ -1,0 +1,166 @@
+"""One provider's turn in a request's walk, as a state machine. Pure.
+
+Theory of operation
+-------------------
+The engine does the I/O; this machine decides, in the style of h11: the engine asks what to
+do next, does it, and tells the machine what happened. No clock is read here: `now` (the wall
+clock, which circuits are kept in) and `left_s` (what is left of the request's deadline) come
+in as arguments, so the machine is tested by tables of cases, stepping time by hand.
+
+    begin()                    -> Gather | Send          (a last resort skips every check)
+    consider(facts, now)       -> Skip | Probe | Send    (spec §4 steps 1-2, free of network)
+    checked(health, probed, now) -> Skip | Send          (its health check, cached or run now)
+    lease_lost()               -> Skip                   (another instance holds the trial)
+    sent(outcome, left_s)      -> Sleep | Done           (a retry, or the end of the turn)
+    woke(left_s)               -> Send | Skip            (after the retry's wait)
+
+A `Send` carries the half-open lease to take first, when the circuit's cooldown has passed
+(the one trial, spec §5: `breaker.admit`). What a sent outcome does to the provider's circuit
+is `breaker.record`'s to decide, and whether it counts against its budgets is
+`quota.counts`'s; the engine applies both to every outcome a `Send` produced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import breaker
+from .breaker import CircuitState
+from .outcomes import Outcome
+from .routing import DEFERRABLE, Health, health_verdict, precheck, retry_delay
+from .trace import Reason
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What the engine knows of a provider before trying it, all free of network cost."""
+
+    serves_model: bool
+    model: str | None  # the model the request names
+    sent_model: str  # the model this provider would be asked for
+    circuit: CircuitState
+    missing_key: str | None  # the key variable's name when it is not set
+    exhausted: str | None  # which budget is used up, if one is
+    has_health: bool  # a health check to consult (the mode is not off, it has a URL)
+    lease_s: float  # how long a half-open trial may hold the circuit
+
+
+@dataclass(frozen=True, slots=True)
+class Gather:
+    """Collect the provider's `Facts` and `consider` them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """Not tried this time; recorded with its reason (and the health check's time and status
+    when a check ran for it). `counts`: a failed health check that tells the circuit."""
+
+    outcome: Outcome
+    ms: float = 0.0
+    counts: bool = False
+
+    @property
+    def deferrable(self) -> bool:
+        """Skipped only for remembered state: tried again as last resort (spec §4.2)."""
+        return self.outcome.reason in DEFERRABLE
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """Consult the provider's health check (cached, or run now), then `checked`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Send one try, after taking `lease` (the half-open trial) when there is one."""
+
+    lease: CircuitState | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Wait, then `woke` (a retry)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """The turn is over: the provider answered (`ok`), or the walk moves on."""
+
+    ok: bool
+
+
+Action = Gather | Skip | Probe | Send | Sleep | Done
+DEADLINE = Outcome(Reason.TIMEOUT, None, "deadline")
+
+
+class Turn:
+    """One provider's turn: its checks (unless it is a last resort), then its tries."""
+
+    __slots__ = ("_facts", "last_resort", "provider", "retries", "tries")
+
+    def __init__(self, provider: str, last_resort: bool, retries: int) -> None:
+        self.provider = provider
+        self.last_resort = last_resort
+        self.retries = retries
+        self.tries = 0
+        self._facts: Facts | None = None
+
+    def begin(self) -> Gather | Send:
+        """A last resort is tried whatever remembered state says (spec §4.2)."""
+        return Send() if self.last_resort else Gather()
+
+    def consider(self, facts: Facts, now: float) -> Skip | Probe | Send:
+        """The skip checks that need no network, then its health check, or admission."""
+        self._facts = facts
+        skip = precheck(
+            serves_model=facts.serves_model,
+            model=facts.model,
+            circuit=facts.circuit,
+            missing_key=facts.missing_key,
+            now=now,
+            exhausted=facts.exhausted,
+        )
+        if skip is not None:
+            return Skip(Outcome(skip.reason, None, skip.detail))
+        if facts.has_health:
+            return Probe()
+        return self._admit(now)
+
+    def checked(self, health: Health, probed: bool, now: float) -> Skip | Send:
+        """What its health check says; a check run for this request tells the circuit."""
+        assert self._facts is not None
+        verdict = health_verdict(health, model=self._facts.sent_model, probed_now=probed, now=now)
+        if verdict is not None:
+            return Skip(verdict, health.ms if probed else 0.0, counts=True)
+        return self._admit(now)
+
+    def _admit(self, now: float) -> Skip | Send:
+        assert self._facts is not None
+        circuit = self._facts.circuit
+        allowed, leased = breaker.admit(circuit, now, self._facts.lease_s)
+        if not allowed:
+            detail = breaker.opened_detail(circuit, now)
+            return Skip(Outcome(Reason.CIRCUIT_OPEN, None, detail))
+        return Send(leased if leased != circuit else None)
+
+    def lease_lost(self) -> Skip:
+        """The half-open trial went to another instance sharing the store."""
+        detail = "half-open: the one trial is another instance's"
+        return Skip(Outcome(Reason.CIRCUIT_OPEN, None, detail))
+
+    def sent(self, outcome: Outcome, left_s: float) -> Sleep | Done:
+        """After a try: done when it answered; a retry when its `retries` allow one and the
+        wait leaves time before the deadline; else the walk moves on at once."""
+        if outcome.reason is Reason.OK:
+            return Done(True)
+        delay = retry_delay(outcome, tries=self.tries, retries=self.retries, remaining_s=left_s)
+        if delay is None:
+            return Done(False)
+        self.tries += 1
+        return Sleep(delay)
+
+    def woke(self, left_s: float) -> Send | Skip:
+        """After a retry's wait: send again, unless the deadline is spent."""
+        return Send() if left_s > 0 else Skip(DEADLINE)
