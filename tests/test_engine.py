@@ -21,7 +21,12 @@ def prov(name: str, url: str, **fields: Any) -> dict[str, Any]:
     return {"name": name, "endpoint": url, **fields}
 
 
-def router(*providers: dict[str, Any], environ: dict[str, str] | None = None, **top: Any) -> Router:
+def router(
+    *providers: dict[str, Any],
+    environ: dict[str, str] | None = None,
+    monotonic: Any = None,
+    **top: Any,
+) -> Router:
     config = {
         "version": "0.3.2",
         "health": {"mode": "off"},
@@ -29,7 +34,7 @@ def router(*providers: dict[str, Any], environ: dict[str, str] | None = None, **
         "providers": list(providers),
         **top,
     }
-    return Router(config, environ=environ or {"TEST_KEY": KEY})
+    return Router(config, environ=environ or {"TEST_KEY": KEY}, monotonic=monotonic)
 
 
 class Clock:
@@ -570,3 +575,48 @@ async def test_a_fast_failure_fails_over_before_the_hedge(up: Upstream) -> None:
     ) as r:
         result = await r.achat(HELLO)
     assert reasons(result.trace) == ["bad:server_error", "b:ok"]
+
+
+async def test_the_deadline_is_kept_on_the_injected_monotonic_clock(up: Upstream) -> None:
+    """The deadline is stepped by hand: no provider hangs and nothing sleeps."""
+    clock = Clock()
+    async with router(
+        prov("a", up.url("server")),
+        prov("b", up.url("ok")),
+        prov("c", up.url("ok")),
+        deadline_ms=5000,
+        monotonic=clock,
+    ) as r:
+
+        def jump(event: object) -> None:  # the first attempt takes "10 s"
+            clock.now += 10
+
+        r.subscribe(jump)
+        with pytest.raises(AllProvidersFailed) as info:
+            await r.achat(HELLO)
+    assert reasons(info.value.attempts) == ["a:server_error", "b:timeout", "c:timeout"]
+    assert [a.detail for a in info.value.attempts[1:]] == ["deadline", "deadline"]
+    assert up.bodies("ok") == []  # b and c were never sent anything
+
+
+async def test_joining_a_health_check_in_flight_keeps_to_the_joiners_deadline(
+    up: Upstream,
+) -> None:
+    """A request that joins a health check another request started (single flight) waits
+    for it no longer than its own deadline allows (it used to wait for the whole check)."""
+    slow = prov("slow", up.url("hang-health"), timeout={"connect": 500, "read": 10000})
+    async with router(slow, prov("b", up.url("ok")), health={"mode": "cached"}) as r:
+        first = asyncio.ensure_future(r.achat({**HELLO, "agent_reach": {"deadline_ms": 8000}}))
+        await asyncio.sleep(0.2)  # the first request's check of `slow` is in flight
+        start = time.perf_counter()
+        with pytest.raises(AllProvidersFailed) as info:
+            await r.achat(
+                {**HELLO, "agent_reach": {"deadline_ms": 300, "fallback_order": ["slow"]}}
+            )
+        elapsed = time.perf_counter() - start
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+    assert elapsed < 1.5  # bounded by its 0.3 s, not the check's 10 s read timeout
+    attempts = [(a.reason, a.detail) for a in info.value.attempts]
+    assert attempts[0] == (Reason.TIMEOUT, "deadline")

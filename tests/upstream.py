@@ -257,6 +257,8 @@ class Upstream:
             return web.Response(text="<html>Welcome</html>", content_type="text/html")
         if scenario == "down-health":
             return web.json_response({"error": "maintenance"}, status=503)
+        if scenario == "hang-health":
+            await asyncio.sleep(30)
         if scenario == "auth":
             return await self.s_auth(request, None, False)
         if scenario == "ollama-readme":  # the local model of examples/config.yaml

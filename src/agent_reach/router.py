@@ -38,12 +38,15 @@ class Router:
         *,
         store: StateStore | None = None,
         clock: Callable[[], float] | None = None,
+        monotonic: Callable[[], float] | None = None,
         environ: dict[str, str] | None = None,
     ) -> None:
         self.config = config if isinstance(config, Config) else config_from_data(config)
         kwargs: dict[str, Any] = {"store": store, "environ": environ}
         if clock is not None:
             kwargs["clock"] = clock
+        if monotonic is not None:
+            kwargs["monotonic"] = monotonic
         self.engine = Engine(self.config, **kwargs)
         self.alerts: Alerts | None = None
         if self.config.alerts:
