@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "events",
             "identity",
             "turn",
+            "fault",
         ),
     ),
     ("formats", ("dialects", "hooks", "config", "catalog")),

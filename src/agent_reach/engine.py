@@ -17,6 +17,7 @@ import itertools
 import os
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import aiohttp
@@ -268,15 +269,17 @@ class Engine:
         """The free facts a turn considers: model, circuit, budgets, key, health check."""
         now = self.clock()
         lease = (backend.connect_s + backend.read_s) * (backend.spec.retries + 1)
+        exhausted = await self._exhausted(backend, now)
         return Facts(
             serves_model=backend.serves(target.req.model),
             model=target.req.model,
             sent_model=target.model,
             circuit=await self.store.circuit(backend.state_key),
             missing_key=backend.missing_key,
-            exhausted=await self._exhausted(backend, now),
+            exhausted=exhausted and exhausted[0],
             has_health=self.health.enabled(backend),
             lease_s=max(lease, 1.0),
+            reopens_in=exhausted and exhausted[1],
         )
 
     async def _skip(self, run: Run, turn: Turn, backend: Backend, skip: Skip) -> None:
@@ -298,7 +301,7 @@ class Engine:
                 self._record(run, self._attempt(backend, LOST, ms, last_resort))
             raise
         ms = (self.monotonic() - start) * 1000
-        attempt = self._attempt(backend, tried.outcome, ms, last_resort)
+        attempt = replace(self._attempt(backend, tried.outcome, ms, last_resort), sent=True)
         self._record(run, attempt, backend.excerpt(tried.raw))
         await self._update_circuit(backend, tried.outcome)
         if backend.budgets and quota.counts(tried.outcome.reason):
@@ -310,7 +313,7 @@ class Engine:
         `Recorder`)."""
         outcome = stream_failure(exc, None, None, self.clock())
         cut = Outcome(outcome.reason, outcome.status, f"after the first chunk: {outcome.detail}")
-        attempt = self._attempt(backend, cut, ms, False)
+        attempt = replace(self._attempt(backend, cut, ms, False), sent=True)
         self._record(run, attempt)
         await self._update_circuit(backend, cut)
         return attempt
@@ -319,7 +322,15 @@ class Engine:
 
     def _attempt(self, backend: Backend, outcome: Outcome, ms: float, last_resort: bool) -> Attempt:
         detail = backend.redact(outcome.detail)
-        return Attempt(backend.name, outcome.reason, outcome.status, ms, detail, last_resort)
+        return Attempt(
+            backend.name,
+            outcome.reason,
+            outcome.status,
+            ms,
+            detail,
+            last_resort,
+            retry_after=outcome.retry_after,
+        )
 
     def _record(self, run: Run, attempt: Attempt, raw: str | None = None) -> None:
         run.trace.append(attempt)
@@ -329,11 +340,12 @@ class Engine:
         for observer in self.observers:
             observer(event)
 
-    async def _exhausted(self, backend: Backend, now: float) -> str | None:
-        """Which budget of the provider is used up in its current window, if any."""
-        for budget, key, _ in self.windows.current(backend.budgets, now):
+    async def _exhausted(self, backend: Backend, now: float) -> tuple[str, float] | None:
+        """Which budget of the provider is used up in its current window, if any, and the
+        seconds until that window ends."""
+        for budget, key, end in self.windows.current(backend.budgets, now):
             if await self.store.usage(backend.quota_key, key) >= budget.limit:
-                return f"{budget} used up until the {budget.window} ends"
+                return f"{budget} used up until the {budget.window} ends", end - now
         return None
 
     async def _count(self, backend: Backend, response: Any) -> None:

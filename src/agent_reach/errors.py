@@ -65,11 +65,38 @@ def quoted(text: str, limit: int = 200) -> str:
 
 
 class AllProvidersFailed(AgentReachError):
-    """No provider in the route produced a valid answer; `.attempts` says why, one by one."""
+    """No provider in the route produced a valid answer; `.attempts` says why, one by one.
 
-    def __init__(self, attempts: list[Attempt], message: str | None = None) -> None:
+    `.status` says whose fault it is (spec §5.1, `fault.fault_of`): 4xx when the request
+    itself is at fault (no such model, blocked content, too long for every provider, refused
+    by all as malformed), 429 when every provider asks to come back later (`.retry_after`),
+    else 502. `stopped`: the walk stopped on a `content_blocked` refusal.
+    """
+
+    def __init__(
+        self, attempts: list[Attempt], message: str | None = None, *, stopped: bool = False
+    ) -> None:
+        from .fault import fault_of
+
         self.attempts = attempts
-        super().__init__(message or self._summary(attempts))
+        self.fault = fault_of(attempts, stopped)
+        super().__init__(message or self.fault.message or self._summary(attempts))
+
+    @property
+    def status(self) -> int:
+        """The HTTP status the proxy answers this failure with."""
+        return self.fault.status
+
+    @property
+    def code(self) -> str:
+        """The error code: `model_not_found`, `content_filter`, `context_length_exceeded`,
+        `bad_request`, `rate_limited`, `model_required` or `all_providers_failed`."""
+        return self.fault.code
+
+    @property
+    def retry_after(self) -> float | None:
+        """For a 429: seconds until the soonest provider may be asked again, when known."""
+        return self.fault.retry_after
 
     @staticmethod
     def _summary(attempts: list[Attempt]) -> str:

@@ -52,6 +52,8 @@ class Attempt:
     ms: float = 0.0
     detail: str = ""
     last_resort: bool = False
+    sent: bool = False  # a request went to the provider (not a skip)
+    retry_after: float | None = None  # seconds until it may be asked again, when it said so
 
     @property
     def ok(self) -> bool:
@@ -59,7 +61,7 @@ class Attempt:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form used by `--json`, the proxy's error body and the attempt log."""
-        return {
+        out = {
             "provider": self.provider,
             "reason": str(self.reason),
             "status": self.status,
@@ -67,6 +69,9 @@ class Attempt:
             "detail": self.detail,
             "last_resort": self.last_resort,
         }
+        if self.retry_after is not None:
+            out["retry_after_s"] = round(self.retry_after, 1)
+        return out
 
 
 def trace_header(trace: list[Attempt]) -> str:

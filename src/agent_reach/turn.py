@@ -43,6 +43,7 @@ class Facts:
     exhausted: str | None  # which budget is used up, if one is
     has_health: bool  # a health check to consult (the mode is not off, it has a URL)
     lease_s: float  # how long a half-open trial may hold the circuit
+    reopens_in: float | None = None  # seconds until the used-up budget's window ends
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +124,8 @@ class Turn:
             exhausted=facts.exhausted,
         )
         if skip is not None:
-            return Skip(Outcome(skip.reason, None, skip.detail))
+            wait = facts.reopens_in if skip.reason is Reason.QUOTA_EXHAUSTED else None
+            return Skip(Outcome(skip.reason, None, skip.detail, wait))
         if facts.has_health:
             return Probe()
         return self._admit(now)

@@ -73,8 +73,8 @@ def expected_errors(func: F) -> F:
                 click.echo(line, err=True)
             if ctx.meta[JSON_MODE]:
                 interrupted = isinstance(exc, StreamInterrupted)
-                kind = "stream_interrupted" if interrupted else "all_providers_failed"
-                print_error(lines[0].removeprefix("agent-reach: "), kind, 502, exc.attempts)
+                kind = "stream_interrupted" if interrupted else exc.code
+                print_error(lines[0].removeprefix("agent-reach: "), kind, exc.status, exc.attempts)
             sys.exit(1)
         except KeyboardInterrupt:
             fail("interrupted", 130)

@@ -61,7 +61,7 @@ def attempt_line(a: Attempt) -> str:
 
 def failure_lines(exc: AllProvidersFailed) -> list[str]:
     """What the CLI prints to stderr when every provider failed."""
-    head = str(exc).split(" (", 1)[0] if exc.attempts else str(exc)
+    head = exc.fault.message or (str(exc).split(" (", 1)[0] if exc.attempts else str(exc))
     return [f"agent-reach: {head}", *(attempt_line(a) for a in exc.attempts)]
 
 

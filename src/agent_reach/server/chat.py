@@ -10,18 +10,11 @@ from aiohttp import web
 from .. import completion
 from ..errors import AllProvidersFailed, StreamInterrupted
 from ..request import ChatRequest
-from .errors import error_response
+from .errors import all_failed
 from .http import SSE_HEADERS, json_response, read_json, trace_headers, with_headers
 
 if TYPE_CHECKING:
     from .app import Proxy
-
-
-def all_failed(path: str, exc: AllProvidersFailed) -> web.Response:
-    """The answer when no provider answered: 502 with every attempt."""
-    attempts = [a.to_dict() for a in exc.attempts]
-    code = "all_providers_failed"
-    return error_response(path, 502, str(exc), code, code, attempts=attempts)
 
 
 async def completions(proxy: Proxy, request: web.Request) -> web.StreamResponse:

@@ -7,12 +7,16 @@ OpenAI's APIs (Chat Completions, Responses, step mode, everything else) answer
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
 
 from .. import completion
+
+if TYPE_CHECKING:
+    from ..errors import AllProvidersFailed
 
 JSON = "application/json"
 _OPENAI_TYPES = {
@@ -80,3 +84,33 @@ def error_response(
     """An error response for `path`'s API (see `error_body`)."""
     body = error_body(path, status, message, type, code, **extra)
     return web.Response(status=status, body=orjson.dumps(body), content_type=JSON, headers=headers)
+
+
+_FAULT_TYPES = {400: "invalid_request_error", 404: "invalid_request_error", 429: "rate_limit_error"}
+
+
+def all_failed(path: str, exc: AllProvidersFailed) -> web.Response:
+    """No provider answered: the status of spec §5.1 (whose fault it is: `exc.fault`), in the
+    shape of `path`'s API, with every attempt inside `error` and, for a 429, `Retry-After`.
+    Under `/v1/messages` a request too long for every provider says "prompt is too long", the
+    words on which Claude Code compacts its conversation."""
+    fault = exc.fault
+    message = str(exc)
+    anthropic = speaks_anthropic(path)
+    if anthropic and fault.code == "context_length_exceeded":
+        message = f"prompt is too long: {message}"
+    headers = None
+    if fault.retry_after is not None:
+        headers = {"Retry-After": str(max(1, math.ceil(fault.retry_after)))}
+    kind = None if anthropic else _FAULT_TYPES.get(fault.status, "all_providers_failed")
+    attempts = [a.to_dict() for a in exc.attempts]
+    return error_response(
+        path,
+        fault.status,
+        message,
+        kind,
+        fault.code,
+        headers=headers,
+        param=fault.param,
+        attempts=attempts,
+    )

@@ -20,7 +20,7 @@ from ..dialects.base import Inbound
 from ..errors import AllProvidersFailed, StreamInterrupted
 from ..request import ChatRequest
 from ..trace import Reason
-from .errors import error_body, error_response
+from .errors import all_failed, error_body
 from .http import (
     SSE_HEADERS,
     dropped_header,
@@ -68,23 +68,6 @@ async def count_tokens(_proxy: Proxy, request: web.Request) -> web.Response:
     """`POST /v1/messages/count_tokens`: a local estimate, no provider is asked."""
     body = await read_json(request)
     return json_response({"input_tokens": anthropic.estimate_tokens(body)})
-
-
-def all_failed(path: str, exc: AllProvidersFailed) -> web.Response:
-    """No provider answered: 429 `rate_limit_error` when every attempt was rate limited or
-    out of quota (the client should wait), 400 `invalid_request_error` when every provider
-    refused the request itself (bad, too long, blocked: retrying will not help), else 502
-    `api_error`; the attempts go inside `error`. A request too long for every provider says
-    "prompt is too long", the words on which Claude Code compacts its conversation."""
-    reasons = {a.reason for a in exc.attempts}
-    status, message = 502, str(exc)
-    if reasons and reasons <= _RATE_LIMITED:
-        status = 429
-    elif reasons and reasons <= _REFUSED:
-        status = 400
-        if Reason.CONTEXT_EXCEEDED in reasons:
-            message = f"prompt is too long for the providers tried: {exc}"
-    return error_response(path, status, message, attempts=[a.to_dict() for a in exc.attempts])
 
 
 async def _stream(

@@ -20,7 +20,7 @@ from aiohttp import web
 from ..dialects import responses as wire
 from ..errors import AllProvidersFailed, RequestError, StreamInterrupted
 from ..request import ChatRequest
-from .chat import all_failed
+from .errors import all_failed
 from .http import (
     SSE_HEADERS,
     dropped_header,

@@ -1,0 +1,68 @@
+"""Whose fault it is when no provider answered (spec §5.1): the status a request that failed
+gets, in every face (the proxy's status code, `AllProvidersFailed.status`, the CLI's `--json`).
+Pure.
+
+Failover exists for provider failures. A failure every provider would repeat, because the
+request itself is at fault, must reach the client as the client's error (a 4xx, which SDKs do
+not retry), quickly:
+
+- every attempt `model_unavailable`, no model given: 400 `model_required` (param `model`);
+- every attempt `model_unavailable`: 404 `model_not_found`;
+- the walk stopped on `content_blocked`: 400 `content_filter` (the provider's refusal);
+- the last real attempt `context_exceeded`: 400 `context_length_exceeded`;
+- every real attempt `bad_request`: 400 `bad_request` (the first provider's message);
+- every real attempt `rate_limited`, or skipped for quota: 429 `rate_limited`, with
+  `Retry-After` the soonest known reopening;
+- anything else: 502 `all_providers_failed`.
+
+A real attempt is one that was sent (not a skip).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .trace import Attempt, Reason
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """The status of a failed request, and what to tell its client."""
+
+    status: int
+    code: str
+    message: str  # "" to use the failure's own summary
+    param: str | None = None
+    retry_after: float | None = None  # seconds, for a 429
+
+
+_QUOTA = frozenset({Reason.RATE_LIMITED, Reason.QUOTA_EXHAUSTED})  # "come back later"
+
+
+def fault_of(attempts: Sequence[Attempt], stopped: bool = False) -> Fault:
+    """The fault of a request whose `attempts` produced no answer; `stopped`: the walk
+    stopped on a `content_blocked` refusal (spec §5.1)."""
+    real = [a for a in attempts if a.sent]
+    if attempts and all(a.reason is Reason.MODEL_UNAVAILABLE for a in attempts):
+        if all(a.detail == "no model given" for a in attempts):
+            message = "the request names no model and no provider has one to use"
+            return Fault(400, "model_required", message, param="model")
+        return Fault(404, "model_not_found", "no provider serves the requested model")
+    if stopped and real and real[-1].reason is Reason.CONTENT_BLOCKED:
+        return Fault(400, "content_filter", _said(real[-1]))
+    if real and real[-1].reason is Reason.CONTEXT_EXCEEDED:
+        return Fault(400, "context_length_exceeded", _said(real[-1]))
+    if real and all(a.reason is Reason.BAD_REQUEST for a in real):
+        return Fault(400, "bad_request", _said(real[0]))
+    considered = real + [a for a in attempts if a.reason is Reason.QUOTA_EXHAUSTED and not a.sent]
+    if considered and all(a.reason in _QUOTA for a in considered):
+        waits = [a.retry_after for a in considered if a.retry_after is not None]
+        message = "every provider is rate limited or out of quota"
+        return Fault(429, "rate_limited", message, retry_after=min(waits) if waits else None)
+    return Fault(502, "all_providers_failed", "")
+
+
+def _said(attempt: Attempt) -> str:
+    """What the refusing provider said, naming it."""
+    return f"{attempt.provider}: {attempt.detail}" if attempt.detail else attempt.provider
