@@ -70,3 +70,10 @@ def test_no_cap_no_field(fmt: str) -> None:
         assert body["max_tokens"] == 4096
     else:
         assert dialect.max_tokens_field not in sent
+
+
+def test_num_predict_joins_the_requests_own_options_without_changing_the_request() -> None:
+    request = {**HELLO, "max_tokens": CAP, "options": {"seed": 1}}
+    body = dialects.get("openai").body(request, "m", False, "num_predict")
+    assert body["options"] == {"seed": 1, "num_predict": CAP}
+    assert request["options"] == {"seed": 1}
