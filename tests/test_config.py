@@ -9,8 +9,17 @@ from typing import Any
 import pytest
 import yaml
 
-from agent_reach import ConfigError
-from agent_reach.config import config_from_data, load_config
+from agent_reach import ConfigError, dialects
+from agent_reach.config import (
+    Config,
+    EmailAlert,
+    Provider,
+    Timeout,
+    WebhookAlert,
+    config_from_data,
+    load_config,
+)
+from agent_reach.config.describe import locate
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 MIN = {"providers": [{"name": "a", "endpoint": "http://127.0.0.1:9/v1/chat/completions"}]}
@@ -181,6 +190,11 @@ def test_yaml_bare_off(tmp_path: Path) -> None:
         ({**MIN, "state": "postgres://x"}, ["field 'state'", "sqlite:///"]),
         ({**MIN, "alerts": [{"type": "webhook"}]}, ["field 'alerts.0.url'", "required"]),
         ({**MIN, "alerts": [{"type": "pager"}]}, ["alerts.0"]),
+        ({**MIN, "alerts": [{"type": "webhook", "urll": "x"}]}, ["did you mean 'url'"]),
+        (
+            {**MIN, "alerts": [{"type": "email", "smtp_host": "h", "from": "a", "to": 5}]},
+            ["field 'alerts.0.to': Input should be a valid list (got 5)"],
+        ),
         ({"providers": []}, ["field 'providers'"]),
         (
             {"providers": [MIN["providers"][0], MIN["providers"][0]]},
@@ -219,3 +233,38 @@ def test_yaml_syntax_error_has_a_line(tmp_path: Path) -> None:
 def test_every_format_loads_with_its_auth_default(fmt: str, header: str, scheme: str) -> None:
     cfg = config_from_data({"providers": [{"name": "a", "endpoint": "http://h/x", "format": fmt}]})
     assert (cfg.providers[0].auth_header, cfg.providers[0].auth_scheme) == (header, scheme)
+
+
+@pytest.mark.parametrize(
+    ("loc", "path", "holder"),
+    [
+        # a discriminated union's tag: dropped, and the walk goes on in the tagged member
+        (("alerts", 0, "webhook", "url"), ("alerts", 0, "url"), WebhookAlert),
+        (("alerts", 0, "webhook", "urll"), ("alerts", 0, "urll"), WebhookAlert),
+        # a plain union's member type: dropped
+        (("alerts", 0, "email", "to", "list[str]"), ("alerts", 0, "to"), EmailAlert),
+        (("alerts", 0, "email", "to", "list[str]", 1), ("alerts", 0, "to", 1), None),
+        # a validator's wrapper, whatever pydantic calls it: dropped
+        (
+            ("function-after[_names(), Config]", "providers", 2, "timout"),
+            ("providers", 2, "timout"),
+            Provider,
+        ),
+        (
+            ("wrap[some_future_name]", "providers", 0, "timeout", "red"),
+            ("providers", 0, "timeout", "red"),
+            Timeout,
+        ),
+        (("routes", "r", "providers", 1), ("routes", "r", "providers", 1), None),
+        ((), (), None),
+    ],
+)
+def test_error_locations_keep_only_fields(loc: Any, path: Any, holder: Any) -> None:
+    assert locate(loc, Config) == (path, holder)
+
+
+def test_the_schema_lists_the_dialects_formats() -> None:
+    schema = Config.model_json_schema(by_alias=True)
+    fmt = schema["$defs"]["Provider"]["properties"]["format"]
+    assert fmt["enum"] == list(dialects.FORMATS)
+    assert fmt["default"] == "openai"

@@ -18,7 +18,7 @@ import aiohttp
 from . import completion
 from .backend import Backend
 from .dialects import Mismatch, ProviderError
-from .dialects.base import framer
+from .dialects.framing import framer
 from .outcomes import Outcome, Transport, classify, filtered, mismatch
 from .request import ChatRequest
 from .stream import STREAM_FAILURES, LiveStream

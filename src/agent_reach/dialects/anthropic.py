@@ -48,19 +48,22 @@ from .base import (
     Inbound,
     Mismatch,
     ProviderError,
+    loads,
+    openai_error,
+)
+from .convert import (
     arguments_of,
     bounded,
     content_at,
     data_url,
     functions_of,
     is_default_shape,
-    loads,
     max_tokens_of,
     merge_turns,
     model_of,
     object_at,
-    openai_error,
     parts_of,
+    put_max_tokens,
     require_object,
     split_system,
     stop_list,
@@ -209,8 +212,7 @@ class Anthropic(Dialect):
         }
         if model:
             body["model"] = model
-        if cap is not None and max_tokens_field != "max_tokens":
-            body[max_tokens_field] = cap
+        put_max_tokens(request, body, max_tokens_field, {"max_tokens": None})  # set above
         if system:
             body["system"] = system
         for key in ("temperature", "top_p"):

@@ -28,12 +28,14 @@ from .base import (
     Decoder,
     Dialect,
     Mismatch,
+    openai_error,
+)
+from .convert import (
     content_at,
     is_default_shape,
-    max_tokens_of,
     model_of,
     object_at,
-    openai_error,
+    put_max_tokens,
     require_object,
     stop_list,
     text_of,
@@ -162,12 +164,7 @@ class DashScope(Dialect):
         }
         if model:
             body["model"] = model
-        cap = max_tokens_of(request)
-        if cap is not None:
-            if max_tokens_field == self.max_tokens_field:
-                params[max_tokens_field] = cap
-            else:
-                body[max_tokens_field] = cap
+        put_max_tokens(request, body, max_tokens_field, {self.max_tokens_field: params})
         return body
 
     def error_of(self, body: Any) -> ErrorInfo | None:

@@ -31,13 +31,15 @@ from .base import (
     Decoder,
     Dialect,
     Mismatch,
+    openai_error,
+)
+from .convert import (
     bounded,
     content_at,
     functions_of,
-    max_tokens_of,
     model_of,
     object_at,
-    openai_error,
+    put_max_tokens,
     split_system,
     stop_list,
     text_of,
@@ -152,9 +154,7 @@ class Ernie(Dialect):
         stop = stop_list(request)
         if stop:
             body["stop"] = stop
-        cap = max_tokens_of(request)
-        if cap is not None:
-            body[max_tokens_field] = cap
+        put_max_tokens(request, body, max_tokens_field)
         functions = functions_of(request)
         if functions:
             body["functions"] = functions

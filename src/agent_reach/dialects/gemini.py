@@ -49,18 +49,20 @@ from .base import (
     Decoder,
     Dialect,
     Mismatch,
+    loads,
+    openai_error,
+)
+from .convert import (
     arguments_of,
     bounded,
     content_at,
     data_url,
     functions_of,
     is_default_shape,
-    loads,
-    max_tokens_of,
     merge_turns,
     model_of,
-    openai_error,
     parts_of,
+    put_max_tokens,
     require_object,
     split_system,
     stop_list,
@@ -271,12 +273,7 @@ class Gemini(Dialect):
         if system:
             body["systemInstruction"] = {"parts": [{"text": system}]}
         config = _generation_config(request)
-        cap = max_tokens_of(request)
-        if cap is not None:
-            if max_tokens_field == self.max_tokens_field:
-                config[max_tokens_field] = cap
-            else:
-                body[max_tokens_field] = cap
+        put_max_tokens(request, body, max_tokens_field, {self.max_tokens_field: config})
         if config:
             body["generationConfig"] = config
         functions = functions_of(request)

@@ -41,13 +41,15 @@ from .base import (
     Dialect,
     Mismatch,
     Shape,
+    openai_error,
+)
+from .convert import (
     bounded,
     content_at,
     is_default_shape,
-    max_tokens_of,
     model_of,
     object_at,
-    openai_error,
+    put_max_tokens,
     require_object,
     split_system,
     text_of,
@@ -133,9 +135,7 @@ class Minimax(Dialect):
             body["role_meta"] = {"user_name": "user", "bot_name": "assistant"}
         if stream:
             body["use_standard_sse"] = True
-        cap = max_tokens_of(request)
-        if cap is not None:
-            body[max_tokens_field] = cap
+        put_max_tokens(request, body, max_tokens_field)
         return _clamped(body, request)
 
     def error_of(self, body: Any) -> ErrorInfo | None:

@@ -15,9 +15,11 @@ from .base import (
     Context,
     Decoder,
     Dialect,
+)
+from .convert import (
     content_at,
-    max_tokens_of,
     model_of,
+    put_max_tokens,
     text_of,
 )
 
@@ -86,12 +88,7 @@ class Ollama(Dialect):
         stop = request.get("stop")
         if stop is not None:
             options["stop"] = [stop] if isinstance(stop, str) else stop
-        cap = max_tokens_of(request)
-        if cap is not None:
-            if max_tokens_field == "num_predict":
-                options["num_predict"] = cap
-            else:
-                body[max_tokens_field] = cap
+        put_max_tokens(request, body, max_tokens_field, {"num_predict": options})
         if options:
             body["options"] = options
         fmt = request.get("response_format")

@@ -14,9 +14,12 @@ from .base import (
     Decoder,
     Dialect,
     Mismatch,
+)
+from .convert import (
     content_at,
-    max_tokens_of,
     model_of,
+    object_at,
+    put_max_tokens,
     text_of,
 )
 
@@ -64,12 +67,10 @@ class OpenAI(Dialect):
         body["stream"] = stream
         if stream and "stream_options" in request:
             body["stream_options"] = request["stream_options"]
-        cap = max_tokens_of(request)
-        if cap is not None:
-            if max_tokens_field == "num_predict":
-                body.setdefault("options", {})["num_predict"] = cap
-            else:
-                body[max_tokens_field] = cap
+        options: dict[str, Any] = {}  # `num_predict` goes in `options`, as Ollama reads it
+        put_max_tokens(request, body, max_tokens_field, {"num_predict": options})
+        if options:
+            body["options"] = {**object_at(body, "options"), **options}
         return body
 
     def normalize(self, raw: Any, ctx: Context) -> dict[str, Any]:

@@ -40,14 +40,16 @@ from .base import (
     Inbound,
     Mismatch,
     ProviderError,
+    openai_error,
+)
+from .convert import (
     content_at,
     functions_of,
     is_default_shape,
-    max_tokens_of,
     model_of,
     object_at,
-    openai_error,
     parts_of,
+    put_max_tokens,
     text_of,
     tool_call,
     tool_choice_of,
@@ -144,9 +146,7 @@ class Responses(Dialect):
         for key in _SAMPLING:
             if key in request:
                 body[key] = request[key]
-        cap = max_tokens_of(request)
-        if cap is not None:
-            body[max_tokens_field] = cap
+        put_max_tokens(request, body, max_tokens_field)
         tools = functions_of(request)
         if tools:
             body["tools"] = [{"type": "function", **t} for t in tools]

@@ -1,0 +1,184 @@
+"""Loading a config file (spec §2): from a path to a validated `Config`.
+
+`load_config(path)` finds the file (`--config` → `$AGENT_REACH_CONFIG` →
+`~/.agent-reach/config.yaml`), parses YAML or JSON, expands `${VAR}` / `${VAR:-default}`,
+applies `defaults:` to every provider, validates (the models fill the defaults that depend on a
+provider's `format`) and imports the hooks it names. Every problem becomes one `ConfigError`
+that names the file, the provider and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..errors import ConfigError
+from .describe import describe, did_you_mean, where
+from .model import Config
+from .provider import Provider
+
+DEFAULT_PATH = "~/.agent-reach/config.yaml"
+ENV_PATH = "AGENT_REACH_CONFIG"
+
+
+def find_config_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """The file to read: `path`, else `$AGENT_REACH_CONFIG`, else `~/.agent-reach/config.yaml`."""
+    if path:
+        candidate = Path(path).expanduser()
+    elif os.environ.get(ENV_PATH):
+        candidate = Path(os.environ[ENV_PATH]).expanduser()
+    else:
+        candidate = Path(DEFAULT_PATH).expanduser()
+    if not candidate.is_file():
+        how = (
+            "given with --config"
+            if path
+            else (f"from ${ENV_PATH}" if os.environ.get(ENV_PATH) else "the default location")
+        )
+        raise ConfigError(
+            f"no config file at {candidate} ({how}); "
+            "create one (see examples/config.yaml) or run `agent-reach init`"
+        )
+    return candidate
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    """Find, read, expand and validate a config file."""
+    file = find_config_path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the file: {exc}", file=str(file)) from exc
+    data = parse_text(text, json_file=file.suffix.lower() == ".json", file=str(file))
+    return config_from_data(data, source=str(file))
+
+
+def parse_text(text: str, *, json_file: bool, file: str) -> Any:
+    """YAML (or JSON) text to data, with the line of a syntax error."""
+    if json_file:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}", file=file
+            ) from exc
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{at}invalid YAML: {problem}", file=file) from exc
+
+
+def config_from_data(data: Any, *, source: str = "<dict>") -> Config:
+    """Validate already-parsed config data (a dict as in the file)."""
+    if not isinstance(data, dict):
+        raise ConfigError("expected a mapping at the top level with `providers:`", file=source)
+    if "providers" not in data and "agent_reach_fallbacks" in data:
+        data = {("providers" if k == "agent_reach_fallbacks" else k): v for k, v in data.items()}
+    data = _expand(data, (), source, data)
+    data = _apply_defaults(data, source)
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(describe(exc, data, Config), file=source) from None
+    config.attach(source, _load_hooks(config, source))
+    return config
+
+
+def _load_hooks(config: Config, source: str) -> dict[tuple[str, str], Any]:
+    """Import every hook once, now, so that a missing one is a config error."""
+    from .. import hooks
+
+    base = Path(source).parent if source != "<dict>" else Path.cwd()
+    loaded = {}
+    for i, p in enumerate(config.providers):
+        for field in ("preprocess_hook", "post_process_hook"):
+            ref = getattr(p, field)
+            if ref:
+                try:
+                    loaded[(p.name, field)] = hooks.load(ref, base)
+                except ValueError as exc:
+                    blame = (
+                        f"defaults, field {field!r}"  # blame the place the value came from
+                        if config.defaults.get(field) == ref
+                        else f"provider {p.name!r} (providers[{i}]), field {field!r}"
+                    )
+                    raise ConfigError(f"{blame}: {exc}", file=source) from None
+    return loaded
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _expand(value: Any, loc: tuple[Any, ...], source: str, root: Any) -> Any:
+    """`${VAR}` and `${VAR:-default}` in every string, from the environment."""
+    if isinstance(value, str) and "${" in value:
+
+        def sub(m: re.Match[str]) -> str:
+            var, default = m.group(1), m.group(2)
+            got = os.environ.get(var)
+            if got is None or (got == "" and default is not None):
+                if default is None:
+                    raise ConfigError(
+                        f"{where(loc, root)}: ${{{var}}} is not set in the environment "
+                        f"(write ${{{var}:-default}} to give a default)",
+                        file=source,
+                    )
+                return default
+            return got
+
+        return _VAR.sub(sub, value)
+    if isinstance(value, dict):
+        return {k: _expand(v, (*loc, k), source, root) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, (*loc, i), source, root) for i, v in enumerate(value)]
+    return value
+
+
+_MERGED_FIELDS = ("timeout", "schema_compatibility", "model_map", "extra_body", "metadata")
+
+
+def _apply_defaults(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """Fill each provider's missing fields from `defaults:` (mappings merge one level deep)."""
+    defaults = data.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        raise ConfigError("defaults: expected a mapping of provider fields", file=source)
+    _check_defaults(defaults, source)
+    providers = data.get("providers")
+    if not defaults or not isinstance(providers, list):
+        return data
+    merged = []
+    for p in providers:
+        if isinstance(p, dict):
+            out = {**defaults, **p}
+            for key in _MERGED_FIELDS:
+                if isinstance(defaults.get(key), dict) and isinstance(p.get(key), dict):
+                    out[key] = {**defaults[key], **p[key]}
+            merged.append(out)
+        else:
+            merged.append(p)
+    return {**data, "providers": merged}
+
+
+def _check_defaults(defaults: dict[str, Any], source: str) -> None:
+    """Validate `defaults:` on its own, so that a mistake in it is reported once, as its own,
+    rather than once for every provider it is copied into."""
+    known = set(Provider.model_fields) - {"name", "endpoint"}
+    for key in defaults:
+        if key not in known:
+            raise ConfigError(
+                f"defaults, field {key!r}: unknown field{did_you_mean(key, known)}", file=source
+            )
+    try:
+        Provider.model_validate({**defaults, "name": "defaults", "endpoint": "http://defaults/"})
+    except ValidationError as exc:
+        raise ConfigError(describe(exc, {}, Provider, ("defaults",)), file=source) from None

@@ -1,0 +1,236 @@
+"""The whole config file (spec §2.2): `Config` and its sections besides the providers.
+
+Validation here checks values and how they refer to each other (a route naming a provider that
+does not exist); finding, reading and expanding the file is `load`'s job.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import tzinfo
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from .._version import PROTOCOL_VERSION
+from ..routing import RouteTable
+from .describe import did_you_mean
+from .provider import Ms, Name, Provider, Section, http_url
+
+
+def zone_of(name: str) -> tzinfo:
+    """A time zone by IANA name (`UTC`, `Asia/Shanghai`); ValueError if unknown."""
+    from datetime import UTC
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    if name.upper() == "UTC":
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {name!r} (expected e.g. UTC, Asia/Shanghai)") from None
+
+
+class RouteConfig(Section):
+    """A named route: an ordered list of provider names (and, optionally, hedging)."""
+
+    providers: list[Name] = Field(min_length=1)
+    hedge_after_ms: Ms | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _list_form(cls, data: Any) -> Any:
+        return {"providers": data} if isinstance(data, list) else data
+
+
+def _off(value: Any) -> Any:
+    # YAML 1.1 reads a bare `off` as False.
+    return "off" if value is False else value
+
+
+class HealthConfig(Section):
+    mode: Literal["per_request", "cached", "background", "off"] = "cached"
+    ttl_s: Annotated[float, Field(gt=0)] = 10.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_off(cls, data: Any) -> Any:
+        if data is False or data == "off" or isinstance(data, str):
+            return {"mode": _off(data)}
+        if isinstance(data, dict) and "mode" in data:
+            return {**data, "mode": _off(data["mode"])}
+        return data
+
+
+class CircuitConfig(Section):
+    failures: Annotated[int, Field(ge=1)] = 3
+    cooldown_s: Annotated[float, Field(ge=0)] = 30.0
+    auth_cooldown_s: Annotated[float, Field(ge=0)] = 300.0
+
+
+Threshold = Annotated[float, Field(gt=0, le=1)]
+
+
+AlertEvent = Literal[
+    "quota_threshold", "quota_exhausted", "circuit_opened", "circuit_closed", "all_providers_failed"
+]
+
+
+class _Sink(Section):
+    """What every alert sink has: when quota alerts start, which events, how often."""
+
+    threshold: Threshold = 0.8  # quota_threshold fires at this share of a budget
+    events: list[AlertEvent] | None = None  # None: all
+    repeat_after_s: Annotated[float, Field(ge=0)] = 300.0  # non-quota events, per provider
+
+
+class LogAlert(_Sink):
+    type: Literal["log"]
+
+
+class WebhookAlert(_Sink):
+    type: Literal["webhook"]
+    url: str
+    timeout_ms: Ms = 3000
+
+    _url = field_validator("url")(http_url)
+
+
+class EmailAlert(_Sink):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    type: Literal["email"]
+    smtp_host: str
+    smtp_port: Annotated[int, Field(ge=1, le=65535)] = 587
+    from_: str = Field(alias="from")
+    to: list[str] | str
+    starttls: bool = True
+    username_env: str | None = None
+    password_env: str | None = None
+
+
+Alert = Annotated[Union[LogAlert, WebhookAlert, EmailAlert], Field(discriminator="type")]  # noqa: UP007
+
+
+class ServerConfig(Section):
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 8000
+    api_keys_env: str | None = "AGENT_REACH_API_KEYS"
+    max_body_bytes: Annotated[int, Field(gt=0)] = 4 * 1024 * 1024
+    responses_ttl_s: Annotated[float, Field(gt=0)] = 86400.0  # stored Responses-API answers
+    # Client connections (spec §14): idle keep-alive, receiving one request's head and body,
+    # a streaming client that reads nothing, and how many connections are open at once.
+    keepalive_timeout_s: Annotated[float, Field(gt=0)] = 75.0
+    request_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    client_write_timeout_s: Annotated[float, Field(gt=0)] = 60.0
+    max_connections: Annotated[int, Field(gt=0)] = 10000
+
+
+class TracingConfig(Section):
+    """OpenTelemetry export (spec §12), with the `otel` extra; the standard `OTEL_*`
+    variables configure it too."""
+
+    endpoint: str | None = None  # OTLP/HTTP base URL, as OTEL_EXPORTER_OTLP_ENDPOINT
+    service_name: str | None = None  # else OTEL_SERVICE_NAME, else agent-reach
+    headers: dict[str, str] = {}  # e.g. an auth header of the collector
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        return None if value is None else http_url(value)
+
+
+class Config(Section):
+    """The whole config file (spec §2.2)."""
+
+    version: str = PROTOCOL_VERSION
+    defaults: dict[str, Any] = {}
+    fallback_order: list[Name] | None = None
+    routes: dict[Name, RouteConfig] = {}
+    health: HealthConfig = HealthConfig()
+    circuit: CircuitConfig = CircuitConfig()
+    deadline_ms: Ms = 60000
+    alerts: list[Alert] = []
+    state: str = "sqlite:///~/.agent-reach/state.db"
+    retention_days: Annotated[float, Field(gt=0)] = 7.0  # how long the attempt log keeps
+    quota_tz: str = "UTC"  # the time zone of budget windows (calendar days, hours)
+    server: ServerConfig = ServerConfig()
+    tracing: TracingConfig = TracingConfig()
+    providers: list[Provider] = Field(min_length=1)
+
+    _source: str = PrivateAttr(default="<dict>")
+    _hooks: dict[tuple[str, str], Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def source(self) -> str:
+        """The file this config came from (`<dict>` when built from a dict)."""
+        return self._source
+
+    def attach(self, source: str, hooks: dict[tuple[str, str], Any]) -> None:
+        """Record the file this config was read from and its loaded hook functions
+        ((provider, field) → function); the loader does this once, after validation."""
+        self._source = source
+        self._hooks = hooks
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version(cls, value: Any) -> str:
+        text = str(value)
+        if not re.fullmatch(r"0\.3(\.\d+)?", text):
+            raise ValueError(f"protocol version {text!r} is not supported; expected 0.3.x")
+        return text
+
+    @field_validator("quota_tz")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        zone_of(value)
+        return value
+
+    @property
+    def tz(self) -> tzinfo:
+        """`quota_tz` as a time zone."""
+        return zone_of(self.quota_tz)
+
+    @field_validator("state")
+    @classmethod
+    def _state_url(cls, value: str) -> str:
+        scheme = value.split("://", 1)[0] if "://" in value else ""
+        if scheme not in ("sqlite", "redis", "rediss", "memory"):
+            raise ValueError(
+                f"expected sqlite:///PATH, redis://HOST:PORT/DB or memory://, got {value!r}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _names(self) -> Config:
+        seen: set[str] = set()
+        for i, p in enumerate(self.providers):
+            if p.name in seen:
+                raise ValueError(f"providers[{i}]: provider name {p.name!r} is used twice")
+            seen.add(p.name)
+        for where, names in [("fallback_order", self.fallback_order or [])] + [
+            (f"routes.{r}", route.providers) for r, route in self.routes.items()
+        ]:
+            for n in names:
+                if n not in seen:
+                    raise ValueError(f"{where}: no provider named {n!r}{did_you_mean(n, seen)}")
+        return self
+
+    def route_table(self) -> RouteTable:
+        """The default order and named routes, resolved (spec §3)."""
+        return RouteTable.build(
+            [(p.name, p.fallback_weight) for p in self.providers],
+            self.fallback_order,
+            {name: route.providers for name, route in self.routes.items()},
+        )
+
+    def hook(self, provider: str, field: str) -> Any:
+        """The loaded function of a provider's `preprocess_hook` / `post_process_hook`."""
+        return self._hooks.get((provider, field))
+
+    def provider(self, name: str) -> Provider:
+        """The provider called `name` (KeyError if there is none)."""
+        for p in self.providers:
+            if p.name == name:
+                return p
+        raise KeyError(name)

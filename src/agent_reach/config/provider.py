@@ -1,0 +1,146 @@
+"""One provider of the config file (spec §2.3): its model, and the defaults its `format` fills.
+
+The formats are the dialects' (`dialects.Format`): the model lists them for validation and for
+the JSON Schema of `agent-reach config schema`, and adds none of its own.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .. import dialects, quota
+from ..validation import Level
+
+Ms = Annotated[float, Field(gt=0, description="milliseconds")]
+Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$", min_length=1)]
+HookRef = Annotated[str, Field(pattern=r"^[^:\s][^\s]*:[A-Za-z_][A-Za-z0-9_]*$")]
+MaxTokensField = Literal[
+    "max_tokens",
+    "max_completion_tokens",
+    "max_new_tokens",
+    "num_predict",
+    "tokens_to_generate",
+    "max_output_tokens",
+    "maxOutputTokens",
+]
+
+
+def http_url(value: str) -> str:
+    """`value` when it is a full http(s) URL; ValueError otherwise."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"expected a full http(s) URL, got {value!r}")
+    return value
+
+
+class Section(BaseModel):
+    """A part of the config file: frozen, and a field it does not know is an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Timeout(Section):
+    """Per-provider timeouts in ms; `read` bounds the wait for the head and between chunks."""
+
+    connect: Ms = 1000
+    read: Ms = 3000
+
+
+class SchemaCompatibility(Section):
+    """Where the answer is in a provider's body (spec §7); paths default by `format`."""
+
+    choices_path: str | None = None
+    content_path: str | None = None
+    model_field: str = "model"
+    debug_mode: bool = False
+
+
+class Provider(Section):
+    """One backend endpoint (spec §2.3)."""
+
+    name: Name
+    endpoint: str
+    format: dialects.Format = "openai"
+    auth_header: str | None = None
+    auth_scheme: str | None = None
+    api_key_env: str = ""
+    auth_query: str | None = None
+    health_check: str | None = None
+    health_method: Literal["GET", "HEAD"] = "GET"
+    timeout: Timeout = Timeout()
+    timeout_scaling: Literal["none", "weight"] = "none"
+    schema_compatibility: SchemaCompatibility = SchemaCompatibility()
+    validation: Level = Level.LENIENT
+    model_map: dict[str, str] = {}
+    models: list[Annotated[str, Field(min_length=1)]] | None = None
+    max_tokens_field: MaxTokensField | None = None
+    extra_body: dict[str, Any] = {}
+    preprocess_hook: HookRef | None = None
+    post_process_hook: HookRef | None = None
+    fallback_weight: Annotated[float, Field(ge=0)] = 1.0
+    retries: Annotated[int, Field(ge=0, le=10)] = 0
+    hedge_after_ms: Ms | None = None
+    metadata: dict[str, Any] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _seed_alias(cls, data: Any) -> Any:
+        # Configs embedded in other tools (the seed's `agent_reach_fallbacks`) say `provider:`.
+        if isinstance(data, dict) and "name" not in data and "provider" in data:
+            data = {("name" if k == "provider" else k): v for k, v in data.items()}
+        return data
+
+    _endpoint = field_validator("endpoint")(http_url)
+
+    @field_validator("metadata")
+    @classmethod
+    def _budgets(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if "rate_limit" in value:
+            quota.parse(value["rate_limit"])  # ValueError says what a budget looks like
+        return value
+
+    @property
+    def budgets(self) -> tuple[quota.Budget, ...]:
+        """The budgets of `metadata.rate_limit` (spec §12)."""
+        rate = self.metadata.get("rate_limit")
+        return quota.parse(rate) if rate else ()
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str) -> str:
+        if value and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError(f"expected the NAME of an environment variable, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _format_defaults(self) -> Provider:
+        dialect = dialects.get(self.format)
+        sc = self.schema_compatibility
+        header = dialect.auth_header if self.auth_header is None else self.auth_header
+        filled = {
+            "auth_header": header,
+            "auth_scheme": self.auth_scheme
+            if self.auth_scheme is not None
+            else ("Bearer" if header.lower() == "authorization" else ""),
+            "health_check": self.health_check
+            if self.health_check is not None
+            else dialect.health_check,
+            "max_tokens_field": self.max_tokens_field or dialect.max_tokens_field,
+            "schema_compatibility": sc.model_copy(
+                update={
+                    "choices_path": sc.choices_path
+                    if sc.choices_path is not None
+                    else dialect.choices_path,
+                    "content_path": sc.content_path
+                    if sc.content_path is not None
+                    else dialect.content_path,
+                }
+            ),
+        }
+        for key, value in filled.items():
+            object.__setattr__(self, key, value)
+        return self
