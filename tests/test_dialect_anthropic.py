@@ -299,6 +299,8 @@ async def test_stream_tool_use(wire: Wire) -> None:
 
 
 async def test_error_event_before_content_fails_over(wire: Wire) -> None:
+    """LiteLLM #6957: an `overloaded_error` event inside a 200 stream, before any content,
+    must fail over (it was passed on to the client as the answer)."""
     error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     body = (message_start(), PING, event("error", error))
     async with router(

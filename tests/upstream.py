@@ -380,6 +380,30 @@ class Upstream:
         }
         return web.json_response({"error": error}, status=400)
 
+    async def s_blocked(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        error = {
+            "message": "The response was filtered due to the prompt triggering the content policy",
+            "type": "invalid_request_error",
+            "code": "content_filter",
+        }
+        return web.json_response({"error": error}, status=400)
+
+    async def s_noendpoints(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        # OpenRouter's answer when no endpoint serves a model (LiteLLM #21377): an HTML 404.
+        page = "<html><body><h1>404</h1><p>No endpoints found.</p></body></html>"
+        return web.Response(status=404, text=page, content_type="text/html")
+
+    async def s_nofinish(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        # Content, then a clean end of the body with no finish reason and no [DONE]
+        # (Portkey #1797: such a stream was passed on as complete).
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(sse(chunk("half an ", role=True)))
+        await resp.write(sse(chunk("answer")))
+        return resp
+
     async def s_context(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         error = {
             "message": "This model's maximum context length is 131072 tokens",

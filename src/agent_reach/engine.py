@@ -191,7 +191,7 @@ class Engine:
                 self._ended(run, name, payload)
                 return payload, name, run
         self._ended(run, None, None)
-        raise AllProvidersFailed(run.trace)
+        raise AllProvidersFailed(run.trace, stopped=run.walk.stopped)
 
     def _ended(self, run: Run, provider: str | None, payload: Any) -> None:
         req = run.req
@@ -238,7 +238,7 @@ class Engine:
         action: Action = turn.begin()
         while True:
             if isinstance(action, Gather):
-                action = turn.consider(await self._facts(backend, target), self.clock())
+                action = turn.consider(await self._facts(run, backend, target), self.clock())
             elif isinstance(action, Probe):
                 left = run.left(self.monotonic())
                 health, probed = await self.health.consult(
@@ -265,7 +265,7 @@ class Engine:
                 assert isinstance(action, Done)
                 return None
 
-    async def _facts(self, backend: Backend, target: Target) -> Facts:
+    async def _facts(self, run: Run, backend: Backend, target: Target) -> Facts:
         """The free facts a turn considers: model, circuit, budgets, key, health check."""
         now = self.clock()
         lease = (backend.connect_s + backend.read_s) * (backend.spec.retries + 1)
@@ -280,6 +280,8 @@ class Engine:
             has_health=self.health.enabled(backend),
             lease_s=max(lease, 1.0),
             reopens_in=exhausted and exhausted[1],
+            context_window=backend.spec.context_window,
+            larger_than=run.walk.larger_than,
         )
 
     async def _skip(self, run: Run, turn: Turn, backend: Backend, skip: Skip) -> None:
@@ -301,12 +303,23 @@ class Engine:
                 self._record(run, self._attempt(backend, LOST, ms, last_resort))
             raise
         ms = (self.monotonic() - start) * 1000
-        attempt = replace(self._attempt(backend, tried.outcome, ms, last_resort), sent=True)
-        self._record(run, attempt, backend.excerpt(tried.raw))
-        await self._update_circuit(backend, tried.outcome)
+        outcome = tried.outcome
+        note = run.walk.refused(outcome.reason, backend.spec.context_window, self._stops(run))
+        attempt = self._attempt(
+            backend, replace(outcome, detail=outcome.detail + note), ms, last_resort
+        )
+        self._record(run, replace(attempt, sent=True), backend.excerpt(tried.raw))
+        await self._update_circuit(backend, outcome)
         if backend.budgets and quota.counts(tried.outcome.reason):
             await self._count(backend, tried.payload)
         return tried
+
+    def _stops(self, run: Run) -> bool:
+        """Whether a `content_blocked` refusal stops this request's walk: its route's
+        `on_content_blocked`, else the config's (spec §5.1)."""
+        route = self.config.routes.get(run.route)
+        policy = route.on_content_blocked if route is not None else None
+        return (policy or self.config.on_content_blocked) == "stop"
 
     async def cut(self, run: Run, backend: Backend, exc: BaseException, ms: float) -> Attempt:
         """A stream failed after its first chunk reached the caller: record it (the stream's

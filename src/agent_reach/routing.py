@@ -113,12 +113,14 @@ class Expired:
 class Walk:
     """Hands out one request's providers: the order first, then the deferred as last resort."""
 
-    __slots__ = ("_deferred", "_last_resort", "_queue")
+    __slots__ = ("_deferred", "_last_resort", "_queue", "larger_than", "stopped")
 
     def __init__(self, order: Iterable[str]) -> None:
         self._queue = deque(order)
         self._deferred: list[str] = []
         self._last_resort = False
+        self.stopped = False  # on a `content_blocked` refusal (spec §5.1)
+        self.larger_than: int | None = None  # a context window that was too small
 
     def next(self, left_s: float) -> tuple[str, bool] | Expired | None:
         """(provider, is_last_resort); `Expired` with every provider not reached when
@@ -136,6 +138,21 @@ class Walk:
         """Remember a provider skipped for remembered state, to try it as last resort."""
         if not self._last_resort:
             self._deferred.append(provider)
+
+    def refused(self, reason: Reason, window: int | None, stop_on_blocked: bool) -> str:
+        """The request itself was refused (spec §5.1): `content_blocked` stops the walk
+        unless the policy is `failover`; after `context_exceeded` the walk goes on only to
+        providers with a larger `context_window` than the refusing one's (`window`; when
+        it is unknown, to all). What the trace should add to the refusal's detail."""
+        if reason is Reason.CONTENT_BLOCKED:
+            if stop_on_blocked:
+                self.stopped = True
+                self.drain()
+                return " (the walk stops here: on_content_blocked is stop)"
+            return " (on_content_blocked is failover)"
+        if reason is Reason.CONTEXT_EXCEEDED and window is not None:
+            self.larger_than = max(window, self.larger_than or 0)
+        return ""
 
     def drain(self) -> list[str]:
         """Every provider not yet handed out."""

@@ -8,7 +8,7 @@ clock, which circuits are kept in) and `left_s` (what is left of the request's d
 in as arguments, so the machine is tested by tables of cases, stepping time by hand.
 
     begin()                    -> Gather | Send          (a last resort skips every check)
-    consider(facts, now)       -> Skip | Probe | Send    (spec §4 steps 1-2, free of network)
+    consider(facts, now)       -> Skip | Probe | Send    (spec §4 steps 1-2, §5.1 windows)
     checked(health, probed, now) -> Skip | Send          (its health check, cached or run now)
     lease_lost()               -> Skip                   (another instance holds the trial)
     sent(outcome, left_s)      -> Sleep | Done           (a retry, or the end of the turn)
@@ -44,6 +44,8 @@ class Facts:
     has_health: bool  # a health check to consult (the mode is not off, it has a URL)
     lease_s: float  # how long a half-open trial may hold the circuit
     reopens_in: float | None = None  # seconds until the used-up budget's window ends
+    context_window: int | None = None  # the input tokens it accepts, when known
+    larger_than: int | None = None  # the walk needs a window larger than this (a refusal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +128,10 @@ class Turn:
         if skip is not None:
             wait = facts.reopens_in if skip.reason is Reason.QUOTA_EXHAUSTED else None
             return Skip(Outcome(skip.reason, None, skip.detail, wait))
+        small = facts.context_window
+        if facts.larger_than is not None and small is not None and small <= facts.larger_than:
+            detail = f"context_window {small} is not larger than {facts.larger_than}, too small"
+            return Skip(Outcome(Reason.CONTEXT_EXCEEDED, None, detail))
         if facts.has_health:
             return Probe()
         return self._admit(now)

@@ -31,11 +31,18 @@ def zone_of(name: str) -> tzinfo:
         raise ValueError(f"unknown time zone {name!r} (expected e.g. UTC, Asia/Shanghai)") from None
 
 
+OnBlocked = Literal["stop", "failover"]
+
+
 class RouteConfig(Section):
-    """A named route: an ordered list of provider names (and, optionally, hedging)."""
+    """A named route: an ordered list of provider names, and what of the config's request
+    policy it sets for itself (hedging, first token, blocked content, cut streams)."""
 
     providers: list[Name] = Field(min_length=1)
     hedge_after_ms: Ms | None = None
+    first_token_ms: Ms | None = None
+    on_content_blocked: OnBlocked | None = None
+    continue_on_cut: bool | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -150,6 +157,8 @@ class Config(Section):
     health: HealthConfig = HealthConfig()
     circuit: CircuitConfig = CircuitConfig()
     deadline_ms: Ms = 60000
+    on_content_blocked: OnBlocked = "stop"  # or failover (spec §5.1); also per route
+    continue_on_cut: bool = False  # finish a cut stream with the next provider (spec §10)
     alerts: list[Alert] = []
     state: str = "sqlite:///~/.agent-reach/state.db"
     retention_days: Annotated[float, Field(gt=0)] = 7.0  # how long the attempt log keeps

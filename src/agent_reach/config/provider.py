@@ -84,6 +84,8 @@ class Provider(Section):
     fallback_weight: Annotated[float, Field(ge=0)] = 1.0
     retries: Annotated[int, Field(ge=0, le=10)] = 0
     hedge_after_ms: Ms | None = None
+    first_token_ms: Ms | None = None  # no content this long after sending: fail over
+    context_window: Annotated[int, Field(gt=0)] | None = None  # input tokens it accepts
     metadata: dict[str, Any] = {}
 
     @model_validator(mode="before")
