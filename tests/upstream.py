@@ -395,6 +395,39 @@ class Upstream:
         page = "<html><body><h1>404</h1><p>No endpoints found.</p></body></html>"
         return web.Response(status=404, text=page, content_type="text/html")
 
+    async def s_keepalive(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        # A stream that opens at once, then keeps the connection alive with nothing to say.
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(sse(chunk(role=True)))
+        try:
+            for _ in range(300):
+                await asyncio.sleep(0.1)
+                await resp.write(b": keep-alive\n\n")
+        except (asyncio.CancelledError, ConnectionResetError):
+            self.cancelled.append("keepalive")
+            raise
+        return resp
+
+    async def s_toolcut(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        # A tool call on its way, then the connection dies.
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        call = {
+            "index": 0,
+            "id": "call_cut",
+            "type": "function",
+            "function": {"name": "f", "arguments": ""},
+        }
+        await resp.write(sse(chunk(role=True)))
+        await resp.write(sse(tool_chunk([call])))
+        await asyncio.sleep(0.05)
+        assert request.transport is not None
+        request.transport.close()
+        return resp
+
     async def s_nofinish(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         # Content, then a clean end of the body with no finish reason and no [DONE]
         # (Portkey #1797: such a stream was passed on as complete).

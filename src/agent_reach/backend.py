@@ -14,6 +14,7 @@ import orjson
 from . import completion, dialects, hooks, identity, validation
 from .config import Provider
 from .dialects import Context, Dialect, Mismatch, Shape
+from .dialects.convert import continued
 from .hooks import Hook, HookError
 from .outcomes import OK, ErrorInfo, Outcome, classify, filtered, mismatch
 from .quota import Budget
@@ -123,7 +124,7 @@ class Backend:
         """Whether this provider speaks the API the request arrived in (`format: anthropic`
         for a Messages request, `format: responses` for a Responses one): then the request
         goes to it as it came, and its answer comes back as it is."""
-        return req.native is not None and req.api == self.dialect.speaks
+        return req.native is not None and req.api == self.dialect.speaks and not req.continuing
 
     def headers_for(self, req: ChatRequest, stream: bool) -> dict[str, str]:
         """The request headers: the provider's own, plus the client's API headers
@@ -147,7 +148,10 @@ class Backend:
             body = self.dialect.native_body(req.native, model, stream)
         else:
             cap_field = self.spec.max_tokens_field or "max_tokens"
-            body = self.dialect.body(req.body, model, stream, cap_field)
+            request = req.body
+            if req.continuing is not None:
+                request = continued(request, req.continuing, self.dialect.prefill)
+            body = self.dialect.body(request, model, stream, cap_field)
         if self.spec.extra_body:
             body = _merge(body, self.spec.extra_body)
         return orjson.dumps(body)

@@ -153,6 +153,20 @@ class Engine:
         live, provider, run = await self._drive(self._run(req), open_stream)
         return ChatStream(self, self.backends[provider], live, run)
 
+    async def resume(self, run: Run, partial: str) -> tuple[Backend, LiveStream] | None:
+        """A stream was cut after `partial` (text only): the next providers of its walk, asked
+        to finish that answer (spec §10, continuation); None when none can."""
+        run.req = replace(run.req, continuing=partial)
+        found = await self._walk(run, open_stream)
+        return None if found is None else (self.backends[found[1]], found[0])
+
+    def continues(self, run: Run) -> bool:
+        """Whether a stream cut mid-answer is finished by the next provider: the route's
+        `continue_on_cut`, else the config's."""
+        route = self.config.routes.get(run.route)
+        chosen = route.continue_on_cut if route is not None else None
+        return self.config.continue_on_cut if chosen is None else chosen
+
     async def step(self, req: ChatRequest, provider: str) -> tuple[Attempt, dict[str, Any] | None]:
         """One provider, no failover (spec §9 step mode): the attempt and, when it succeeded,
         the response. A provider skipped for remembered state is still tried (last resort)."""
@@ -173,8 +187,18 @@ class Engine:
     # -- the walk ----------------------------------------------------------------------------
 
     async def _drive(self, run: Run, send: Sender[T]) -> tuple[T, str, Run]:
-        """Walk the request's providers: each in turn, then the ones skipped only for
-        remembered state as last resort (spec §4.2); an event when the request ends."""
+        """Walk the request's providers; an event when the request ends."""
+        found = await self._walk(run, send)
+        if found is None:
+            self._ended(run, None, None)
+            raise AllProvidersFailed(run.trace, stopped=run.walk.stopped)
+        payload, name = found
+        self._ended(run, name, payload)
+        return payload, name, run
+
+    async def _walk(self, run: Run, send: Sender[T]) -> tuple[T, str] | None:
+        """Each of the walk's providers in turn, then the ones skipped only for remembered
+        state as last resort (spec §4.2): the first answer and who gave it, or None."""
         while (step := run.walk.next(run.left(self.monotonic()))) is not None:
             if isinstance(step, Expired):
                 for name in step.providers:
@@ -188,10 +212,8 @@ class Engine:
             else:
                 payload, name = await self._turn(run, step, send), step[0]
             if payload is not None:
-                self._ended(run, name, payload)
-                return payload, name, run
-        self._ended(run, None, None)
-        raise AllProvidersFailed(run.trace, stopped=run.walk.stopped)
+                return payload, name
+        return None
 
     def _ended(self, run: Run, provider: str | None, payload: Any) -> None:
         req = run.req
@@ -234,7 +256,7 @@ class Engine:
         """Do what the provider's `Turn` decides until it is done: the payload, or None."""
         backend = self.backends[step[0]]
         turn = Turn(backend.name, step[1], backend.spec.retries)
-        target = Target.of(backend, run.req)
+        target = Target.of(backend, run.req, self._first_token_s(run, backend))
         action: Action = turn.begin()
         while True:
             if isinstance(action, Gather):
@@ -305,6 +327,8 @@ class Engine:
         ms = (self.monotonic() - start) * 1000
         outcome = tried.outcome
         note = run.walk.refused(outcome.reason, backend.spec.context_window, self._stops(run))
+        if outcome.reason is Reason.OK and run.req.continuing is not None:
+            note = "continued the answer cut mid-stream"
         attempt = self._attempt(
             backend, replace(outcome, detail=outcome.detail + note), ms, last_resort
         )
@@ -313,6 +337,14 @@ class Engine:
         if backend.budgets and quota.counts(tried.outcome.reason):
             await self._count(backend, tried.payload)
         return tried
+
+    def _first_token_s(self, run: Run, backend: Backend) -> float | None:
+        """How long a stream may go without content (spec §10): the request's
+        `first_token_ms`, else its route's, else the provider's; None for no limit."""
+        route = self.config.routes.get(run.route)
+        ms = run.req.first_token_ms or (route and route.first_token_ms)
+        ms = ms or backend.spec.first_token_ms
+        return ms / 1000 if ms and run.req.stream else None
 
     def _stops(self, run: Run) -> bool:
         """Whether a `content_blocked` refusal stops this request's walk: its route's

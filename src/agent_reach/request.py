@@ -95,6 +95,16 @@ def check_fields(body: Mapping[str, Any], checks: Mapping[str, Check], prefix: s
             )
 
 
+def _positive(ext: dict[str, Any], name: str) -> float | None:
+    """An extension field that is a positive number of milliseconds, when given."""
+    value = ext.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise RequestError(f"agent_reach.{name} must be a positive number", param="agent_reach")
+    return float(value)
+
+
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
     """An OpenAI chat request plus the `agent_reach` extension (spec §11.1).
@@ -115,6 +125,8 @@ class ChatRequest:
     # Headers of the client's API that go with `native` to a provider that speaks that API
     # (Messages: `anthropic-beta`); never a key.
     native_headers: dict[str, str] | None = None
+    first_token_ms: float | None = None  # the extension's; else the route's, the provider's
+    continuing: str | None = None  # an answer cut mid-stream, for the next provider to finish
 
     @classmethod
     def parse(cls, request: dict[str, Any], *, stream: bool | None = None) -> ChatRequest:
@@ -144,6 +156,7 @@ class ChatRequest:
             "fallback_order",
             "response_schema_compatibility",
             "deadline_ms",
+            "first_token_ms",
         }
         if unknown:
             names = quoted(", ".join(sorted(unknown)))
@@ -164,13 +177,7 @@ class ChatRequest:
             raise RequestError(
                 "agent_reach.response_schema_compatibility must be a boolean", param="agent_reach"
             )
-        deadline = ext.get("deadline_ms")
-        if deadline is not None and (
-            isinstance(deadline, bool) or not isinstance(deadline, int | float) or deadline <= 0
-        ):
-            raise RequestError(
-                "agent_reach.deadline_ms must be a positive number", param="agent_reach"
-            )
+        deadline = _positive(ext, "deadline_ms")
         body = (
             {k: v for k, v in request.items() if k != "agent_reach"}
             if "agent_reach" in request
@@ -183,7 +190,8 @@ class ChatRequest:
             provider_route=route,
             fallback_order=tuple(order) if order else None,
             raw_response=not compat,
-            deadline_ms=float(deadline) if deadline is not None else None,
+            deadline_ms=deadline,
+            first_token_ms=_positive(ext, "first_token_ms"),
         )
 
     @property

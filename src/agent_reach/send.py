@@ -38,12 +38,12 @@ class Target:
     req: ChatRequest
     model: str
     raw_body: bool = False
+    first_token_s: float | None = None  # a stream's first content must come within this
 
     @classmethod
-    def of(cls, backend: Backend, req: ChatRequest) -> Target:
-        return cls(
-            backend, req, backend.model_for(req.model), req.raw_response or backend.speaks(req)
-        )
+    def of(cls, backend: Backend, req: ChatRequest, first_token_s: float | None = None) -> Target:
+        raw = req.raw_response or backend.speaks(req)
+        return cls(backend, req, backend.model_for(req.model), raw, first_token_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,12 +106,13 @@ async def open_stream(
             whole.outcome, None if chunks is None else LiveStream.replay(chunks), whole.raw
         )
     limit = asyncio.timeout(remaining_s)
+    first = asyncio.timeout(target.first_token_s)  # None: no limit of its own
     resp: aiohttp.ClientResponse | None = None
     live: LiveStream | None = None
     status: int | None = None
     handed_over = False
     try:
-        async with limit:
+        async with limit, first:
             resp = await session.post(
                 backend.url(target.model, True),
                 data=backend.body(target.req, target.model, True),
@@ -140,6 +141,9 @@ async def open_stream(
             handed_over = True
             return Tried(Outcome(Reason.OK, status), live)
     except STREAM_FAILURES as exc:
+        if first.expired() and not limit.expired():
+            ms = round((target.first_token_s or 0) * 1000)
+            return Tried(Outcome(Reason.TIMEOUT, status, f"first token: no content within {ms} ms"))
         return Tried(stream_failure(exc, limit, status, now))
     finally:  # also on cancellation: nothing of a failed try stays open
         if not handed_over:

@@ -115,6 +115,14 @@ class Recorder(Protocol):
         """Record the failure (its attempt, the circuit); the attempt recorded."""
         ...
 
+    def continues(self, run: Run) -> bool:
+        """Whether a stream cut mid-answer is finished by the next provider."""
+        ...
+
+    async def resume(self, run: Run, partial: str) -> tuple[Backend, LiveStream] | None:
+        """The next provider's stream finishing the answer cut after `partial`, or None."""
+        ...
+
 
 class ChatStream:
     """A stream that has started: who answers (`provider`), the trace so far, and the chunks.
@@ -159,19 +167,75 @@ class ChatStream:
         return out
 
     async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        start = time.perf_counter()
+        said = Said()
         try:
-            async for chunk in self.live.rest():
-                yield chunk
-        except STREAM_FAILURES as exc:
-            ms = (time.perf_counter() - start) * 1000
-            attempt = await self.recorder.cut(self.run, self.backend, exc, ms)
-            raise StreamInterrupted(
-                self.trace,
-                f"{self.provider} failed mid-stream: {attempt.reason} ({attempt.detail})",
-            ) from exc
+            while True:
+                start = time.perf_counter()
+                try:
+                    async for chunk in self.live.rest():
+                        yield said.passed(chunk)
+                    return
+                except STREAM_FAILURES as exc:
+                    ms = (time.perf_counter() - start) * 1000
+                    attempt = await self.recorder.cut(self.run, self.backend, exc, ms)
+                    if not await self._continue(said):
+                        detail = f"{attempt.reason} ({attempt.detail})"
+                        message = f"{self.provider} failed mid-stream: {detail}"
+                        raise StreamInterrupted(self.trace, message) from exc
         finally:
             await self.live.aclose()
 
+    async def _continue(self, said: Said) -> bool:
+        """Spec §10, continuation: when the policy allows it and only text was sent, the next
+        provider finishes the answer in this same stream."""
+        if self.native or not said.text or said.other or not self.recorder.continues(self.run):
+            return False
+        await self.live.aclose()
+        resumed = await self.recorder.resume(self.run, "".join(said.text))
+        if resumed is None:
+            return False
+        self.backend, self.live = resumed
+        said.continuing = True
+        return True
+
     async def aclose(self) -> None:
         await self.live.aclose()
+
+
+class Said:
+    """What a stream has sent its client: its text, whether anything else (a tool call,
+    reasoning) went too, and the first chunk's id, model and time, which a continuation's
+    chunks take so that the client sees one stream."""
+
+    __slots__ = ("continuing", "head", "other", "text")
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.other = False
+        self.head: dict[str, Any] | None = None
+        self.continuing = False
+
+    def passed(self, chunk: dict[str, Any]) -> dict[str, Any]:
+        """Note `chunk`, as the client will see it."""
+        if self.head is None:
+            self.head = {k: chunk[k] for k in ("id", "model", "created") if k in chunk}
+        elif self.continuing:
+            chunk = {**chunk, **self.head, "choices": [_without_role(c) for c in chunk["choices"]]}
+        for c in chunk.get("choices") or ():
+            delta = c.get("delta") or {}
+            if delta.get("content"):
+                self.text.append(delta["content"])
+            if (
+                delta.get("tool_calls")
+                or delta.get("reasoning_content")
+                or delta.get("function_call")
+            ):
+                self.other = True
+        return chunk
+
+
+def _without_role(choice: dict[str, Any]) -> dict[str, Any]:
+    delta = choice.get("delta") or {}
+    if "role" not in delta:
+        return choice
+    return {**choice, "delta": {k: v for k, v in delta.items() if k != "role"}}

@@ -196,6 +196,7 @@ class Anthropic(Dialect):
     choices_path = "content"
     content_path = "text"
     speaks = "messages"
+    prefill = True
 
     def headers(self) -> dict[str, str]:
         return {"anthropic-version": VERSION}

@@ -143,6 +143,8 @@ class Dialect(ABC):
     max_tokens_field: ClassVar[str] = "max_tokens"
     auth_header: ClassVar[str] = "Authorization"  # the header a key goes in by default
     speaks: ClassVar[str | None] = None  # the client API that is this format, if any
+    # Whether a trailing assistant message is continued (a prefill) rather than answered.
+    prefill: ClassVar[bool] = False
 
     def url(self, endpoint: str, model: str, stream: bool) -> str:
         """The URL to POST to (some formats put the model or the stream flag in it)."""

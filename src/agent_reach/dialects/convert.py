@@ -266,3 +266,19 @@ def tool_names(messages: Any) -> dict[str, str]:
             if isinstance(fn, dict) and isinstance(call.get("id"), str):
                 names[call["id"]] = str(fn.get("name", ""))
     return names
+
+
+CONTINUE = (
+    "Your previous answer was cut off. Continue it exactly where it stopped, without repeating "
+    "anything and without comment."
+)
+
+
+def continued(request: dict[str, Any], partial: str, prefill: bool) -> dict[str, Any]:
+    """`request` asking for the rest of an answer cut after `partial` (spec §10, continuation):
+    the partial answer as the last assistant message, which a format that takes a prefill
+    continues; for the others, followed by an explicit instruction to continue."""
+    messages = [*request.get("messages", ()), {"role": "assistant", "content": partial}]
+    if not prefill:
+        messages.append({"role": "user", "content": CONTINUE})
+    return {**request, "messages": messages}
