@@ -235,10 +235,26 @@ def test_the_library_says_the_status_too(up: Upstream) -> None:
     assert info.value.retry_after is None
 
 
-def test_the_cli_json_says_the_status(up: Upstream, tmp_path: Path) -> None:
-    cfg = config_file(tmp_path, up.provider("blocked"), up.provider("backup"))
-    result = run("chat", "--json", "-p", "hi", config=cfg, env={"PROVIDER_KEY": PROVIDER_KEY})
+@pytest.mark.parametrize(
+    ("scenario", "fields", "status", "code"),
+    [
+        ("ok", {"models": ["only-this"]}, 404, "model_not_found"),
+        ("blocked", {}, 400, "content_filter"),
+        ("context", {}, 400, "context_length_exceeded"),
+        ("badreq", {}, 400, "bad_request"),
+        ("ratelimit", {}, 429, "rate_limited"),
+        ("server", {}, 502, "all_providers_failed"),
+    ],
+)
+def test_the_cli_json_says_the_status(
+    up: Upstream, tmp_path: Path, scenario: str, fields: dict[str, Any], status: int, code: str
+) -> None:
+    cfg = config_file(
+        tmp_path, up.provider(scenario, **fields), up.provider("backup", models=["x"])
+    )
+    env = {"PROVIDER_KEY": PROVIDER_KEY}
+    result = run("chat", "--json", "-p", "hi", "--model", "m", config=cfg, env=env)
     assert result.returncode == 1
     error = json.loads(result.stdout)["error"]
-    assert (error["status"], error["type"]) == (400, "content_filter")
-    assert "content_blocked" in result.stderr
+    assert (error["status"], error["type"]) == (status, code)
+    assert "Traceback" not in result.stderr
