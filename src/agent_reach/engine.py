@@ -22,13 +22,14 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from . import breaker, quota
+from . import hedge, quota
 from .backend import Backend
-from .breaker import CircuitState
 from .config import Config
 from .errors import AllProvidersFailed
-from .events import AttemptEvent, CircuitEvent, Event, Observer, QuotaEvent, RequestEvent
+from .events import AttemptEvent, Event, Observer, RequestEvent
 from .health import CheckResult, HealthMonitor, check_provider
+from .hedge import HEDGE_LOST, Step
+from .ledger import Ledger
 from .outcomes import Outcome
 from .request import ChatRequest
 from .routing import Expired, Run, Walk, attempt_order
@@ -42,9 +43,6 @@ from .turn import DEADLINE, Action, Done, Facts, Gather, Probe, Send, Skip, Slee
 
 T = TypeVar("T")
 Sender = Callable[[aiohttp.ClientSession, Target, float, float], Awaitable[Tried[T]]]
-Step = tuple[str, bool]  # (provider, is a last resort)
-
-HEDGE_LOST = "agent-reach: hedge lost"
 LOST = Outcome(Reason.TIMEOUT, None, "hedged: cancelled, another provider answered first")
 
 
@@ -74,17 +72,18 @@ class Engine:
             for p in config.providers
         }
         self.table = config.route_table()
-        self._hedge_ms = {n: r.hedge_after_ms for n, r in config.routes.items() if r.hedge_after_ms}
+        self.policies = config.policies()
         retention_s = config.retention_days * 86400
         self.store: StateStore = store or open_store(config.state, retention_s=retention_s)
         self.health = HealthMonitor(config.health.mode, config.health.ttl_s, self.store)
         self.clock = clock
         self.monotonic = monotonic
-        self.windows = quota.Windows(config.tz)
         keys = {name: b.state_key for name, b in self.backends.items()}
         self.observers: list[Observer] = [AttemptLog(self.store, keys, clock)]
         self.names = {key: name for name, key in keys.items()}
-        self.store.follow(config.circuit, self._circuit_changed)
+        self.ledger = Ledger(self.store, config, clock, self.names)
+        self.ledger.observers = self.observers
+        self.store.follow(config.circuit, self.ledger.changed)
         self._session: aiohttp.ClientSession | None = None
         self._ids = itertools.count(1)
         self._id_prefix = os.urandom(4).hex()
@@ -160,13 +159,6 @@ class Engine:
         found = await self._walk(run, open_stream)
         return None if found is None else (self.backends[found[1]], found[0])
 
-    def continues(self, run: Run) -> bool:
-        """Whether a stream cut mid-answer is finished by the next provider: the route's
-        `continue_on_cut`, else the config's."""
-        route = self.config.routes.get(run.route)
-        chosen = route.continue_on_cut if route is not None else None
-        return self.config.continue_on_cut if chosen is None else chosen
-
     async def step(self, req: ChatRequest, provider: str) -> tuple[Attempt, dict[str, Any] | None]:
         """One provider, no failover (spec §9 step mode): the attempt and, when it succeeded,
         the response. A provider skipped for remembered state is still tried (last resort)."""
@@ -182,7 +174,9 @@ class Engine:
         run_id = f"{self._id_prefix}-{next(self._ids)}"
         walk = Walk(self.order(req) if only is None else (only,))
         deadline = self.monotonic() + budget_s
-        return Run(req, run_id, self.route_label(req), walk, deadline, hedged=only is None)
+        route = self.route_label(req)
+        policy = self.policies.get(route, self.policies[""])
+        return Run(req, run_id, route, walk, deadline, policy, hedged=only is None)
 
     # -- the walk ----------------------------------------------------------------------------
 
@@ -204,16 +198,24 @@ class Engine:
                 for name in step.providers:
                     self._record(run, Attempt(name, DEADLINE.reason, detail=DEADLINE.detail))
                 break
-            hedge_ms = self._hedge_ms.get(run.req.provider_route or "") or (
-                self.backends[step[0]].spec.hedge_after_ms
-            )
+            hedge_ms = run.policy.hedge_after_ms or self.backends[step[0]].spec.hedge_after_ms
             if hedge_ms and run.hedged:
-                payload, name = await self._hedged(run, step, hedge_ms / 1000, send)
+                payload, name = await hedge.race(
+                    lambda s: self._turn(run, s, send),
+                    step,
+                    hedge_ms / 1000,
+                    lambda: self._next(run),
+                )
             else:
                 payload, name = await self._turn(run, step, send), step[0]
             if payload is not None:
                 return payload, name
         return None
+
+    def _next(self, run: Run) -> Step | None:
+        """The walk's next provider to hedge with, if any is left in time."""
+        step = run.walk.next(run.left(self.monotonic()))
+        return step if isinstance(step, tuple) else None
 
     def _ended(self, run: Run, provider: str | None, payload: Any) -> None:
         req = run.req
@@ -223,40 +225,13 @@ class Engine:
         )
         self._emit(event)
 
-    async def _hedged(
-        self, run: Run, first: Step, hedge_s: float, send: Sender[T]
-    ) -> tuple[T | None, str]:
-        """Spec §4.3: when `first` has not answered after `hedge_s`, the next provider starts
-        too; the first valid answer wins and the other try is cancelled."""
-        tasks = {asyncio.ensure_future(self._turn(run, first, send)): first[0]}
-        done, _ = await asyncio.wait(tasks, timeout=hedge_s)
-        if not done and isinstance(step := run.walk.next(run.left(self.monotonic())), tuple):
-            tasks[asyncio.ensure_future(self._turn(run, step, send))] = step[0]
-        winner: tuple[T, str] | None = None
-        try:
-            while tasks and winner is None:
-                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    provider, payload = tasks.pop(task), task.result()
-                    if payload is not None and winner is None:
-                        winner = (payload, provider)
-                    elif isinstance(payload, LiveStream):  # a second stream that also started
-                        await payload.aclose()
-        finally:
-            for task in tasks:
-                task.cancel(HEDGE_LOST)
-            for late in await asyncio.gather(*tasks, return_exceptions=True):
-                if isinstance(late, LiveStream):
-                    await late.aclose()
-        return winner if winner is not None else (None, first[0])
-
     # -- one provider's turn -----------------------------------------------------------------
 
     async def _turn(self, run: Run, step: Step, send: Sender[T]) -> T | None:
         """Do what the provider's `Turn` decides until it is done: the payload, or None."""
         backend = self.backends[step[0]]
         turn = Turn(backend.name, step[1], backend.spec.retries)
-        target = Target.of(backend, run.req, self._first_token_s(run, backend))
+        target = Target.of(backend, run.req, run.first_token_s(backend.spec.first_token_ms))
         action: Action = turn.begin()
         while True:
             if isinstance(action, Gather):
@@ -291,7 +266,7 @@ class Engine:
         """The free facts a turn considers: model, circuit, budgets, key, health check."""
         now = self.clock()
         lease = (backend.connect_s + backend.read_s) * (backend.spec.retries + 1)
-        exhausted = await self._exhausted(backend, now)
+        exhausted = await self.ledger.exhausted(backend, now)
         return Facts(
             serves_model=backend.serves(target.req.model),
             model=target.req.model,
@@ -309,7 +284,7 @@ class Engine:
     async def _skip(self, run: Run, turn: Turn, backend: Backend, skip: Skip) -> None:
         self._record(run, self._attempt(backend, skip.outcome, skip.ms, turn.last_resort))
         if skip.counts:
-            await self._update_circuit(backend, skip.outcome)
+            await self.ledger.record(backend, skip.outcome)
         if skip.deferrable:
             run.walk.defer(backend.name)
 
@@ -326,32 +301,19 @@ class Engine:
             raise
         ms = (self.monotonic() - start) * 1000
         outcome = tried.outcome
-        note = run.walk.refused(outcome.reason, backend.spec.context_window, self._stops(run))
+        note = run.walk.refused(
+            outcome.reason, backend.spec.context_window, run.policy.stop_on_blocked
+        )
         if outcome.reason is Reason.OK and run.req.continuing is not None:
             note = "continued the answer cut mid-stream"
         attempt = self._attempt(
             backend, replace(outcome, detail=outcome.detail + note), ms, last_resort
         )
         self._record(run, replace(attempt, sent=True), backend.excerpt(tried.raw))
-        await self._update_circuit(backend, outcome)
+        await self.ledger.record(backend, outcome)
         if backend.budgets and quota.counts(tried.outcome.reason):
-            await self._count(backend, tried.payload)
+            await self.ledger.count(backend, tried.payload)
         return tried
-
-    def _first_token_s(self, run: Run, backend: Backend) -> float | None:
-        """How long a stream may go without content (spec §10): the request's
-        `first_token_ms`, else its route's, else the provider's; None for no limit."""
-        route = self.config.routes.get(run.route)
-        ms = run.req.first_token_ms or (route and route.first_token_ms)
-        ms = ms or backend.spec.first_token_ms
-        return ms / 1000 if ms and run.req.stream else None
-
-    def _stops(self, run: Run) -> bool:
-        """Whether a `content_blocked` refusal stops this request's walk: its route's
-        `on_content_blocked`, else the config's (spec §5.1)."""
-        route = self.config.routes.get(run.route)
-        policy = route.on_content_blocked if route is not None else None
-        return (policy or self.config.on_content_blocked) == "stop"
 
     async def cut(self, run: Run, backend: Backend, exc: BaseException, ms: float) -> Attempt:
         """A stream failed after its first chunk reached the caller: record it (the stream's
@@ -360,7 +322,7 @@ class Engine:
         cut = Outcome(outcome.reason, outcome.status, f"after the first chunk: {outcome.detail}")
         attempt = replace(self._attempt(backend, cut, ms, False), sent=True)
         self._record(run, attempt)
-        await self._update_circuit(backend, cut)
+        await self.ledger.record(backend, cut)
         return attempt
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -384,43 +346,3 @@ class Engine:
     def _emit(self, event: Event) -> None:
         for observer in self.observers:
             observer(event)
-
-    async def _exhausted(self, backend: Backend, now: float) -> tuple[str, float] | None:
-        """Which budget of the provider is used up in its current window, if any, and the
-        seconds until that window ends."""
-        for budget, key, end in self.windows.current(backend.budgets, now):
-            if await self.store.usage(backend.quota_key, key) >= budget.limit:
-                return f"{budget} used up until the {budget.window} ends", end - now
-        return None
-
-    async def _count(self, backend: Backend, response: Any) -> None:
-        """Count one request (and its tokens) into the provider's budgets."""
-        now = self.clock()
-        for budget, key, end in self.windows.current(backend.budgets, now):
-            amount = quota.spent(budget, response)
-            if amount:
-                used = await self.store.add_usage(backend.quota_key, key, amount, end - now)
-                self._emit(QuotaEvent(backend.name, budget, key, used, now))
-
-    async def _update_circuit(self, backend: Backend, outcome: Outcome) -> None:
-        now = self.clock()
-        before = await self.store.circuit(backend.state_key)
-        after = breaker.record(
-            before, outcome.reason, now, self.config.circuit, outcome.retry_after
-        )
-        if after == before:
-            return
-        await self.store.set_circuit(backend.state_key, after)
-        self._circuit_changed(backend.state_key, before, after)
-
-    def _circuit_changed(self, key: str, before: CircuitState, after: CircuitState) -> None:
-        """Tell observers when a circuit opened or closed, here or (through the store)
-        elsewhere in a fleet."""
-        name = self.names.get(key)
-        if name is None:
-            return
-        now = self.clock()
-        if after.is_open(now) and not before.is_open(now):
-            self._emit(CircuitEvent(name, True, after))
-        elif after.closed and not before.closed:
-            self._emit(CircuitEvent(name, False, after))

@@ -164,6 +164,17 @@ class Walk:
         return rest
 
 
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """What a request's route (or the config, for requests on no named route) says about
+    failures: blocked content, cut streams, silent streams and hedging (spec §4.3, §5.1, §10)."""
+
+    stop_on_blocked: bool = True  # `on_content_blocked: stop`
+    continue_on_cut: bool = False
+    first_token_ms: float | None = None
+    hedge_after_ms: float | None = None
+
+
 @dataclass(slots=True)
 class Run:
     """One request on its way: the request, its walk through the providers, its deadline (on
@@ -174,8 +185,15 @@ class Run:
     route: str
     walk: Walk
     deadline: float
+    policy: Policy = Policy()
     hedged: bool = True  # whether `hedge_after_ms` applies (not in step mode)
     trace: list[Attempt] = field(default_factory=list)
+
+    def first_token_s(self, provider_ms: float | None) -> float | None:
+        """How long a stream may go without content (spec §10): the request's
+        `first_token_ms`, else its route's, else the provider's; None for no limit."""
+        ms = self.req.first_token_ms or self.policy.first_token_ms or provider_ms
+        return ms / 1000 if ms and self.req.stream else None
 
     def left(self, now: float) -> float:
         """Seconds left of the deadline at `now` (monotonic)."""

@@ -29,7 +29,7 @@ async def quota_use(engine: Engine, name: str) -> list[dict[str, Any]]:
             "limit": budget.limit,
             "ratio": round(used / budget.limit, 4),
         }
-        for budget, key, _ in engine.windows.current(backend.budgets, engine.clock())
+        for budget, key, _ in engine.ledger.windows.current(backend.budgets, engine.clock())
     ]
 
 

@@ -115,10 +115,6 @@ class Recorder(Protocol):
         """Record the failure (its attempt, the circuit); the attempt recorded."""
         ...
 
-    def continues(self, run: Run) -> bool:
-        """Whether a stream cut mid-answer is finished by the next provider."""
-        ...
-
     async def resume(self, run: Run, partial: str) -> tuple[Backend, LiveStream] | None:
         """The next provider's stream finishing the answer cut after `partial`, or None."""
         ...
@@ -188,7 +184,7 @@ class ChatStream:
     async def _continue(self, said: Said) -> bool:
         """Spec §10, continuation: when the policy allows it and only text was sent, the next
         provider finishes the answer in this same stream."""
-        if self.native or not said.text or said.other or not self.recorder.continues(self.run):
+        if self.native or not said.text or said.other or not self.run.policy.continue_on_cut:
             return False
         await self.live.aclose()
         resumed = await self.recorder.resume(self.run, "".join(said.text))

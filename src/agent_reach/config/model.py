@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from .._version import PROTOCOL_VERSION
-from ..routing import RouteTable
+from ..routing import Policy, RouteTable
 from .describe import did_you_mean
 from .provider import Ms, Name, Provider, Section, http_url
 
@@ -232,6 +232,16 @@ class Config(Section):
             self.fallback_order,
             {name: route.providers for name, route in self.routes.items()},
         )
+
+    def policies(self) -> dict[str, Policy]:
+        """The failure policy of each named route, and of the rest under the name ""."""
+        top = Policy(self.on_content_blocked == "stop", self.continue_on_cut)
+        out = {"": top}
+        for name, route in self.routes.items():
+            blocked = route.on_content_blocked or self.on_content_blocked
+            cut = self.continue_on_cut if route.continue_on_cut is None else route.continue_on_cut
+            out[name] = Policy(blocked == "stop", cut, route.first_token_ms, route.hedge_after_ms)
+        return out
 
     def hook(self, provider: str, field: str) -> Any:
         """The loaded function of a provider's `preprocess_hook` / `post_process_hook`."""

@@ -1,0 +1,80 @@
+"""What attempts leave behind in remembered state (spec §5, §12): the providers' circuits and
+budgets, kept in the state store, and the events that tell observers when a circuit opens or
+closes (here, or elsewhere in a fleet) and when a budget grows. The engine calls it; what an
+outcome does is `breaker`'s and `quota`'s to decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from . import breaker, quota
+from .backend import Backend
+from .breaker import CircuitState
+from .config import Config
+from .events import CircuitEvent, Event, Observer, QuotaEvent
+from .outcomes import Outcome
+from .state import StateStore
+
+
+class Ledger:
+    """Circuits and budgets of one config's providers, by identity (`names`: identity →
+    provider name)."""
+
+    def __init__(
+        self,
+        store: StateStore,
+        config: Config,
+        clock: Callable[[], float],
+        names: Mapping[str, str],
+    ) -> None:
+        self.store = store
+        self.policy = config.circuit
+        self.windows = quota.Windows(config.tz)
+        self.clock = clock
+        self.names = names
+        self.observers: list[Observer] = []  # the engine's
+
+    def emit(self, event: Event) -> None:
+        for observer in self.observers:
+            observer(event)
+
+    async def exhausted(self, backend: Backend, now: float) -> tuple[str, float] | None:
+        """Which budget of the provider is used up in its current window, if any, and the
+        seconds until that window ends."""
+        for budget, key, end in self.windows.current(backend.budgets, now):
+            if await self.store.usage(backend.quota_key, key) >= budget.limit:
+                return f"{budget} used up until the {budget.window} ends", end - now
+        return None
+
+    async def count(self, backend: Backend, response: Any) -> None:
+        """Count one request (and its tokens) into the provider's budgets."""
+        now = self.clock()
+        for budget, key, end in self.windows.current(backend.budgets, now):
+            amount = quota.spent(budget, response)
+            if amount:
+                used = await self.store.add_usage(backend.quota_key, key, amount, end - now)
+                self.emit(QuotaEvent(backend.name, budget, key, used, now))
+
+    async def record(self, backend: Backend, outcome: Outcome) -> None:
+        """What an attempt's outcome does to the provider's circuit."""
+        now = self.clock()
+        before = await self.store.circuit(backend.state_key)
+        after = breaker.record(before, outcome.reason, now, self.policy, outcome.retry_after)
+        if after == before:
+            return
+        await self.store.set_circuit(backend.state_key, after)
+        self.changed(backend.state_key, before, after)
+
+    def changed(self, key: str, before: CircuitState, after: CircuitState) -> None:
+        """Tell observers when a circuit opened or closed, here or (through the store)
+        elsewhere in a fleet."""
+        name = self.names.get(key)
+        if name is None:
+            return
+        now = self.clock()
+        if after.is_open(now) and not before.is_open(now):
+            self.emit(CircuitEvent(name, True, after))
+        elif after.closed and not before.closed:
+            self.emit(CircuitEvent(name, False, after))
