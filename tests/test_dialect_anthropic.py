@@ -1074,3 +1074,72 @@ def test_stream_round_trip(answer: dict[str, Any], size: int) -> None:
     assert message == expected(answer)
     assert finish == answer["choices"][0]["finish_reason"]
     assert chunks[-1]["usage"] == answer["usage"]
+
+
+# -- whatever the Messages checks accept, the chat request it becomes passes the chat checks --
+
+_words = st.text(max_size=6)
+_names = st.text(min_size=1, max_size=6)
+_source = st.sampled_from(
+    [
+        {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+        {"type": "url", "url": "https://x.example/a.png"},
+        {"type": "file", "file_id": "f1"},
+    ]
+)
+_text = st.builds(lambda t: {"type": "text", "text": t}, _words)
+_image = st.builds(lambda s: {"type": "image", "source": s}, _source)
+_block = st.one_of(
+    _text,
+    _image,
+    st.builds(
+        lambda i, n, a: {"type": "tool_use", "id": i, "name": n, "input": a},
+        _words,
+        _names,
+        st.dictionaries(_words, _words, max_size=2),
+    ),
+    st.builds(
+        lambda i, c, e: {"type": "tool_result", "tool_use_id": i, "content": c, "is_error": e},
+        _words,
+        st.none() | _words | st.lists(_text | _image, max_size=2),
+        st.booleans(),
+    ),
+    st.builds(lambda t: {"type": "thinking", "thinking": t, "signature": "s"}, _words),
+    st.builds(
+        lambda k: {"type": k, "data": "x"}, st.sampled_from(["document", "redacted_thinking"])
+    ),
+)
+_turn = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["user", "assistant", "system"]),
+        "content": _words | st.lists(_block, max_size=3),
+    }
+)
+_tool = st.builds(lambda n: {"name": n, "input_schema": {"type": "object"}}, _names) | st.just(
+    {"type": "web_search_20250305", "name": "web_search"}
+)
+messages_requests = st.fixed_dictionaries(
+    {"max_tokens": st.integers(1, 2**31 - 1), "messages": st.lists(_turn, min_size=1, max_size=4)},
+    optional={
+        "model": _words,
+        "system": _words | st.lists(_text, max_size=2),
+        "temperature": st.floats(0, 1),
+        "top_p": st.floats(0, 1),
+        "top_k": st.integers(0, 500),
+        "stop_sequences": st.lists(_words, max_size=2),
+        "stream": st.booleans(),
+        "metadata": st.fixed_dictionaries({}, optional={"user_id": _words}),
+        "tools": st.lists(_tool, max_size=2),
+        "tool_choice": st.sampled_from(
+            [{"type": "auto"}, {"type": "any"}, {"type": "none"}, {"type": "tool", "name": "web"}]
+        ),
+        "thinking": st.sampled_from(
+            [{"type": "adaptive"}, {"type": "disabled"}, {"type": "enabled", "budget_tokens": 1024}]
+        ),
+    },
+)
+
+
+@given(request=messages_requests)
+def test_what_the_messages_checks_accept_the_chat_checks_accept(request: dict[str, Any]) -> None:
+    ChatRequest.parse(read_request(request).body)

@@ -619,3 +619,95 @@ def test_round_trip_of_streams(pieces: list[str], calls: list[dict[str, Any]] | 
     assert [(tc["id"], tc["function"]["name"]) for tc in got] == [
         (c["id"], c["function"]["name"]) for c in calls or ()
     ]
+
+
+# -- whatever the Responses checks accept, the chat request it becomes passes the chat checks -
+
+_words = st.text(max_size=6)
+_names = st.text(min_size=1, max_size=6)
+_part = st.one_of(
+    st.builds(
+        lambda k, t: {"type": k, "text": t},
+        st.sampled_from(["input_text", "output_text", "text", "summary_text"]),
+        _words,
+    ),
+    st.builds(lambda r: {"type": "refusal", "refusal": r}, _words),
+    st.builds(
+        lambda u: {"type": "input_image", "image_url": u, "detail": "low"},
+        st.sampled_from(["", "https://x.example/a.png", "data:image/png;base64,AAAA"]),
+    ),
+    st.just({"type": "input_image", "file_id": "file_1"}),
+    st.just({"type": "input_file", "file_id": "file_1"}),
+)
+_item = st.one_of(
+    st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["user", "assistant", "system", "developer"]),
+            "content": _words | st.lists(_part, max_size=3),
+        },
+        optional={"type": st.just("message")},
+    ),
+    st.builds(
+        lambda i, n, a, ns: (
+            {"type": "function_call", "call_id": i, "name": n, "arguments": a}
+            | ({"namespace": ns} if ns else {})
+        ),
+        _words,
+        _names,
+        _words,
+        st.none() | _names,
+    ),
+    st.builds(
+        lambda i, n, x: {"type": "custom_tool_call", "call_id": i, "name": n, "input": x},
+        _words,
+        _names,
+        _words,
+    ),
+    st.builds(
+        lambda k, i, o: {"type": k, "call_id": i, "output": o},
+        st.sampled_from(["function_call_output", "custom_tool_call_output"]),
+        _words,
+        _words | st.lists(_part, max_size=2),
+    ),
+    st.just({"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "x"}),
+    st.just(CODEX_TOOLS),
+)
+_tool = st.one_of(
+    st.builds(lambda n: {"type": "function", "name": n, "parameters": {"type": "object"}}, _names),
+    st.builds(lambda n: {"type": "custom", "name": n}, _names),
+    st.just({"type": "web_search"}),
+)
+responses_requests = st.fixed_dictionaries(
+    {
+        "input": _words
+        | st.lists(_item, min_size=1, max_size=4).map(
+            lambda i: [*i, {"role": "user", "content": "q"}]
+        )
+    },
+    optional={
+        "model": _words,
+        "instructions": _words,
+        "tools": st.lists(_tool, max_size=2),
+        "tool_choice": st.sampled_from(["auto", "none", "required", {"type": "allowed_tools"}]),
+        "parallel_tool_calls": st.booleans(),
+        "max_output_tokens": st.integers(1, 2**31 - 1),
+        "temperature": st.floats(0, 2),
+        "top_p": st.floats(0, 1),
+        "text": st.sampled_from(
+            [
+                {"format": {"type": "json_object"}},
+                {"format": {"type": "json_schema", "name": "x", "schema": {}}},
+                {"verbosity": "low"},
+            ]
+        ),
+        "reasoning": st.just({"effort": "high", "summary": "auto"}),
+        "stream": st.booleans(),
+        "store": st.booleans(),
+        "user": _words,
+    },
+)
+
+
+@given(request=responses_requests)
+def test_what_the_responses_checks_accept_the_chat_checks_accept(request: dict[str, Any]) -> None:
+    ChatRequest.parse(request_in(request).body)
