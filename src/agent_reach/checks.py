@@ -25,10 +25,12 @@ _SHOWN = 50  # characters of a refused value quoted in the message
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """What one value must be: `test` accepts it, `expected` says what it accepts in an error
-    message, `inner` (if any) checks inside a value that passed `test`, naming paths under
-    the one it is given."""
+    """What one value must be. `ok` says whether it passes, all the way down, and builds no
+    path on the way (the hot path: a request that passes costs a walk and nothing else);
+    `test` accepts the value itself, `expected` says what that is in an error message, and
+    `inner` (if any) finds what fails inside a value that passed `test`, naming its path."""
 
+    ok: Callable[[Any], bool]
     test: Callable[[Any], bool]
     expected: str
     inner: Callable[[Any, str], None] | None = None
@@ -39,6 +41,11 @@ class Check:
             raise refused(where, f"must be {self.expected}", value)
         if self.inner is not None:
             self.inner(value, where)
+
+
+def leaf(test: Callable[[Any], bool], expected: str) -> Check:
+    """A check of the value itself, with nothing inside it to check."""
+    return Check(test, test, expected)
 
 
 def refused(where: str, problem: str, value: Any = None) -> RequestError:
@@ -65,10 +72,19 @@ def _shown(value: Any) -> str:
 def check_fields(body: Mapping[str, Any], checks: Mapping[str, Check], prefix: str = "") -> None:
     """`RequestError` naming the first field of `body` that fails its check (its path is
     `prefix` + its name); fields without a check and null values pass."""
+    if not _fields_ok(body, checks):
+        for name, value in body.items():
+            check = checks.get(name)
+            if check is not None and value is not None and not check.ok(value):
+                check(value, prefix + name)
+
+
+def _fields_ok(body: Mapping[str, Any], checks: Mapping[str, Check]) -> bool:
     for name, value in body.items():  # a request has fewer fields than there are checks
         check = checks.get(name)
-        if check is not None and value is not None:
-            check(value, prefix + name)
+        if check is not None and value is not None and not check.ok(value):
+            return False
+    return True
 
 
 def _is_number(value: Any) -> bool:
@@ -77,7 +93,7 @@ def _is_number(value: Any) -> bool:
 
 def integer(low: int, high: int) -> Check:
     """An integer within [low, high] (not a boolean, not a float such as 1e30)."""
-    return Check(
+    return leaf(
         lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high,
         f"an integer from {low} to {high}",
     )
@@ -85,12 +101,12 @@ def integer(low: int, high: int) -> Check:
 
 def number(low: float, high: float) -> Check:
     """A number within [low, high] (NaN and infinities are outside every range)."""
-    return Check(lambda v: _is_number(v) and low <= v <= high, f"a number from {low:g} to {high:g}")
+    return leaf(lambda v: _is_number(v) and low <= v <= high, f"a number from {low:g} to {high:g}")
 
 
 def one_of(*values: str) -> Check:
     """One of the strings `values`."""
-    return Check(lambda v: isinstance(v, str) and v in values, "one of " + ", ".join(values))
+    return leaf(lambda v: isinstance(v, str) and v in values, "one of " + ", ".join(values))
 
 
 def _is_object(value: Any) -> bool:
@@ -102,27 +118,55 @@ def shape(
 ) -> Check:
     """An object whose `fields` pass their checks; those named in `required` must be given."""
 
+    def ok(value: Any) -> bool:
+        if not isinstance(value, dict):
+            return False
+        for name in required:
+            if value.get(name) is None:
+                return False
+        return _fields_ok(value, fields)
+
     def inner(value: dict[str, Any], where: str) -> None:
         for name in required:
             if value.get(name) is None:
                 raise refused(f"{where}.{name}", f"is required: {fields[name].expected}")
         check_fields(value, fields, f"{where}.")
 
-    return Check(_is_object, expected, inner)
+    return Check(ok, _is_object, expected, inner)
 
 
 def array_of(item: Check, expected: str, *, nonempty: bool = False) -> Check:
     """An array (non-empty if `nonempty`) whose items pass `item`, named `where[i]`."""
 
+    item_ok = item.ok
+
+    def test(value: Any) -> bool:
+        return isinstance(value, list) and (bool(value) or not nonempty)
+
+    def ok(value: Any) -> bool:
+        if not test(value):
+            return False
+        for v in value:
+            if not item_ok(v):
+                return False
+        return True
+
     def inner(value: list[Any], where: str) -> None:
         for i, v in enumerate(value):
-            item(v, f"{where}[{i}]")
+            if not item_ok(v):
+                item(v, f"{where}[{i}]")
 
-    return Check(lambda v: isinstance(v, list) and (bool(v) or not nonempty), expected, inner)
+    return Check(ok, test, expected, inner)
 
 
 def either(*checks: Check, expected: str) -> Check:
     """A value that passes the first of `checks` whose `test` it passes."""
+
+    def ok(value: Any) -> bool:
+        for check in checks:
+            if check.test(value):
+                return check.ok(value)
+        return False
 
     def inner(value: Any, where: str) -> None:
         for check in checks:
@@ -131,7 +175,7 @@ def either(*checks: Check, expected: str) -> Check:
                     check.inner(value, where)
                 return
 
-    return Check(lambda v: any(c.test(v) for c in checks), expected, inner)
+    return Check(ok, lambda v: any(c.test(v) for c in checks), expected, inner)
 
 
 def tagged(
@@ -146,6 +190,15 @@ def tagged(
     A tag with no variant passes (a `type` this version does not know yet) unless `closed`."""
     names = ", ".join(variants)
 
+    def ok(value: Any) -> bool:
+        if not isinstance(value, dict):
+            return False
+        tag = value.get(key, default)
+        variant = variants.get(tag) if isinstance(tag, str) else None
+        if variant is not None:
+            return variant.ok(value)
+        return isinstance(tag, str) and not closed
+
     def inner(value: dict[str, Any], where: str) -> None:
         tag = value.get(key, default)
         variant = variants.get(tag) if isinstance(tag, str) else None
@@ -156,12 +209,12 @@ def tagged(
         elif not isinstance(tag, str):
             raise refused(f"{where}.{key}", "must be a string", tag)
 
-    return Check(_is_object, expected, inner)
+    return Check(ok, _is_object, expected, inner)
 
 
-BOOLEAN = Check(lambda v: isinstance(v, bool), "true or false")
-STRING = Check(lambda v: isinstance(v, str), "a string")
-NAME = Check(lambda v: isinstance(v, str) and v != "", "a non-empty string")
-OBJECT = Check(_is_object, "an object")
+BOOLEAN = leaf(lambda v: isinstance(v, bool), "true or false")
+STRING = leaf(lambda v: isinstance(v, str), "a string")
+NAME = leaf(lambda v: isinstance(v, str) and v != "", "a non-empty string")
+OBJECT = leaf(_is_object, "an object")
 TOKENS = integer(1, INT32_MAX)  # an output cap: what every provider's 32-bit field holds
 STRINGS = array_of(STRING, "an array of strings")

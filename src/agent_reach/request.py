@@ -27,6 +27,7 @@ from .checks import (
     check_fields,
     either,
     integer,
+    leaf,
     number,
     one_of,
     refused,
@@ -135,7 +136,7 @@ RESPONSE_FORMAT = tagged(
     },
     "an object with a 'type'",
 )
-LOGIT_BIAS = Check(
+LOGIT_BIAS = leaf(
     lambda v: (
         isinstance(v, dict)
         and all(
