@@ -144,12 +144,7 @@ def array_of(item: Check, expected: str, *, nonempty: bool = False) -> Check:
         return isinstance(value, list) and (bool(value) or not nonempty)
 
     def ok(value: Any) -> bool:
-        if not test(value):
-            return False
-        for v in value:
-            if not item_ok(v):
-                return False
-        return True
+        return test(value) and all(map(item_ok, value))
 
     def inner(value: list[Any], where: str) -> None:
         for i, v in enumerate(value):
