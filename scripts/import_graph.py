@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "paths",
             "completion",
             "quota",
+            "checks",
             "request",
             "routing",
             "validation",

@@ -26,6 +26,7 @@ from agent_reach.dialects.anthropic import (
     stop_reason,
     tool_use_id,
 )
+from agent_reach.request import ChatRequest
 
 from .conftest import CHUNK, COMPLETION, assert_valid
 from .wire import (
@@ -531,15 +532,75 @@ def test_claude_code_request_is_read_as_chat() -> None:
     )
 
 
+def asked(*messages: Any, **fields: Any) -> dict[str, Any]:
+    return {"model": MODEL, "max_tokens": 9, "messages": list(messages or HI), **fields}
+
+
+HI = [{"role": "user", "content": "hi"}]
+USE = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}
+
+
+def user(*blocks: Any) -> dict[str, Any]:
+    return {"role": "user", "content": list(blocks)}
+
+
 @pytest.mark.parametrize(
     ("request_", "param"),
     [
-        ({"messages": HELLO["messages"]}, "max_tokens"),
-        ({"max_tokens": 0, "messages": HELLO["messages"]}, "max_tokens"),
+        ({"messages": HI}, "max_tokens"),
+        (asked(max_tokens=0), "max_tokens"),
+        (asked(max_tokens=True), "max_tokens"),
+        (asked(max_tokens=2**31), "max_tokens"),
+        ({"max_tokens": 9}, "messages"),
         ({"max_tokens": 9, "messages": []}, "messages"),
-        ({"max_tokens": 9, "messages": [{"role": "tool", "content": "x"}]}, "messages"),
-        ({"max_tokens": 9, "messages": [{"role": "user", "content": [{"text": "x"}]}]}, "messages"),
-        ({"max_tokens": 9, "messages": HELLO["messages"], "system": 3}, "system"),
+        (asked({"role": "tool", "content": "x"}), "messages[0].role"),
+        (asked({"role": "user"}), "messages[0].content"),
+        (asked(*HI, {"role": "assistant", "content": 5}), "messages[1].content"),
+        (asked(user({"text": "x"})), "messages[0].content[0].type"),
+        (
+            asked(user({"type": "text", "text": "a"}, {"type": "text"})),
+            "messages[0].content[1].text",
+        ),
+        (asked(user({"type": "image"})), "messages[0].content[0].source"),
+        (asked({"role": "assistant", "content": [{**USE, "id": 1}]}), "messages[0].content[0].id"),
+        (
+            asked({"role": "assistant", "content": [{**USE, "input": "ls"}]}),
+            "messages[0].content[0].input",
+        ),
+        (
+            asked(user({"type": "tool_result", "content": "x"})),
+            "messages[0].content[0].tool_use_id",
+        ),
+        (
+            asked(user({"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text"}]})),
+            "messages[0].content[0].content[0].text",
+        ),
+        (
+            asked(user({"type": "tool_result", "tool_use_id": "t", "is_error": "yes"})),
+            "messages[0].content[0].is_error",
+        ),
+        (asked(system=3), "system"),
+        (asked(system=[{"type": "text"}]), "system[0].text"),
+        (asked(temperature=1.5), "temperature"),
+        (asked(temperature="0.5"), "temperature"),
+        (asked(top_p=2), "top_p"),
+        (asked(top_k=-1), "top_k"),
+        (asked(stop_sequences="END"), "stop_sequences"),
+        (asked(stop_sequences=["END", 5]), "stop_sequences[1]"),
+        (asked(stream="true"), "stream"),
+        (asked(metadata={"user_id": 5}), "metadata.user_id"),
+        (asked(tools={}), "tools"),
+        (asked(tools=[{"name": "Bash"}]), "tools[0].input_schema"),
+        (asked(tools=[{"name": "", "input_schema": {}}]), "tools[0].name"),
+        (asked(tool_choice="auto"), "tool_choice"),
+        (asked(tool_choice={"type": "tool"}), "tool_choice.name"),
+        (
+            asked(tool_choice={"type": "any", "disable_parallel_tool_use": 1}),
+            "tool_choice.disable_parallel_tool_use",
+        ),
+        (asked(thinking={"type": "enabled"}), "thinking.budget_tokens"),
+        (asked(thinking="on"), "thinking"),
+        (asked(model=["claude"]), "model"),
     ],
 )
 def test_bad_requests_name_the_field(request_: dict[str, Any], param: str) -> None:
@@ -547,6 +608,44 @@ def test_bad_requests_name_the_field(request_: dict[str, Any], param: str) -> No
         read_request(request_)
     assert caught.value.param == param
     assert caught.value.status == 400
+    assert f"'{param}'" in str(caught.value)
+
+
+def test_fields_the_api_adds_pass() -> None:
+    request = asked(
+        user(
+            {"type": "document", "source": {"type": "text", "data": "x"}},
+            {"type": "search_result", "whatever": [1]},
+            {
+                "type": "text",
+                "text": "hi",
+                "citations": None,
+                "cache_control": {"type": "ephemeral"},
+            },
+        ),
+        {"role": "assistant", "content": [{"type": "redacted_thinking", "data": "xyz"}]},
+        {"role": "user", "content": "go on"},
+        thinking={"type": "adaptive"},
+        tool_choice={"type": "auto", "disable_parallel_tool_use": True},
+        tools=[
+            {
+                "name": "Bash",
+                "input_schema": {"type": "object"},
+                "strict": True,
+                "defer_loading": True,
+            },
+            {"type": "web_search_20250305", "name": "web_search", "max_uses": 5},
+            {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"},
+        ],
+        context_management={"edits": []},
+        output_config={"effort": "high"},
+        container="c1",
+        cache_control={"type": "ephemeral"},
+        service_tier="auto",
+        top_k=0,
+    )
+    ChatRequest.parse(read_request(request).body)
+    ChatRequest.parse(read_request(CLAUDE_CODE_REQUEST).body)
 
 
 def test_blocks_a_chat_provider_cannot_take() -> None:
@@ -975,3 +1074,72 @@ def test_stream_round_trip(answer: dict[str, Any], size: int) -> None:
     assert message == expected(answer)
     assert finish == answer["choices"][0]["finish_reason"]
     assert chunks[-1]["usage"] == answer["usage"]
+
+
+# -- whatever the Messages checks accept, the chat request it becomes passes the chat checks --
+
+_words = st.text(max_size=6)
+_names = st.text(min_size=1, max_size=6)
+_source = st.sampled_from(
+    [
+        {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+        {"type": "url", "url": "https://x.example/a.png"},
+        {"type": "file", "file_id": "f1"},
+    ]
+)
+_text = st.builds(lambda t: {"type": "text", "text": t}, _words)
+_image = st.builds(lambda s: {"type": "image", "source": s}, _source)
+_block = st.one_of(
+    _text,
+    _image,
+    st.builds(
+        lambda i, n, a: {"type": "tool_use", "id": i, "name": n, "input": a},
+        _words,
+        _names,
+        st.dictionaries(_words, _words, max_size=2),
+    ),
+    st.builds(
+        lambda i, c, e: {"type": "tool_result", "tool_use_id": i, "content": c, "is_error": e},
+        _words,
+        st.none() | _words | st.lists(_text | _image, max_size=2),
+        st.booleans(),
+    ),
+    st.builds(lambda t: {"type": "thinking", "thinking": t, "signature": "s"}, _words),
+    st.builds(
+        lambda k: {"type": k, "data": "x"}, st.sampled_from(["document", "redacted_thinking"])
+    ),
+)
+_turn = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["user", "assistant", "system"]),
+        "content": _words | st.lists(_block, max_size=3),
+    }
+)
+_tool = st.builds(lambda n: {"name": n, "input_schema": {"type": "object"}}, _names) | st.just(
+    {"type": "web_search_20250305", "name": "web_search"}
+)
+messages_requests = st.fixed_dictionaries(
+    {"max_tokens": st.integers(1, 2**31 - 1), "messages": st.lists(_turn, min_size=1, max_size=4)},
+    optional={
+        "model": _words,
+        "system": _words | st.lists(_text, max_size=2),
+        "temperature": st.floats(0, 1),
+        "top_p": st.floats(0, 1),
+        "top_k": st.integers(0, 500),
+        "stop_sequences": st.lists(_words, max_size=2),
+        "stream": st.booleans(),
+        "metadata": st.fixed_dictionaries({}, optional={"user_id": _words}),
+        "tools": st.lists(_tool, max_size=2),
+        "tool_choice": st.sampled_from(
+            [{"type": "auto"}, {"type": "any"}, {"type": "none"}, {"type": "tool", "name": "web"}]
+        ),
+        "thinking": st.sampled_from(
+            [{"type": "adaptive"}, {"type": "disabled"}, {"type": "enabled", "budget_tokens": 1024}]
+        ),
+    },
+)
+
+
+@given(request=messages_requests)
+def test_what_the_messages_checks_accept_the_chat_checks_accept(request: dict[str, Any]) -> None:
+    ChatRequest.parse(read_request(request).body)

@@ -18,6 +18,7 @@ from agent_reach.dialects import Context, Shape
 from agent_reach.dialects import responses as wire_format
 from agent_reach.dialects.responses import DIALECT, StreamOut, answer_out, request_in, tool_map
 from agent_reach.errors import RequestError
+from agent_reach.request import ChatRequest
 
 from .conftest import COMPLETION, RESPONSE, assert_valid, assert_valid_event
 from .upstream import responses_answer, responses_events
@@ -385,23 +386,51 @@ def test_stream_of_a_custom_tool_call_is_valid() -> None:
     assert "response.custom_tool_call_input.done" in [k for k, _ in events]
 
 
+def item(**fields: Any) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": "hi", **fields}
+
+
+CALL_ITEM = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+
+
 @pytest.mark.parametrize(
     ("body", "param"),
     [
+        ({}, "input"),
+        ({"input": 3}, "input"),
+        ({"input": ["hi"]}, "input[0]"),
         (
-            {
-                "input": [
-                    {
-                        "type": "message",
-                        "role": "user",
-                        "content": [{"type": "input_text", "text": 5}],
-                    }
-                ]
-            },
-            "input[0].content",
+            {"input": [item(content=[{"type": "input_text", "text": 5}])]},
+            "input[0].content[0].text",
         ),
-        ({"input": [{"type": "function_call_output", "call_id": "c", "output": 5}]}, "input[0]"),
-        ({"input": "hi", "tools": [{"type": "function"}]}, "tools[0]"),
+        ({"input": [item(content=[{"text": "x"}])]}, "input[0].content[0].type"),
+        ({"input": [item(content=5)]}, "input[0].content"),
+        ({"input": [item(content=None)]}, "input[0].content"),
+        ({"input": [item(role="bot")]}, "input[0].role"),
+        ({"input": [item(type=5)]}, "input[0].type"),
+        ({"input": [item(), {**CALL_ITEM, "call_id": None}]}, "input[1].call_id"),
+        ({"input": [item(), {**CALL_ITEM, "name": ""}]}, "input[1].name"),
+        ({"input": [item(), {**CALL_ITEM, "arguments": {}}]}, "input[1].arguments"),
+        (
+            {"input": [{"type": "function_call_output", "call_id": "c", "output": 5}]},
+            "input[0].output",
+        ),
+        ({"input": [{"type": "function_call_output", "output": "x"}]}, "input[0].call_id"),
+        (
+            {"input": [item(), {"type": "additional_tools", "tools": [{"type": "function"}]}]},
+            "input[1].tools[0].name",
+        ),
+        ({"input": "hi", "tools": "x"}, "tools"),
+        ({"input": "hi", "tools": [{"type": "function"}]}, "tools[0].name"),
+        ({"input": "hi", "tools": [{"name": "f"}]}, "tools[0].type"),
+        (
+            {"input": "hi", "tools": [{"type": "function", "name": "f", "parameters": "{}"}]},
+            "tools[0].parameters",
+        ),
+        (
+            {"input": "hi", "tools": [{"type": "namespace", "tools": [{"type": "custom"}]}]},
+            "tools[0].tools[0].name",
+        ),
         (
             {
                 "input": "hi",
@@ -410,8 +439,30 @@ def test_stream_of_a_custom_tool_call_is_valid() -> None:
             },
             "tool_choice",
         ),
+        ({"input": "hi", "tool_choice": "any"}, "tool_choice"),
+        ({"input": "hi", "tool_choice": {"type": "function"}}, "tool_choice.name"),
+        ({"input": "hi", "tool_choice": {"type": "web_search"}}, "tool_choice"),
         ({"input": "hi", "instructions": 3}, "instructions"),
         ({"input": [{"type": "message", "role": "system", "content": "only rules"}]}, "input"),
+        ({"input": "hi", "model": 7}, "model"),
+        ({"input": "hi", "max_output_tokens": 0}, "max_output_tokens"),
+        ({"input": "hi", "max_output_tokens": 2**31}, "max_output_tokens"),
+        ({"input": "hi", "max_output_tokens": "100"}, "max_output_tokens"),
+        ({"input": "hi", "temperature": 2.5}, "temperature"),
+        ({"input": "hi", "top_p": -0.1}, "top_p"),
+        ({"input": "hi", "parallel_tool_calls": "yes"}, "parallel_tool_calls"),
+        ({"input": "hi", "stream": "true"}, "stream"),
+        ({"input": "hi", "store": 0}, "store"),
+        ({"input": "hi", "include": "reasoning.encrypted_content"}, "include"),
+        ({"input": "hi", "reasoning": {"effort": 3}}, "reasoning.effort"),
+        (
+            {"input": "hi", "text": {"format": {"type": "json_schema", "schema": []}}},
+            "text.format.schema",
+        ),
+        ({"input": "hi", "text": "json"}, "text"),
+        ({"input": "hi", "metadata": []}, "metadata"),
+        ({"input": "hi", "user": 5}, "user"),
+        ({"input": "hi", "prompt_cache_key": 5}, "prompt_cache_key"),
     ],
 )
 def test_malformed_requests_name_the_field(body: dict[str, Any], param: str) -> None:
@@ -419,6 +470,50 @@ def test_malformed_requests_name_the_field(body: dict[str, Any], param: str) -> 
         request_in(body)
     assert info.value.param == param
     assert info.value.status == 400
+    assert f"'{param}'" in str(info.value)
+
+
+CODEX_REQUEST: dict[str, Any] = {  # the shape Codex CLI 0.171.0 sends, trimmed
+    "model": "gpt-6.2-sol",
+    "instructions": "You are Codex.",
+    "input": [
+        CODEX_TOOLS,
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "x"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"},
+        {**CALL_ITEM, "name": "exec_command", "arguments": '{"cmd":"ls"}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "Exit code: 0\nfile"},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {}},
+    ],
+    "tools": [
+        {"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+        {"type": "web_search", "external_web_access": False},
+    ],
+    "tool_choice": "auto",
+    "parallel_tool_calls": True,
+    "reasoning": {"effort": "medium", "summary": "auto"},
+    "store": False,
+    "stream": True,
+    "include": ["reasoning.encrypted_content"],
+    "prompt_cache_key": "019a-session",
+    "text": {"verbosity": "low"},
+    "client_metadata": {"x-codex-turn": 3},
+    "service_tier": None,
+}
+
+
+def test_what_codex_sends_is_accepted_and_its_chat_request_too() -> None:
+    inbound = request_in(CODEX_REQUEST)
+    req = ChatRequest.parse(inbound.body)
+    assert req.stream
+    assert [m["role"] for m in req.body["messages"]] == [
+        "system",
+        "system",
+        "user",
+        "assistant",
+        "tool",
+    ]
+    assert {"reasoning", "web_search_call", "tools:web_search"} <= set(inbound.dropped)
 
 
 # -- round trips ----------------------------------------------------------------------------
@@ -524,3 +619,95 @@ def test_round_trip_of_streams(pieces: list[str], calls: list[dict[str, Any]] | 
     assert [(tc["id"], tc["function"]["name"]) for tc in got] == [
         (c["id"], c["function"]["name"]) for c in calls or ()
     ]
+
+
+# -- whatever the Responses checks accept, the chat request it becomes passes the chat checks -
+
+_words = st.text(max_size=6)
+_names = st.text(min_size=1, max_size=6)
+_part = st.one_of(
+    st.builds(
+        lambda k, t: {"type": k, "text": t},
+        st.sampled_from(["input_text", "output_text", "text", "summary_text"]),
+        _words,
+    ),
+    st.builds(lambda r: {"type": "refusal", "refusal": r}, _words),
+    st.builds(
+        lambda u: {"type": "input_image", "image_url": u, "detail": "low"},
+        st.sampled_from(["", "https://x.example/a.png", "data:image/png;base64,AAAA"]),
+    ),
+    st.just({"type": "input_image", "file_id": "file_1"}),
+    st.just({"type": "input_file", "file_id": "file_1"}),
+)
+_item = st.one_of(
+    st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["user", "assistant", "system", "developer"]),
+            "content": _words | st.lists(_part, max_size=3),
+        },
+        optional={"type": st.just("message")},
+    ),
+    st.builds(
+        lambda i, n, a, ns: (
+            {"type": "function_call", "call_id": i, "name": n, "arguments": a}
+            | ({"namespace": ns} if ns else {})
+        ),
+        _words,
+        _names,
+        _words,
+        st.none() | _names,
+    ),
+    st.builds(
+        lambda i, n, x: {"type": "custom_tool_call", "call_id": i, "name": n, "input": x},
+        _words,
+        _names,
+        _words,
+    ),
+    st.builds(
+        lambda k, i, o: {"type": k, "call_id": i, "output": o},
+        st.sampled_from(["function_call_output", "custom_tool_call_output"]),
+        _words,
+        _words | st.lists(_part, max_size=2),
+    ),
+    st.just({"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "x"}),
+    st.just(CODEX_TOOLS),
+)
+_tool = st.one_of(
+    st.builds(lambda n: {"type": "function", "name": n, "parameters": {"type": "object"}}, _names),
+    st.builds(lambda n: {"type": "custom", "name": n}, _names),
+    st.just({"type": "web_search"}),
+)
+responses_requests = st.fixed_dictionaries(
+    {
+        "input": _words
+        | st.lists(_item, min_size=1, max_size=4).map(
+            lambda i: [*i, {"role": "user", "content": "q"}]
+        )
+    },
+    optional={
+        "model": _words,
+        "instructions": _words,
+        "tools": st.lists(_tool, max_size=2),
+        "tool_choice": st.sampled_from(["auto", "none", "required", {"type": "allowed_tools"}]),
+        "parallel_tool_calls": st.booleans(),
+        "max_output_tokens": st.integers(1, 2**31 - 1),
+        "temperature": st.floats(0, 2),
+        "top_p": st.floats(0, 1),
+        "text": st.sampled_from(
+            [
+                {"format": {"type": "json_object"}},
+                {"format": {"type": "json_schema", "name": "x", "schema": {}}},
+                {"verbosity": "low"},
+            ]
+        ),
+        "reasoning": st.just({"effort": "high", "summary": "auto"}),
+        "stream": st.booleans(),
+        "store": st.booleans(),
+        "user": _words,
+    },
+)
+
+
+@given(request=responses_requests)
+def test_what_the_responses_checks_accept_the_chat_checks_accept(request: dict[str, Any]) -> None:
+    ChatRequest.parse(request_in(request).body)

@@ -1,98 +1,190 @@
 """One incoming chat request, checked and split into the body and agent-reach's extension. Pure.
 
-Every field agent-reach reads or translates itself has a strict type (`CHAT_FIELDS`): a string
-where a boolean belongs, `max_tokens: 1e30` or `"agent_reach": []` is a 400 naming the field,
-never a value guessed at or forwarded as something else. The checks (`Check`, `check_fields`) are
-small values that the other inbound APIs reuse for their own fields.
+`CHAT_FIELDS` is the Chat Completions request's field table: every field of the API whose shape
+is known is checked here, before any provider is called (spec §5.1), so that a request every
+provider would refuse is the client's 400 naming the field as OpenAI does (`temperature`,
+`messages[2].content`), never a value guessed at, forwarded as something else, or retried on
+every provider. Fields it does not name (a provider's own, or ones the API adds later) pass
+through unchecked. README's "What the proxy checks" lists the table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .checks import (
+    BOOLEAN,
+    INT32_MAX,
+    NAME,
+    OBJECT,
+    STRING,
+    STRINGS,
+    TOKENS,
+    Check,
+    array_of,
+    check_fields,
+    either,
+    integer,
+    leaf,
+    number,
+    one_of,
+    refused,
+    shape,
+    tagged,
+)
 from .errors import RequestError, quoted
 
-INT32_MAX = 2**31 - 1
+# -- messages -------------------------------------------------------------------------------
 
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    """What one field must be: `test` accepts a (non-null) value, `expected` says what it
-    accepts in an error message. Null is accepted as "not given" everywhere."""
-
-    test: Callable[[Any], bool]
-    expected: str
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def integer(low: int, high: int) -> Check:
-    """An integer within [low, high] (not a boolean, not a float such as 1e30)."""
-    return Check(
-        lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high,
-        f"an integer from {low} to {high}",
-    )
-
-
-def _objects(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(v, dict) for v in value)
-
-
-BOOLEAN = Check(lambda v: isinstance(v, bool), "true or false")
-STRING = Check(lambda v: isinstance(v, str), "a string")
-NUMBER = Check(_number, "a number")
-OBJECT = Check(lambda v: isinstance(v, dict), "an object")
-OBJECTS = Check(_objects, "an array of objects")
-TOKENS = integer(1, INT32_MAX)
-SEED = integer(-(2**63), 2**63 - 1)
-STOP = Check(
-    lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(s, str) for s in v)),
-    "a string or an array of strings",
+_TEXT = shape({"text": STRING}, ("text",))
+_IMAGE_URL = either(
+    STRING,  # a bare URL, as some clients send it
+    shape({"url": STRING, "detail": STRING}, ("url",)),
+    expected="an object with a 'url'",
 )
-CHOICE = Check(lambda v: isinstance(v, str | dict), "a string or an object")
-CONTENT = Check(lambda v: isinstance(v, str) or _objects(v), "a string or an array of parts")
+PART = tagged(
+    "type",
+    {"text": _TEXT, "image_url": shape({"image_url": _IMAGE_URL}, ("image_url",))},
+    "an object with a 'type'",
+)
+CONTENT = either(STRING, array_of(PART, ""), expected="a string or an array of parts")
+_FUNCTION_CALL = shape(
+    {
+        "name": NAME,
+        # OpenAI sends a JSON string; an object (as Ollama writes it) is read as the same
+        "arguments": either(STRING, OBJECT, expected="a string"),
+    },
+    ("name", "arguments"),
+)
+TOOL_CALL = tagged(
+    "type",
+    {
+        "function": shape({"id": STRING, "function": _FUNCTION_CALL}, ("id", "function")),
+        "custom": shape(
+            {"id": STRING, "custom": shape({"name": NAME, "input": STRING}, ("name", "input"))},
+            ("id", "custom"),
+        ),
+    },
+    "an object",
+    default="function",
+    closed=True,
+)
+_SPOKEN = shape({"content": CONTENT, "name": STRING}, ("content",))
+MESSAGE = tagged(
+    "role",
+    {
+        "system": _SPOKEN,
+        "developer": _SPOKEN,
+        "user": _SPOKEN,
+        "assistant": shape(
+            {
+                "content": CONTENT,  # null when the message carries tool calls
+                "name": STRING,
+                "refusal": STRING,
+                "tool_calls": array_of(TOOL_CALL, "an array of tool calls"),
+                "function_call": _FUNCTION_CALL,
+            }
+        ),
+        "tool": shape({"content": CONTENT, "tool_call_id": STRING}, ("content", "tool_call_id")),
+        "function": shape({"content": STRING, "name": STRING}, ("name",)),
+    },
+    "an object with a 'role'",
+    closed=True,
+)
 
-# The Chat Completions fields that agent-reach reads or translates for some provider format.
+# -- tools and formats ----------------------------------------------------------------------
+
+FUNCTION = shape(
+    {"name": NAME, "description": STRING, "parameters": OBJECT, "strict": BOOLEAN}, ("name",)
+)
+TOOL = tagged(
+    "type",
+    {
+        "function": shape({"function": FUNCTION}, ("function",)),
+        "custom": shape({"custom": shape({"name": NAME}, ("name",))}, ("custom",)),
+    },
+    "an object",
+    default="function",  # other types (a provider's own web search, …) pass to it
+)
+_NAMED = shape({"name": NAME}, ("name",))
+TOOL_CHOICE = either(
+    one_of("none", "auto", "required"),
+    tagged(
+        "type",
+        {
+            "function": shape({"function": _NAMED}, ("function",)),
+            "custom": shape({"custom": _NAMED}, ("custom",)),
+            "allowed_tools": shape({"allowed_tools": OBJECT}, ("allowed_tools",)),
+        },
+        "",
+    ),
+    expected="none, auto, required or an object naming a tool",
+)
+RESPONSE_FORMAT = tagged(
+    "type",
+    {
+        "json_schema": shape(
+            {
+                "json_schema": shape(
+                    {"name": STRING, "description": STRING, "schema": OBJECT, "strict": BOOLEAN}
+                )
+            },
+            ("json_schema",),
+        )
+    },
+    "an object with a 'type'",
+)
+LOGIT_BIAS = leaf(
+    lambda v: (
+        isinstance(v, dict)
+        and all(
+            isinstance(b, int | float) and not isinstance(b, bool) and -100 <= b <= 100
+            for b in v.values()
+        )
+    ),
+    "an object of token ids to numbers from -100 to 100",
+)
+
+# The Chat Completions request, field by field (`messages` is also required, non-empty).
 CHAT_FIELDS: Mapping[str, Check] = {
+    "messages": array_of(MESSAGE, "a non-empty array of messages", nonempty=True),
+    "model": STRING,
     "stream": BOOLEAN,
-    "stream_options": OBJECT,
+    "stream_options": shape({"include_usage": BOOLEAN, "include_obfuscation": BOOLEAN}),
     "max_tokens": TOKENS,
     "max_completion_tokens": TOKENS,
     "n": integer(1, 128),
-    "temperature": NUMBER,
-    "top_p": NUMBER,
-    "top_k": NUMBER,
-    "seed": SEED,
-    "stop": STOP,
-    "tools": OBJECTS,
-    "functions": OBJECTS,
-    "tool_choice": CHOICE,
+    "temperature": number(0, 2),
+    "top_p": number(0, 1),
+    "top_k": integer(-1, INT32_MAX),  # not OpenAI's; -1 is "no limit" to vLLM
+    "presence_penalty": number(-2, 2),
+    "frequency_penalty": number(-2, 2),
+    "seed": integer(-(2**63), 2**63 - 1),
+    "stop": either(STRING, STRINGS, expected="a string or an array of strings"),
+    "logit_bias": LOGIT_BIAS,
+    "logprobs": BOOLEAN,
+    "top_logprobs": integer(0, 20),
+    "tools": array_of(TOOL, "an array of tools"),
+    "tool_choice": TOOL_CHOICE,
     "parallel_tool_calls": BOOLEAN,
-    "response_format": OBJECT,
+    "functions": array_of(FUNCTION, "an array of functions"),
+    "function_call": either(one_of("none", "auto"), _NAMED, expected="none, auto or {name}"),
+    "response_format": RESPONSE_FORMAT,
+    "reasoning_effort": STRING,
+    "verbosity": STRING,
+    "modalities": STRINGS,
+    "audio": OBJECT,
+    "prediction": OBJECT,
+    "web_search_options": OBJECT,
+    "metadata": OBJECT,
+    "store": BOOLEAN,
+    "service_tier": STRING,
     "user": STRING,
+    "safety_identifier": STRING,
+    "prompt_cache_key": STRING,
 }
-# ... and of each message.
-MESSAGE_FIELDS: Mapping[str, Check] = {
-    "content": CONTENT,
-    "name": STRING,
-    "tool_calls": OBJECTS,
-    "tool_call_id": STRING,
-}
-
-
-def check_fields(body: Mapping[str, Any], checks: Mapping[str, Check], prefix: str = "") -> None:
-    """`RequestError` (400, naming the field) for the first field of `body` that fails its
-    check; fields without a check and null values pass."""
-    for name, value in body.items():  # a request has fewer fields than there are checks
-        check = checks.get(name)
-        if check is not None and value is not None and not check.test(value):
-            raise RequestError(
-                f"'{prefix}{name}' must be {check.expected}", param=f"{prefix}{name}"
-            )
 
 
 def _positive(ext: dict[str, Any], name: str) -> float | None:
@@ -133,19 +225,10 @@ class ChatRequest:
         """Check the request's shape; `RequestError` (a 400) names what is wrong."""
         if not isinstance(request, dict):
             raise RequestError("the request must be a JSON object")
-        messages = request.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise RequestError("'messages' must be a non-empty array", param="messages")
-        for i, m in enumerate(messages):
-            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-                raise RequestError(
-                    f"messages[{i}] must be an object with a 'role'", param=f"messages[{i}]"
-                )
-            check_fields(m, MESSAGE_FIELDS, f"messages[{i}].")
-        model = request.get("model")
-        if model is not None and not isinstance(model, str):
-            raise RequestError("'model' must be a string", param="model")
+        if request.get("messages") is None:
+            raise refused("messages", "is required: a non-empty array of messages")
         check_fields(request, CHAT_FIELDS)
+        model = request.get("model")
         ext = request.get("agent_reach")
         if ext is None:
             ext = {}

@@ -215,7 +215,7 @@ def test_json_as_deep_as_the_cap_goes_upstream(served: Served) -> None:
         ("n", 1000),
         ("temperature", "hot"),
         ("seed", 2**64 - 1),
-        ("stop", [1]),
+        ("stop", 1),
         ("tools", "all"),
         ("tool_choice", 3),
         ("response_format", "json"),

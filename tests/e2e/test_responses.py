@@ -229,9 +229,12 @@ def test_store_false_is_not_kept(proxy: Proxy) -> None:
         ({"model": "gpt-test", "input": 3}, "input"),
         (
             {"model": "gpt-test", "input": [{"type": "message", "role": "bot", "content": "x"}]},
-            "input[0]",
+            "input[0].role",
         ),
-        ({"model": "gpt-test", "input": [{"type": "function_call", "name": "f"}]}, "input[0]"),
+        (
+            {"model": "gpt-test", "input": [{"type": "function_call", "name": "f"}]},
+            "input[0].call_id",
+        ),
         ({"model": 7, "input": "hi"}, "model"),
         ({"model": "m", "input": "hi", "tools": "x"}, "tools"),
         (

@@ -35,10 +35,28 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .. import completion
+from ..checks import (
+    BOOLEAN,
+    INT32_MAX,
+    NAME,
+    OBJECT,
+    STRING,
+    STRINGS,
+    TOKENS,
+    Check,
+    array_of,
+    check_fields,
+    either,
+    integer,
+    number,
+    refused,
+    shape,
+    tagged,
+)
 from ..errors import RequestError
 from ..outcomes import ErrorInfo
 from .base import (
@@ -400,7 +418,90 @@ _READ = frozenset(
         "agent_reach",
     }
 )
-_ROLES = ("user", "assistant", "system")  # system: Claude Code's mid-conversation system
+_TEXT = shape({"text": STRING}, ("text",))
+_IMAGE = shape({"source": OBJECT}, ("source",))
+_BLOCKS = "a string or an array of content blocks"
+# Content blocks of types not named here (documents, server tool results, …) pass.
+BLOCK = tagged(
+    "type",
+    {
+        "text": _TEXT,
+        "image": _IMAGE,
+        "tool_use": shape({"id": STRING, "name": NAME, "input": OBJECT}, ("id", "name", "input")),
+        "tool_result": shape(
+            {
+                "tool_use_id": STRING,
+                "content": either(
+                    STRING,
+                    array_of(tagged("type", {"text": _TEXT, "image": _IMAGE}, "a block"), ""),
+                    expected=_BLOCKS,
+                ),
+                "is_error": BOOLEAN,
+            },
+            ("tool_use_id",),
+        ),
+        "thinking": shape({"thinking": STRING, "signature": STRING}),
+    },
+    "an object with a 'type'",
+)
+_MESSAGE = shape({"content": either(STRING, array_of(BLOCK, ""), expected=_BLOCKS)}, ("content",))
+_CHOICE = shape({"disable_parallel_tool_use": BOOLEAN})
+# The Messages request, field by field (`messages` and, but for count_tokens, `max_tokens`
+# are also required). `system` is a role too: Claude Code sends system messages mid-way.
+FIELDS: Mapping[str, Check] = {
+    "model": STRING,
+    "messages": array_of(
+        tagged(
+            "role",
+            dict.fromkeys(("user", "assistant", "system"), _MESSAGE),
+            "an object with a 'role'",
+            closed=True,
+        ),
+        "a non-empty array of messages",
+        nonempty=True,
+    ),
+    "max_tokens": TOKENS,
+    "system": either(
+        STRING,
+        array_of(tagged("type", {"text": _TEXT}, "a text block"), ""),
+        expected="a string or an array of text blocks",
+    ),
+    "temperature": number(0, 1),
+    "top_p": number(0, 1),
+    "top_k": integer(0, INT32_MAX),
+    "stop_sequences": STRINGS,
+    "stream": BOOLEAN,
+    "metadata": shape({"user_id": STRING}),
+    "tools": array_of(
+        tagged(
+            "type",
+            {
+                "custom": shape(
+                    {"name": NAME, "description": STRING, "input_schema": OBJECT},
+                    ("name", "input_schema"),
+                )
+            },
+            "an object",  # server tools (web_search_20250305, …) pass (then dropped)
+            default="custom",
+        ),
+        "an array of tools",
+    ),
+    "tool_choice": tagged(
+        "type",
+        {
+            "auto": _CHOICE,
+            "any": _CHOICE,
+            "none": _CHOICE,
+            "tool": shape({"name": NAME, "disable_parallel_tool_use": BOOLEAN}, ("name",)),
+        },
+        "an object with a 'type'",
+    ),
+    # adaptive, disabled and types to come pass
+    "thinking": tagged(
+        "type", {"enabled": shape({"budget_tokens": TOKENS}, ("budget_tokens",))}, "an object"
+    ),
+    "service_tier": STRING,
+}
 _BILLING = "x-anthropic-billing-header:"
 _TOOL_FIELDS = frozenset({"type", "name", "description", "input_schema"})
 _CHAT_TOOL_CHOICE = {"auto": "auto", "any": "required", "none": "none"}
@@ -423,10 +524,7 @@ def read_request(request: Any) -> Inbound:
     (`top_k`, `thinking`, `service_tier`, …), block types (`thinking`, `document`, …),
     `cache_control`, server tools as `tools:<name>`, tool fields as `tool.<field>` and
     tool_result parts as `tool_result:<what>`."""
-    messages = _checked(request)
-    cap = request.get("max_tokens")
-    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
-        raise RequestError("max_tokens: a positive integer is required", param="max_tokens")
+    messages = _checked(request, ("messages", "max_tokens"))
     dropped: dict[str, None] = dict.fromkeys(k for k in request if k not in _READ)
     chat: list[dict[str, Any]] = []
     system = _system(request.get("system"), dropped)
@@ -463,30 +561,16 @@ def read_request(request: Any) -> Inbound:
     return Inbound(body, tuple(dropped))
 
 
-def _checked(request: Any) -> list[dict[str, Any]]:
-    """The request's messages, after checking the shape Anthropic requires of them."""
+def _checked(request: Any, required: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The request's messages, after checking its fields (`FIELDS`); `required` must be
+    given."""
     if not isinstance(request, dict):
         raise RequestError("the request must be a JSON object")
-    messages = request.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise RequestError("messages: a non-empty array is required", param="messages")
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or m.get("role") not in _ROLES:
-            raise RequestError(
-                f"messages.{i}.role: must be 'user', 'assistant' or 'system'", param="messages"
-            )
-        content = m.get("content")
-        if not isinstance(content, str) and not (
-            isinstance(content, list)
-            and all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in content)
-        ):
-            raise RequestError(
-                f"messages.{i}.content: must be a string or an array of blocks with a 'type'",
-                param="messages",
-            )
-    system = request.get("system")
-    if system is not None and not isinstance(system, str | list):
-        raise RequestError("system: must be a string or an array of text blocks", param="system")
+    for name in required:
+        if request.get(name) is None:
+            raise refused(name, f"is required: {FIELDS[name].expected}")
+    check_fields(request, FIELDS)
+    messages: list[dict[str, Any]] = request["messages"]
     return messages
 
 
@@ -583,9 +667,7 @@ def _tools(request: dict[str, Any], body: dict[str, Any], dropped: dict[str, Non
     """Custom tools as chat functions, and `tool_choice`; server tools are named dropped."""
     tools: list[dict[str, Any]] = []
     for t in request.get("tools") or ():
-        if not isinstance(t, dict):
-            continue
-        if t.get("type", "custom") != "custom" or not isinstance(t.get("name"), str):
+        if t.get("type", "custom") != "custom":
             dropped[f"tools:{t.get('name') or t.get('type')}"] = None
             continue
         for key in t:
@@ -810,7 +892,7 @@ def estimate_tokens(request: Any) -> int:
     image or document counts 1,600 (Anthropic's cost of a ~1.15 megapixel image); each message
     adds 3 for its framing. Tokenizers differ, so this is an estimate, within about ±20% for
     English prose and code."""
-    messages = _checked(request)
+    messages = _checked(request, ("messages",))
     total = _tokens(request.get("system"), False) + _tokens(messages, False)
     total += _tokens(request.get("tools"), True)
     return max(1, math.ceil(total) + MESSAGE_TOKENS * len(messages))

@@ -19,6 +19,7 @@ from .base import (
 from .convert import (
     content_at,
     model_of,
+    parts_of,
     put_max_tokens,
     text_of,
 )
@@ -35,11 +36,7 @@ def _messages(messages: Any) -> list[dict[str, Any]]:
         content = m.get("content")
         msg["content"] = text_of(content) or ""
         if isinstance(content, list):
-            images = [
-                p["image_url"]["url"].split(",", 1)[-1]
-                for p in content
-                if isinstance(p, dict) and p.get("type") == "image_url"
-            ]
+            images = [url.split(",", 1)[-1] for kind, url in parts_of(content) if kind == "image"]
             if images:
                 msg["images"] = images
         out.append(msg)

@@ -24,14 +24,31 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from .. import completion
-from ..errors import RequestError
+from ..checks import (
+    BOOLEAN,
+    NAME,
+    OBJECT,
+    STRING,
+    STRINGS,
+    TOKENS,
+    Check,
+    array_of,
+    check_fields,
+    either,
+    integer,
+    number,
+    one_of,
+    refused,
+    shape,
+    tagged,
+)
 from ..outcomes import ErrorInfo
 from .base import (
     Context,
@@ -302,6 +319,120 @@ def _code(value: Any) -> str | None:
 # Responses → chat (the client direction)
 
 _HOSTED = "tools"  # a hosted tool is named in `dropped` as `tools:<type>`
+_TEXT_PARTS = ("input_text", "output_text", "text", "summary_text")
+
+_TEXT = shape({"text": STRING}, ("text",))
+_PART = tagged(
+    "type",
+    {
+        **dict.fromkeys(_TEXT_PARTS, _TEXT),
+        "refusal": shape({"refusal": STRING}),
+        "input_image": shape({"image_url": STRING, "file_id": STRING, "detail": STRING}),
+    },
+    "an object with a 'type'",  # input_file and parts to come pass (then dropped)
+)
+_FUNCTION = shape(
+    {"name": NAME, "description": STRING, "parameters": OBJECT, "strict": BOOLEAN}, ("name",)
+)
+_CUSTOM = shape({"name": NAME, "description": STRING, "format": OBJECT}, ("name",))
+_TOOL_KINDS = {"function": _FUNCTION, "custom": _CUSTOM}
+TOOLS = array_of(
+    tagged(
+        "type",
+        {
+            **_TOOL_KINDS,
+            "namespace": shape(
+                {
+                    "name": STRING,
+                    "tools": array_of(tagged("type", _TOOL_KINDS, "a tool"), "an array of tools"),
+                }
+            ),
+        },
+        "an object with a 'type'",  # hosted tools (web_search, mcp, …) pass (then dropped)
+    ),
+    "an array of tools",
+)
+_CALL = {"call_id": STRING, "name": NAME, "namespace": STRING}
+_OUTPUT = shape(
+    {
+        "call_id": STRING,
+        "output": either(
+            STRING, array_of(OBJECT, ""), expected="a string or an array of content parts"
+        ),
+    },
+    ("call_id", "output"),
+)
+ITEM = tagged(
+    "type",
+    {
+        "message": shape(
+            {
+                "role": one_of("user", "assistant", "system", "developer"),
+                "content": either(
+                    STRING, array_of(_PART, ""), expected="a string or an array of parts"
+                ),
+            },
+            ("role", "content"),
+        ),
+        "function_call": shape({**_CALL, "arguments": STRING}, ("call_id", "name")),
+        "custom_tool_call": shape({**_CALL, "input": STRING}, ("call_id", "name")),
+        "function_call_output": _OUTPUT,
+        "custom_tool_call_output": _OUTPUT,
+        "additional_tools": shape({"tools": TOOLS}),
+    },
+    "an object",  # reasoning, item_reference, hosted tool calls, … pass (then dropped)
+    default="message",
+)
+_NAMED = shape({"name": NAME}, ("name",))
+# The Responses request, field by field (`input` is also required).
+FIELDS: Mapping[str, Check] = {
+    "model": STRING,
+    "input": either(STRING, array_of(ITEM, ""), expected="a string or an array of items"),
+    "instructions": STRING,
+    "tools": TOOLS,
+    "tool_choice": either(
+        one_of("auto", "none", "required"),
+        tagged(
+            "type",
+            {"function": _NAMED, "custom": _NAMED, "allowed_tools": shape({"mode": STRING})},
+            "",
+        ),
+        expected="auto, none, required or an object naming a tool",
+    ),
+    "parallel_tool_calls": BOOLEAN,
+    "max_output_tokens": TOKENS,
+    "max_tool_calls": TOKENS,
+    "temperature": number(0, 2),
+    "top_p": number(0, 1),
+    "top_logprobs": integer(0, 20),
+    "text": shape(
+        {
+            "format": tagged(
+                "type",
+                {
+                    "json_schema": shape(
+                        {"name": STRING, "schema": OBJECT, "strict": BOOLEAN, "description": STRING}
+                    )
+                },
+                "an object with a 'type'",
+            ),
+            "verbosity": STRING,
+        }
+    ),
+    "reasoning": shape({"effort": STRING, "summary": STRING}),
+    "stream": BOOLEAN,
+    "stream_options": OBJECT,
+    "store": BOOLEAN,
+    "background": BOOLEAN,
+    "previous_response_id": STRING,
+    "metadata": OBJECT,
+    "include": STRINGS,
+    "truncation": STRING,
+    "service_tier": STRING,
+    "user": STRING,
+    "safety_identifier": STRING,
+    "prompt_cache_key": STRING,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,41 +454,28 @@ class Tool:
         return re.sub(r"[^A-Za-z0-9_-]", "_", full)[:64]
 
 
-def _bad(message: str, param: str) -> RequestError:
-    return RequestError(message, param=param)
-
-
-def _tool_items(body: dict[str, Any]) -> Iterator[tuple[str, Any]]:
-    """(where, tool) for each tool of the request: `tools`, and those of `additional_tools`
-    input items (as Codex sends them)."""
+def _tool_items(body: dict[str, Any]) -> Iterator[Any]:
+    """Each tool of the request: `tools`, and those of `additional_tools` input items (as
+    Codex sends them)."""
     tools = body.get("tools")
-    if tools is not None and not isinstance(tools, list):
-        raise _bad("'tools' must be an array", "tools")
-    for i, tool in enumerate(tools or ()):
-        yield f"tools[{i}]", tool
+    yield from tools if isinstance(tools, list) else ()
     items = body.get("input")
-    for i, item in enumerate(items if isinstance(items, list) else ()):
+    for item in items if isinstance(items, list) else ():
         if isinstance(item, dict) and item.get("type") == "additional_tools":
-            for j, tool in enumerate(item.get("tools") or ()):
-                yield f"input[{i}].tools[{j}]", tool
+            yield from item.get("tools") or ()
 
 
-def _flatten(tool: Any, where: str, namespace: str | None = None) -> Iterator[tuple[Tool, Any]]:
+def _flatten(tool: Any, namespace: str | None = None) -> Iterator[tuple[Tool, Any]]:
     """The function and custom tools in `tool` (a namespace holds several), with their
-    definitions; a hosted tool is yielded as `tools:<type>` with no definition."""
+    definitions; a hosted tool is yielded as `tools:<type>` with no definition. `tool` is
+    one `request_in` accepted."""
     kind = tool.get("type") if isinstance(tool, dict) else None
-    if not isinstance(kind, str):
-        raise _bad(f"{where} must be an object with a 'type'", where)
     if kind == "namespace":
-        for i, inner in enumerate(tool.get("tools") or ()):
-            yield from _flatten(inner, f"{where}.tools[{i}]", str(tool.get("name") or ""))
-        return
-    if kind in ("function", "custom"):
-        name = tool.get("name")
-        if not isinstance(name, str) or not name:
-            raise _bad(f"{where}.name must be a non-empty string", where)
-        yield Tool(name, namespace, kind == "custom"), tool
-    else:
+        for inner in tool.get("tools") or ():
+            yield from _flatten(inner, str(tool.get("name") or ""))
+    elif kind in ("function", "custom"):
+        yield Tool(tool["name"], namespace, kind == "custom"), tool
+    elif isinstance(kind, str):
         yield Tool(f"{_HOSTED}:{kind}"), None
 
 
@@ -365,8 +483,8 @@ def tool_map(body: dict[str, Any]) -> dict[str, Tool]:
     """Chat function name → the client's tool, for every function and custom tool."""
     return {
         tool.chat_name: tool
-        for where, given in _tool_items(body)
-        for tool, spec in _flatten(given, where)
+        for given in _tool_items(body)
+        for tool, spec in _flatten(given)
         if spec is not None
     }
 
@@ -383,8 +501,8 @@ _CUSTOM_PARAMETERS = {
 def _chat_tools(body: dict[str, Any], dropped: set[str]) -> list[dict[str, Any]]:
     """The request's function and custom tools as chat tools; hosted ones go to `dropped`."""
     out = []
-    for where, given in _tool_items(body):
-        for tool, spec in _flatten(given, where):
+    for given in _tool_items(body):
+        for tool, spec in _flatten(given):
             if spec is None:
                 dropped.add(tool.name)
                 continue
@@ -400,23 +518,18 @@ def _chat_tools(body: dict[str, Any], dropped: set[str]) -> list[dict[str, Any]]
     return out
 
 
-def _message_content(content: Any, role: str, where: str, dropped: set[str]) -> Any:
+def _message_content(content: str | list[Any], role: str, dropped: set[str]) -> Any:
     """A Responses message's content as chat content: a string, or parts when there are
     images; `input_file` parts are dropped."""
     if isinstance(content, str):
         return content
-    if not isinstance(content, list):
-        raise _bad(f"{where}.content must be a string or an array of parts", f"{where}.content")
     texts: list[str] = []
     parts: list[dict[str, Any]] = []
-    for i, part in enumerate(content):
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind in ("input_text", "output_text", "text", "summary_text"):
-            text = part.get("text")
-            if not isinstance(text, str):
-                raise _bad(f"{where}.content[{i}].text must be a string", f"{where}.content")
-            texts.append(text)
-            parts.append({"type": "text", "text": text})
+    for part in content:
+        kind = part["type"]
+        if kind in _TEXT_PARTS:
+            texts.append(part["text"])
+            parts.append({"type": "text", "text": part["text"]})
         elif kind == "refusal":
             texts.append(str(part.get("refusal") or ""))
             parts.append({"type": "text", "text": texts[-1]})
@@ -429,10 +542,8 @@ def _message_content(content: Any, role: str, where: str, dropped: set[str]) -> 
             if part.get("detail") in ("low", "high", "auto"):
                 image["detail"] = part["detail"]
             parts.append({"type": "image_url", "image_url": image})
-        elif isinstance(kind, str):
-            dropped.add(kind)
         else:
-            raise _bad(f"{where}.content[{i}] must be an object with a 'type'", f"{where}.content")
+            dropped.add(kind)
     if all(p["type"] == "text" for p in parts):
         return "".join(texts)
     return parts
@@ -457,19 +568,14 @@ class _Reader:
         self.messages: list[dict[str, Any]] = []
         self.dropped: set[str] = set()
 
-    def message(self, item: dict[str, Any], where: str) -> None:
-        role = item.get("role")
-        if role not in ("user", "assistant", "system", "developer"):
-            raise _bad(f"{where}.role must be user, assistant, system or developer", where)
-        content = _message_content(item.get("content"), role, where, self.dropped)
+    def message(self, item: dict[str, Any]) -> None:
+        role = item["role"]
+        content = _message_content(item["content"], role, self.dropped)
         chat_role = "system" if role == "developer" else role
         self.messages.append({"role": chat_role, "content": content})
 
-    def function_call(self, item: dict[str, Any], where: str) -> None:
-        call_id, name = item.get("call_id"), item.get("name")
-        if not isinstance(call_id, str) or not isinstance(name, str) or not name:
-            raise _bad(f"{where} must have a string call_id and name", where)
-        namespace = item.get("namespace") if isinstance(item.get("namespace"), str) else None
+    def function_call(self, item: dict[str, Any]) -> None:
+        call_id, name, namespace = item["call_id"], item["name"], item.get("namespace")
         if item.get("type") == "custom_tool_call":
             args = orjson.dumps({"input": str(item.get("input") or "")}).decode()
         else:
@@ -484,77 +590,59 @@ class _Reader:
         else:
             self.messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
 
-    def function_output(self, item: dict[str, Any], where: str) -> None:
-        call_id, output = item.get("call_id"), item.get("output")
-        if not isinstance(call_id, str):
-            raise _bad(f"{where}.call_id must be a string", where)
+    def function_output(self, item: dict[str, Any]) -> None:
+        output = item["output"]
         if isinstance(output, list):
             output = _output_text(output, self.dropped)
-        elif not isinstance(output, str):
-            raise _bad(f"{where}.output must be a string or an array of parts", where)
-        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
+        self.messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": output})
 
-    def read(self, items: list[Any]) -> None:
-        for i, item in enumerate(items):
-            where = f"input[{i}]"
-            if not isinstance(item, dict):
-                raise _bad(f"{where} must be an object", where)
+    def read(self, items: list[dict[str, Any]]) -> None:
+        for item in items:
             kind = item.get("type", "message")
             if kind == "message":
-                self.message(item, where)
+                self.message(item)
             elif kind in ("function_call", "custom_tool_call"):
-                self.function_call(item, where)
+                self.function_call(item)
             elif kind in ("function_call_output", "custom_tool_call_output"):
-                self.function_output(item, where)
-            elif kind == "additional_tools":
-                continue  # read by `_chat_tools`
-            elif isinstance(kind, str):
+                self.function_output(item)
+            elif kind != "additional_tools":  # those are read by `_chat_tools`
                 self.dropped.add(kind)  # reasoning, item_reference, hosted tool calls, …
-            else:
-                raise _bad(f"{where}.type must be a string", where)
 
 
 def _tool_choice(choice: Any, tools: dict[str, Tool]) -> Any:
-    if choice is None or choice in ("auto", "none", "required"):
-        return choice
-    kind = choice.get("type") if isinstance(choice, dict) else None
-    if kind in ("function", "custom") and isinstance(choice.get("name"), str):
+    """A `tool_choice` the table accepted, for a chat provider."""
+    if not isinstance(choice, dict):
+        return choice  # None, auto, none or required
+    kind = choice["type"]
+    if kind in ("function", "custom"):
         names = {t.name: chat for chat, t in tools.items()}
         if choice["name"] not in names:
-            raise _bad(f"tool_choice names {choice['name']!r}, which is not a tool", "tool_choice")
+            raise refused("tool_choice", "names no tool of the request", choice["name"])
         return {"type": "function", "function": {"name": names[choice["name"]]}}
     if kind == "allowed_tools":
         return "required" if choice.get("mode") == "required" else "auto"
-    if isinstance(kind, str):
-        raise _bad(
-            f"tool_choice forces the hosted tool {kind!r}, which chat providers do not have",
-            "tool_choice",
-        )
-    raise _bad("tool_choice must be auto, none, required or a tool", "tool_choice")
+    raise refused("tool_choice", "forces a hosted tool, which chat providers do not have", kind)
 
 
 def request_in(body: dict[str, Any]) -> Inbound:
     """A Responses request (its `previous_response_id` already expanded into `input`) as a
-    chat request; `RequestError` (400, with `param`) for what is malformed."""
-    model = body.get("model")
-    if model is not None and not isinstance(model, str):
-        raise _bad("'model' must be a string", "model")
+    chat request; `RequestError` (400, with `param`) for what is malformed (`FIELDS`)."""
+    if body.get("input") is None:
+        raise refused("input", "is required: a string or an array of items")
+    check_fields(body, FIELDS)
     reader = _Reader()
     instructions = body.get("instructions")
-    if isinstance(instructions, str) and instructions:
+    if instructions:
         reader.messages.append({"role": "system", "content": instructions})
-    elif instructions is not None and not isinstance(instructions, str):
-        raise _bad("'instructions' must be a string", "instructions")
-    given = body.get("input")
+    given = body["input"]
     if isinstance(given, str):
         reader.messages.append({"role": "user", "content": given})
-    elif isinstance(given, list):
-        reader.read(given)
     else:
-        raise _bad("'input' must be a string or an array of items", "input")
+        reader.read(given)
     if not any(m["role"] != "system" for m in reader.messages):
-        raise _bad("'input' has no message or tool output to answer", "input")
+        raise refused("input", "has no message or tool output to answer")
     chat: dict[str, Any] = {"messages": reader.messages}
+    model = body.get("model")
     if model:
         chat["model"] = model
     tools = _chat_tools(body, reader.dropped)
