@@ -45,7 +45,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("formats", ("dialects", "hooks", "config", "catalog")),
-    ("parts", ("backend", "transport", "health", "state", "ledger", "alerts", "report", "tracing")),
+    (
+        "parts",
+        ("prepared", "transport", "health", "state", "ledger", "alerts", "report", "tracing"),
+    ),
     ("engine", ("stream", "send", "hedge", "engine")),
     ("front door", ("status", "router", "probe")),
     ("faces", ("server", "cli", "__init__", "__main__")),

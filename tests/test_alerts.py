@@ -113,7 +113,7 @@ async def test_quota_window_follows_quota_tz(up: Upstream, receiver: Receiver) -
         await router.achat(HELLO)
         await router.alerts.drain()  # type: ignore[union-attr]
     used = router.engine.store.used  # type: ignore[attr-defined]
-    assert list(used) == [(router.engine.backends["free"].quota_key, "day:2027-01-16|req")]
+    assert list(used) == [(router.engine.prepared["free"].quota_key, "day:2027-01-16|req")]
 
 
 async def test_circuit_and_all_failed_alerts_with_webhook_retries(

@@ -338,7 +338,7 @@ LISTING = Health(True, NOW, Outcome(Reason.OK), frozenset({"qwen2:72b", "llama3:
     ],
 )
 def test_health_verdict(health: Health, model: str, probed: bool, reason: Reason | None) -> None:
-    verdict = health_verdict(health, model=model, probed_now=probed, now=NOW + 3)
+    verdict = health_verdict(health, model=model, checked_now=probed, now=NOW + 3)
     assert (verdict.reason if verdict else None) == reason
 
 
@@ -429,15 +429,15 @@ def test_model_map_star(
     sent: str,
     serves: bool,
 ) -> None:
-    from agent_reach.backend import Backend
     from agent_reach.config import Provider
+    from agent_reach.prepared import PreparedProvider
 
     spec = Provider(
         name="p", endpoint="http://h/v1/chat/completions", model_map=model_map, models=models
     )
-    backend = Backend.prepare(spec, {})
-    assert backend.model_for(requested) == sent
-    assert backend.serves(requested) is serves
+    prepared = PreparedProvider.prepare(spec, {})
+    assert prepared.model_for(requested) == sent
+    assert prepared.serves(requested) is serves
 
 
 @pytest.mark.parametrize(

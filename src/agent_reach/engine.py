@@ -23,23 +23,23 @@ from typing import Any, TypeVar
 import aiohttp
 
 from . import hedge, quota
-from .backend import Backend
 from .config import Config
 from .errors import AllProvidersFailed
 from .events import AttemptEvent, Event, Observer, RequestEvent
 from .health import CheckResult, HealthMonitor, check_provider
-from .hedge import HEDGE_LOST, Step
+from .hedge import HEDGE_LOST
 from .ledger import Ledger
 from .outcomes import Outcome
+from .prepared import PreparedProvider
 from .request import ChatRequest
-from .routing import Expired, Run, Walk, attempt_order
+from .routing import Expired, Pick, Run, Walk, attempt_order
 from .send import Target, Tried, fetch, open_stream, stream_failure
 from .state import StateStore, open_store
 from .state.log import AttemptLog
 from .stream import ChatStream, LiveStream
 from .trace import Attempt, Reason, Result
 from .transport import new_session
-from .turn import DEADLINE, Action, Done, Facts, Gather, Probe, Send, Skip, Sleep, Turn
+from .turn import DEADLINE, Action, Check, Done, Facts, Gather, Send, Skip, Sleep, Turn
 
 T = TypeVar("T")
 Sender = Callable[[aiohttp.ClientSession, Target, float, float], Awaitable[Tried[T]]]
@@ -62,8 +62,8 @@ class Engine:
     ) -> None:
         self.config = config
         env = os.environ if environ is None else environ
-        self.backends = {
-            p.name: Backend.prepare(
+        self.prepared = {
+            p.name: PreparedProvider.prepare(
                 p,
                 env,
                 config.hook(p.name, "preprocess_hook"),
@@ -78,7 +78,7 @@ class Engine:
         self.health = HealthMonitor(config.health.mode, config.health.ttl_s, self.store)
         self.clock = clock
         self.monotonic = monotonic
-        keys = {name: b.state_key for name, b in self.backends.items()}
+        keys = {name: b.state_key for name, b in self.prepared.items()}
         self.observers: list[Observer] = [AttemptLog(self.store, keys, clock)]
         self.names = {key: name for name, key in keys.items()}
         self.ledger = Ledger(self.store, config, clock, self.names)
@@ -102,11 +102,11 @@ class Engine:
 
     async def check(self, name: str, model: str | None = None) -> CheckResult:
         """Check provider `name`'s health now (see `health.check_provider`)."""
-        return await check_provider(self.session, self.backends[name], model, self.clock())
+        return await check_provider(self.session, self.prepared[name], model, self.clock())
 
     async def refresh_health(self) -> None:
         """Run every enabled provider's health check now (health mode `background`)."""
-        enabled = [b for b in self.backends.values() if self.health.enabled(b)]
+        enabled = [b for b in self.prepared.values() if self.health.enabled(b)]
         now = self.clock()
         await asyncio.gather(
             *(self.health.refresh(self.session, b, now, b.connect_s + b.read_s) for b in enabled)
@@ -126,7 +126,7 @@ class Engine:
         """The providers this request will walk through (spec §3)."""
         return attempt_order(
             self.table,
-            self.backends,
+            self.prepared,
             fallback_order=req.fallback_order,
             provider_route=req.provider_route,
             model=req.model,
@@ -144,20 +144,20 @@ class Engine:
     async def chat(self, req: ChatRequest) -> Result:
         """One non-streamed request with failover."""
         response, provider, run = await self._drive(self._run(req), fetch)
-        return Result(response, provider, run.trace, self.backends[provider].speaks(req))
+        return Result(response, provider, run.trace, self.prepared[provider].speaks(req))
 
     async def stream(self, req: ChatRequest) -> ChatStream:
         """A streamed request, returned once a provider has produced its first content chunk
         (every failure before that fails over)."""
         live, provider, run = await self._drive(self._run(req), open_stream)
-        return ChatStream(self, self.backends[provider], live, run)
+        return ChatStream(self, self.prepared[provider], live, run)
 
-    async def resume(self, run: Run, partial: str) -> tuple[Backend, LiveStream] | None:
+    async def resume(self, run: Run, partial: str) -> tuple[PreparedProvider, LiveStream] | None:
         """A stream was cut after `partial` (text only): the next providers of its walk, asked
         to finish that answer (spec §10, continuation); None when none can."""
         run.req = replace(run.req, continuing=partial)
         found = await self._walk(run, open_stream)
-        return None if found is None else (self.backends[found[1]], found[0])
+        return None if found is None else (self.prepared[found[1]], found[0])
 
     async def step(self, req: ChatRequest, provider: str) -> tuple[Attempt, dict[str, Any] | None]:
         """One provider, no failover (spec §9 step mode): the attempt and, when it succeeded,
@@ -193,29 +193,29 @@ class Engine:
     async def _walk(self, run: Run, send: Sender[T]) -> tuple[T, str] | None:
         """Each of the walk's providers in turn, then the ones skipped only for remembered
         state as last resort (spec §4.2): the first answer and who gave it, or None."""
-        while (step := run.walk.next(run.left(self.monotonic()))) is not None:
-            if isinstance(step, Expired):
-                for name in step.providers:
+        while (pick := run.walk.next(run.left(self.monotonic()))) is not None:
+            if isinstance(pick, Expired):
+                for name in pick.providers:
                     self._record(run, Attempt(name, DEADLINE.reason, detail=DEADLINE.detail))
                 break
-            hedge_ms = run.policy.hedge_after_ms or self.backends[step[0]].spec.hedge_after_ms
+            hedge_ms = run.policy.hedge_after_ms or self.prepared[pick[0]].spec.hedge_after_ms
             if hedge_ms and run.hedged:
                 payload, name = await hedge.race(
                     lambda s: self._turn(run, s, send),
-                    step,
+                    pick,
                     hedge_ms / 1000,
                     lambda: self._next(run),
                 )
             else:
-                payload, name = await self._turn(run, step, send), step[0]
+                payload, name = await self._turn(run, pick, send), pick[0]
             if payload is not None:
                 return payload, name
         return None
 
-    def _next(self, run: Run) -> Step | None:
+    def _next(self, run: Run) -> Pick | None:
         """The walk's next provider to hedge with, if any is left in time."""
-        step = run.walk.next(run.left(self.monotonic()))
-        return step if isinstance(step, tuple) else None
+        pick = run.walk.next(run.left(self.monotonic()))
+        return pick if isinstance(pick, tuple) else None
 
     def _ended(self, run: Run, provider: str | None, payload: Any) -> None:
         req = run.req
@@ -227,31 +227,31 @@ class Engine:
 
     # -- one provider's turn -----------------------------------------------------------------
 
-    async def _turn(self, run: Run, step: Step, send: Sender[T]) -> T | None:
+    async def _turn(self, run: Run, pick: Pick, send: Sender[T]) -> T | None:
         """Do what the provider's `Turn` decides until it is done: the payload, or None."""
-        backend = self.backends[step[0]]
-        turn = Turn(backend.name, step[1], backend.spec.retries)
-        target = Target.of(backend, run.req, run.first_token_s(backend.spec.first_token_ms))
+        prepared = self.prepared[pick[0]]
+        turn = Turn(prepared.name, pick[1], prepared.spec.retries)
+        target = Target.of(prepared, run.req, run.first_token_s(prepared.spec.first_token_ms))
         action: Action = turn.begin()
         while True:
             if isinstance(action, Gather):
-                action = turn.consider(await self._facts(run, backend, target), self.clock())
-            elif isinstance(action, Probe):
+                action = turn.consider(await self._facts(run, prepared, target), self.clock())
+            elif isinstance(action, Check):
                 left = run.left(self.monotonic())
-                health, probed = await self.health.consult(
-                    self.session, backend, self.clock(), left
+                health, checked_now = await self.health.consult(
+                    self.session, prepared, self.clock(), left
                 )
-                action = turn.checked(health, probed, self.clock())
+                action = turn.checked(health, checked_now, self.clock())
             elif isinstance(action, Skip):
-                await self._skip(run, turn, backend, action)
+                await self._skip(run, turn, prepared, action)
                 return None
             elif isinstance(action, Send):
                 if action.lease is not None and not await self.store.lease(
-                    backend.state_key, action.lease
+                    prepared.state_key, action.lease
                 ):
                     action = turn.lease_lost()
                     continue
-                tried = await self._try(run, target, send, step[1])
+                tried = await self._try(run, target, send, pick[1])
                 if tried.outcome.reason is Reason.OK:
                     return tried.payload
                 action = turn.sent(tried.outcome, run.left(self.monotonic()))
@@ -262,75 +262,79 @@ class Engine:
                 assert isinstance(action, Done)
                 return None
 
-    async def _facts(self, run: Run, backend: Backend, target: Target) -> Facts:
+    async def _facts(self, run: Run, prepared: PreparedProvider, target: Target) -> Facts:
         """The free facts a turn considers: model, circuit, budgets, key, health check."""
         now = self.clock()
-        lease = (backend.connect_s + backend.read_s) * (backend.spec.retries + 1)
-        exhausted = await self.ledger.exhausted(backend, now)
+        lease = (prepared.connect_s + prepared.read_s) * (prepared.spec.retries + 1)
+        exhausted = await self.ledger.exhausted(prepared, now)
         return Facts(
-            serves_model=backend.serves(target.req.model),
+            serves_model=prepared.serves(target.req.model),
             model=target.req.model,
             sent_model=target.model,
-            circuit=await self.store.circuit(backend.state_key),
-            missing_key=backend.missing_key,
+            circuit=await self.store.circuit(prepared.state_key),
+            missing_key=prepared.missing_key,
             exhausted=exhausted and exhausted[0],
-            has_health=self.health.enabled(backend),
+            has_health=self.health.enabled(prepared),
             lease_s=max(lease, 1.0),
             reopens_in=exhausted and exhausted[1],
-            context_window=backend.spec.context_window,
+            context_window=prepared.spec.context_window,
             larger_than=run.walk.larger_than,
         )
 
-    async def _skip(self, run: Run, turn: Turn, backend: Backend, skip: Skip) -> None:
-        self._record(run, self._attempt(backend, skip.outcome, skip.ms, turn.last_resort))
+    async def _skip(self, run: Run, turn: Turn, prepared: PreparedProvider, skip: Skip) -> None:
+        self._record(run, self._attempt(prepared, skip.outcome, skip.ms, turn.last_resort))
         if skip.counts:
-            await self.ledger.record(backend, skip.outcome)
+            await self.ledger.record(prepared, skip.outcome)
         if skip.deferrable:
-            run.walk.defer(backend.name)
+            run.walk.defer(prepared.name)
 
     async def _try(self, run: Run, target: Target, send: Sender[T], last_resort: bool) -> Tried[T]:
         """One try: send, record the attempt, tell the circuit and the budgets."""
-        backend = target.backend
+        prepared = target.prepared
         start = self.monotonic()
         try:
             tried = await send(self.session, target, run.left(start), self.clock())
         except asyncio.CancelledError as exc:
             if exc.args[:1] == (HEDGE_LOST,):  # honest about the try that lost the race
                 ms = (self.monotonic() - start) * 1000
-                self._record(run, self._attempt(backend, LOST, ms, last_resort))
+                self._record(run, self._attempt(prepared, LOST, ms, last_resort))
             raise
         ms = (self.monotonic() - start) * 1000
         outcome = tried.outcome
         note = run.walk.refused(
-            outcome.reason, backend.spec.context_window, run.policy.stop_on_blocked
+            outcome.reason, prepared.spec.context_window, run.policy.stop_on_blocked
         )
         if outcome.reason is Reason.OK and run.req.continuing is not None:
             note = "continued the answer cut mid-stream"
         attempt = self._attempt(
-            backend, replace(outcome, detail=outcome.detail + note), ms, last_resort
+            prepared, replace(outcome, detail=outcome.detail + note), ms, last_resort
         )
-        self._record(run, replace(attempt, sent=True), backend.excerpt(tried.raw))
-        await self.ledger.record(backend, outcome)
-        if backend.budgets and quota.counts(tried.outcome.reason):
-            await self.ledger.count(backend, tried.payload)
+        self._record(run, replace(attempt, sent=True), prepared.excerpt(tried.raw))
+        await self.ledger.record(prepared, outcome)
+        if prepared.budgets and quota.counts(tried.outcome.reason):
+            await self.ledger.count(prepared, tried.payload)
         return tried
 
-    async def cut(self, run: Run, backend: Backend, exc: BaseException, ms: float) -> Attempt:
+    async def cut(
+        self, run: Run, prepared: PreparedProvider, exc: BaseException, ms: float
+    ) -> Attempt:
         """A stream failed after its first chunk reached the caller: record it (the stream's
         `Recorder`)."""
         outcome = stream_failure(exc, None, None, self.clock())
         cut = Outcome(outcome.reason, outcome.status, f"after the first chunk: {outcome.detail}")
-        attempt = replace(self._attempt(backend, cut, ms, False), sent=True)
+        attempt = replace(self._attempt(prepared, cut, ms, False), sent=True)
         self._record(run, attempt)
-        await self.ledger.record(backend, cut)
+        await self.ledger.record(prepared, cut)
         return attempt
 
     # -- bookkeeping -------------------------------------------------------------------------
 
-    def _attempt(self, backend: Backend, outcome: Outcome, ms: float, last_resort: bool) -> Attempt:
-        detail = backend.redact(outcome.detail)
+    def _attempt(
+        self, prepared: PreparedProvider, outcome: Outcome, ms: float, last_resort: bool
+    ) -> Attempt:
+        detail = prepared.redact(outcome.detail)
         return Attempt(
-            backend.name,
+            prepared.name,
             outcome.reason,
             outcome.status,
             ms,

@@ -1,8 +1,8 @@
 """Health checks (spec §6): probing a provider's health URL and remembering the answer.
 
-Modes: `per_request` probes before every attempt; `cached` reuses a result for `ttl_s`;
-`background` is `cached` whose results the proxy refreshes on a timer; `off` never probes.
-Concurrent requests that need the same probe share one (single flight). Cached results are
+Modes: `per_request` checks before every attempt; `cached` reuses a result for `ttl_s`;
+`background` is `cached` whose results the proxy refreshes on a timer; `off` never checks.
+Concurrent requests that need the same check share one (single flight). Cached results are
 kept in the state store as well, so a later CLI run (or another proxy sharing the store) skips
 a provider found down within `ttl_s` without probing it again.
 """
@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from .backend import Backend
 from .outcomes import Transport, classify
+from .prepared import PreparedProvider
 from .routing import Health, model_listed
 from .state import StateStore
 from .trace import Reason
@@ -41,7 +41,7 @@ class CheckResult:
 
 
 async def check_provider(
-    session: aiohttp.ClientSession, backend: Backend, model: str | None, now: float
+    session: aiohttp.ClientSession, prepared: PreparedProvider, model: str | None, now: float
 ) -> CheckResult:
     """Check one provider now, its health URL or (without one) a TCP connect to its
     endpoint; with `model`, its health check must list that model."""
@@ -54,27 +54,31 @@ async def check_provider(
         usable = health in ("ok", "none") and reachable
         latency = round(ms, 1) if reachable else None
         return CheckResult(
-            backend.name, url, reachable, usable, health, detail, models, latency, status
+            prepared.name, url, reachable, usable, health, detail, models, latency, status
         )
 
-    url = backend.health_url
+    url = prepared.health_url
     if url is None:
-        reachable, ms = await _connects(backend)
+        reachable, ms = await _connects(prepared)
         return result(
             reachable, "none", "" if reachable else "no TCP connection to its endpoint", None, ms
         )
-    health = await probe(session, backend, now, backend.connect_s + backend.read_s)
+    health = await run_check(session, prepared, now, prepared.connect_s + prepared.read_s)
     reached = health.outcome.reason not in (Reason.CONNECT_FAILED, Reason.TIMEOUT)
     status = health.outcome.status
     listed = sorted(health.models) if health.models is not None else None
-    if backend.missing_key:
+    if prepared.missing_key:
         return result(
-            reached, str(Reason.AUTH_FAILED), f"{backend.missing_key} is not set", listed, health.ms
+            reached,
+            str(Reason.AUTH_FAILED),
+            f"{prepared.missing_key} is not set",
+            listed,
+            health.ms,
         )
     if not health.ok:
-        detail = backend.redact(health.outcome.detail)
+        detail = prepared.redact(health.outcome.detail)
         return result(reached, str(health.outcome.reason), detail, listed, health.ms)
-    wanted = backend.model_for(model) if model else ""
+    wanted = prepared.model_for(model) if model else ""
     if wanted and health.models is not None and not model_listed(wanted, health.models):
         return result(
             True, str(Reason.MODEL_UNAVAILABLE), f"{wanted!r} is not listed", listed, health.ms
@@ -82,14 +86,14 @@ async def check_provider(
     return result(True, "ok", "", listed, health.ms)
 
 
-async def _connects(backend: Backend) -> tuple[bool, float]:
+async def _connects(prepared: PreparedProvider) -> tuple[bool, float]:
     """A TCP connect to the endpoint, for providers without a health check: (ok, ms)."""
-    parts = urlsplit(backend.spec.endpoint)
+    parts = urlsplit(prepared.spec.endpoint)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     start = time.perf_counter()
     try:
         _, writer = await asyncio.wait_for(
-            asyncio.open_connection(parts.hostname, port), backend.connect_s
+            asyncio.open_connection(parts.hostname, port), prepared.connect_s
         )
     except (OSError, TimeoutError):
         return False, (time.perf_counter() - start) * 1000
@@ -97,21 +101,21 @@ async def _connects(backend: Backend) -> tuple[bool, float]:
     return True, (time.perf_counter() - start) * 1000
 
 
-async def probe(
-    session: aiohttp.ClientSession, backend: Backend, now: float, remaining_s: float
+async def run_check(
+    session: aiohttp.ClientSession, prepared: PreparedProvider, now: float, remaining_s: float
 ) -> Health:
-    """One health check of `backend`, bounded by its timeouts and the time left."""
-    assert backend.health_url is not None
+    """One health check of `prepared`, bounded by its timeouts and the time left."""
+    assert prepared.health_url is not None
     start = time.perf_counter()
     limit = asyncio.timeout(remaining_s)
     try:
         async with (
             limit,
             session.request(
-                backend.spec.health_method,
-                backend.health_url,
-                headers=backend.health_headers,
-                timeout=timeouts(backend.connect_s, backend.read_s, remaining_s),
+                prepared.spec.health_method,
+                prepared.health_url,
+                headers=prepared.health_headers,
+                timeout=timeouts(prepared.connect_s, prepared.read_s, remaining_s),
                 allow_redirects=False,
             ) as resp,
         ):
@@ -122,7 +126,7 @@ async def probe(
         outcome = classify(transport=kind, transport_detail=text)
         return Health(False, now, outcome, ms=(time.perf_counter() - start) * 1000)
     ms = (time.perf_counter() - start) * 1000
-    return backend.judge_health(status=status, content_type=content_type, raw=raw, now=now, ms=ms)
+    return prepared.judge_health(status=status, content_type=content_type, raw=raw, now=now, ms=ms)
 
 
 class HealthMonitor:
@@ -136,54 +140,62 @@ class HealthMonitor:
         self.results: dict[str, Health] = {}
         self._inflight: dict[str, asyncio.Task[Health]] = {}
 
-    def enabled(self, backend: Backend) -> bool:
-        return self.mode != "off" and backend.health_url is not None
+    def enabled(self, prepared: PreparedProvider) -> bool:
+        return self.mode != "off" and prepared.health_url is not None
 
     async def consult(
         self,
         session: aiohttp.ClientSession,
-        backend: Backend,
+        prepared: PreparedProvider,
         now: float,
         remaining_s: float,
     ) -> tuple[Health, bool]:
-        """(result, probed for this request) of an `enabled` provider's health check: a
+        """(result, checked for this request) of an `enabled` provider's health check: a
         recent one (here or in the store), or one run now, bounded by `remaining_s`."""
         if self.mode != "per_request":
-            cached = self.results.get(backend.state_key)
+            cached = self.results.get(prepared.state_key)
             if cached is None or now - cached.checked_at >= self.ttl_s:
-                kept = await self.store.health(backend.state_key)  # another run may have checked
+                kept = await self.store.health(prepared.state_key)  # another run may have checked
                 if kept is not None and (cached is None or kept.checked_at > cached.checked_at):
-                    self.results[backend.state_key] = cached = kept
+                    self.results[prepared.state_key] = cached = kept
             if cached is not None and now - cached.checked_at < self.ttl_s:
                 return cached, False
-        return await self.refresh(session, backend, now, remaining_s), True
+        return await self.refresh(session, prepared, now, remaining_s), True
 
     async def refresh(
-        self, session: aiohttp.ClientSession, backend: Backend, now: float, remaining_s: float
+        self,
+        session: aiohttp.ClientSession,
+        prepared: PreparedProvider,
+        now: float,
+        remaining_s: float,
     ) -> Health:
-        """Probe now and remember the result. A request that joins a probe already in flight
+        """Check now and remember the result. A request that joins a check already in flight
         waits for it no longer than its own `remaining_s` (then: a `timeout`, "deadline")."""
-        task = self._inflight.get(backend.state_key)
+        task = self._inflight.get(prepared.state_key)
         if task is None:
-            task = asyncio.ensure_future(self._probe(session, backend, now, remaining_s))
-            self._inflight[backend.state_key] = task
-            task.add_done_callback(functools.partial(self._forget, backend.state_key))
+            task = asyncio.ensure_future(self._run_check(session, prepared, now, remaining_s))
+            self._inflight[prepared.state_key] = task
+            task.add_done_callback(functools.partial(self._forget, prepared.state_key))
         try:
             return await asyncio.wait_for(asyncio.shield(task), max(remaining_s, 0.0))
         except TimeoutError:
             outcome = classify(transport=Transport.DEADLINE)
             return Health(False, now, outcome, ms=max(remaining_s, 0.0) * 1000)
 
-    async def _probe(
-        self, session: aiohttp.ClientSession, backend: Backend, now: float, remaining_s: float
+    async def _run_check(
+        self,
+        session: aiohttp.ClientSession,
+        prepared: PreparedProvider,
+        now: float,
+        remaining_s: float,
     ) -> Health:
-        result = await probe(session, backend, now, remaining_s)
-        detail = backend.redact(result.outcome.detail)  # it is kept on disk: never a key
+        result = await run_check(session, prepared, now, remaining_s)
+        detail = prepared.redact(result.outcome.detail)  # it is kept on disk: never a key
         if detail != result.outcome.detail:
             result = replace(result, outcome=replace(result.outcome, detail=detail))
-        self.results[backend.state_key] = result
+        self.results[prepared.state_key] = result
         if self.mode != "per_request":
-            await self.store.set_health(backend.state_key, result, self.ttl_s)
+            await self.store.set_health(prepared.state_key, result, self.ttl_s)
         return result
 
     def _forget(self, name: str, _task: asyncio.Task[Health]) -> None:

@@ -8,27 +8,27 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from .routing import Pick
 from .stream import LiveStream
 
 T = TypeVar("T")
-Step = tuple[str, bool]  # (provider, is a last resort)
 
 HEDGE_LOST = "agent-reach: hedge lost"
 
 
 async def race(
-    turn: Callable[[Step], Awaitable[T | None]],
-    first: Step,
+    turn: Callable[[Pick], Awaitable[T | None]],
+    first: Pick,
     hedge_s: float,
-    second: Callable[[], Step | None],
+    second: Callable[[], Pick | None],
 ) -> tuple[T | None, str]:
     """Run `turn(first)`; when it has not finished after `hedge_s`, also `turn(second())` (if
     the walk has a next provider). The first payload and who gave it; (None, first) when none
     did. A second stream that also started is closed."""
     tasks = {asyncio.ensure_future(turn(first)): first[0]}
     done, _ = await asyncio.wait(tasks, timeout=hedge_s)
-    if not done and (step := second()) is not None:
-        tasks[asyncio.ensure_future(turn(step))] = step[0]
+    if not done and (pick := second()) is not None:
+        tasks[asyncio.ensure_future(turn(pick))] = pick[0]
     winner: tuple[T, str] | None = None
     try:
         while tasks and winner is None:

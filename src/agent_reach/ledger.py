@@ -10,11 +10,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import breaker, quota
-from .backend import Backend
 from .breaker import CircuitState
 from .config import Config
 from .events import CircuitEvent, Event, Observer, QuotaEvent
 from .outcomes import Outcome
+from .prepared import PreparedProvider
 from .state import StateStore
 
 
@@ -40,32 +40,32 @@ class Ledger:
         for observer in self.observers:
             observer(event)
 
-    async def exhausted(self, backend: Backend, now: float) -> tuple[str, float] | None:
+    async def exhausted(self, prepared: PreparedProvider, now: float) -> tuple[str, float] | None:
         """Which budget of the provider is used up in its current window, if any, and the
         seconds until that window ends."""
-        for budget, key, end in self.windows.current(backend.budgets, now):
-            if await self.store.usage(backend.quota_key, key) >= budget.limit:
+        for budget, key, end in self.windows.current(prepared.budgets, now):
+            if await self.store.usage(prepared.quota_key, key) >= budget.limit:
                 return f"{budget} used up until the {budget.window} ends", end - now
         return None
 
-    async def count(self, backend: Backend, response: Any) -> None:
+    async def count(self, prepared: PreparedProvider, response: Any) -> None:
         """Count one request (and its tokens) into the provider's budgets."""
         now = self.clock()
-        for budget, key, end in self.windows.current(backend.budgets, now):
+        for budget, key, end in self.windows.current(prepared.budgets, now):
             amount = quota.spent(budget, response)
             if amount:
-                used = await self.store.add_usage(backend.quota_key, key, amount, end - now)
-                self.emit(QuotaEvent(backend.name, budget, key, used, now))
+                used = await self.store.add_usage(prepared.quota_key, key, amount, end - now)
+                self.emit(QuotaEvent(prepared.name, budget, key, used, now))
 
-    async def record(self, backend: Backend, outcome: Outcome) -> None:
+    async def record(self, prepared: PreparedProvider, outcome: Outcome) -> None:
         """What an attempt's outcome does to the provider's circuit."""
         now = self.clock()
-        before = await self.store.circuit(backend.state_key)
+        before = await self.store.circuit(prepared.state_key)
         after = breaker.record(before, outcome.reason, now, self.policy, outcome.retry_after)
         if after == before:
             return
-        await self.store.set_circuit(backend.state_key, after)
-        self.changed(backend.state_key, before, after)
+        await self.store.set_circuit(prepared.state_key, after)
+        self.changed(prepared.state_key, before, after)
 
     def changed(self, key: str, before: CircuitState, after: CircuitState) -> None:
         """Tell observers when a circuit opened or closed, here or (through the store)

@@ -2,7 +2,7 @@
 of `agent-reach probe URL`; the command and its printing are `cli/probe.py`).
 
 Everything goes through the real engine: a one-provider `Router` in memory, health checks off,
-for the chat and stream requests, and `health.probe` for the health check. The steps:
+for the chat and stream requests, and `health.run_check` for the health check. The steps:
 
 1. the health check of the format the URL suggests (its model list gives the model to ask
    for when `--model` is not given);

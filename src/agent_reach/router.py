@@ -83,27 +83,27 @@ class Router:
     @property
     def providers(self) -> tuple[str, ...]:
         """The config's provider names, in file order."""
-        return tuple(self.engine.backends)
+        return tuple(self.engine.prepared)
 
     def provider(self, name: str) -> Provider:
         """Provider `name`'s config entry (KeyError if there is none)."""
-        return self.engine.backends[name].spec
+        return self.engine.prepared[name].spec
 
     def describe(self, name: str) -> dict[str, Any]:
         """Provider `name`'s config as `--debug` shows it: every field, its key as `***` (or
         "(not set)"), and the key's value nowhere."""
         import orjson
 
-        backend = self.engine.backends[name]
-        data = backend.spec.model_dump(mode="json", exclude_defaults=False)
-        if backend.spec.api_key_env:
-            data["api_key"] = "***" if backend.key else "(not set)"
-        redacted: dict[str, Any] = orjson.loads(backend.redact(orjson.dumps(data).decode()))
+        prepared = self.engine.prepared[name]
+        data = prepared.spec.model_dump(mode="json", exclude_defaults=False)
+        if prepared.spec.api_key_env:
+            data["api_key"] = "***" if prepared.key else "(not set)"
+        redacted: dict[str, Any] = orjson.loads(prepared.redact(orjson.dumps(data).decode()))
         return redacted
 
     def health_url(self, name: str) -> str | None:
         """Provider `name`'s health URL (resolved against its endpoint), or None."""
-        return self.engine.backends[name].health_url
+        return self.engine.prepared[name].health_url
 
     @property
     def store(self) -> StateStore:

@@ -102,6 +102,9 @@ def attempt_order(
     return table.default
 
 
+Pick = tuple[str, bool]  # a provider the walk hands out, and whether as a last resort
+
+
 @dataclass(frozen=True, slots=True)
 class Expired:
     """The request's deadline is spent: these providers were not reached (each is recorded
@@ -122,7 +125,7 @@ class Walk:
         self.stopped = False  # on a `content_blocked` refusal (spec §5.1)
         self.larger_than: int | None = None  # a context window that was too small
 
-    def next(self, left_s: float) -> tuple[str, bool] | Expired | None:
+    def next(self, left_s: float) -> Pick | Expired | None:
         """(provider, is_last_resort); `Expired` with every provider not reached when
         `left_s` (what is left of the deadline) is spent; None when all have had their turn."""
         if not self._queue and not self._last_resort:
@@ -286,7 +289,7 @@ def model_listed(model: str, models: frozenset[str]) -> bool:
 _AS_ATTEMPT = frozenset({Reason.CONNECT_FAILED, Reason.TIMEOUT, Reason.AUTH_FAILED})
 
 
-def health_verdict(health: Health, *, model: str, probed_now: bool, now: float) -> Outcome | None:
+def health_verdict(health: Health, *, model: str, checked_now: bool, now: float) -> Outcome | None:
     """What a health result means for this attempt: None to go on, else a failed `Outcome`.
 
     A transport or auth failure of a check made for this request is that request's failure;
@@ -294,9 +297,9 @@ def health_verdict(health: Health, *, model: str, probed_now: bool, now: float) 
     list lacks the model is a `model_unavailable` skip.
     """
     if not health.ok:
-        if probed_now and health.outcome.reason in _AS_ATTEMPT:
+        if checked_now and health.outcome.reason in _AS_ATTEMPT:
             return health.outcome
-        age = "" if probed_now else f" {max(0.0, now - health.checked_at):.0f} s ago"
+        age = "" if checked_now else f" {max(0.0, now - health.checked_at):.0f} s ago"
         why = f"{health.outcome.reason} ({health.outcome.detail})"
         return Outcome(Reason.UNHEALTHY, health.outcome.status, f"health check failed{age}: {why}")
     if model and health.models is not None and not model_listed(model, health.models):

@@ -16,10 +16,10 @@ from typing import Any, Generic, TypeVar
 import aiohttp
 
 from . import completion
-from .backend import Backend
 from .dialects import Mismatch, ProviderError
 from .dialects.framing import framer
 from .outcomes import Outcome, Transport, classify, filtered, mismatch
+from .prepared import PreparedProvider
 from .request import ChatRequest
 from .stream import STREAM_FAILURES, LiveStream
 from .trace import Reason
@@ -34,16 +34,18 @@ class Target:
     whether the answer is wanted as the provider gave it (`raw_body`: the request asks for
     that, or the provider speaks the request's own API) rather than normalized."""
 
-    backend: Backend
+    prepared: PreparedProvider
     req: ChatRequest
     model: str
     raw_body: bool = False
     first_token_s: float | None = None  # a stream's first content must come within this
 
     @classmethod
-    def of(cls, backend: Backend, req: ChatRequest, first_token_s: float | None = None) -> Target:
-        raw = req.raw_response or backend.speaks(req)
-        return cls(backend, req, backend.model_for(req.model), raw, first_token_s)
+    def of(
+        cls, prepared: PreparedProvider, req: ChatRequest, first_token_s: float | None = None
+    ) -> Target:
+        raw = req.raw_response or prepared.speaks(req)
+        return cls(prepared, req, prepared.model_for(req.model), raw, first_token_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +60,7 @@ class Tried(Generic[T_co]):
 def _judge(
     target: Target, resp: aiohttp.ClientResponse, raw: bytes, raw_body: bool, now: float
 ) -> tuple[Outcome, dict[str, Any] | None]:
-    return target.backend.judge(
+    return target.prepared.judge(
         status=resp.status,
         content_type=resp.content_type,
         raw=raw,
@@ -74,16 +76,16 @@ async def fetch(
     session: aiohttp.ClientSession, target: Target, remaining_s: float, now: float
 ) -> Tried[dict[str, Any]]:
     """One non-streamed try: the answer normalized, or as the provider gave it (`raw_body`)."""
-    backend, req = target.backend, target.req
+    prepared, req = target.prepared, target.req
     limit = asyncio.timeout(remaining_s)
     try:
         async with (
             limit,
             session.post(
-                backend.url(target.model, False),
-                data=backend.body(req, target.model, False),
-                headers=backend.headers_for(req, False),
-                timeout=timeouts(backend.connect_s, backend.read_s, remaining_s),
+                prepared.url(target.model, False),
+                data=prepared.body(req, target.model, False),
+                headers=prepared.headers_for(req, False),
+                timeout=timeouts(prepared.connect_s, prepared.read_s, remaining_s),
                 allow_redirects=False,
             ) as resp,
         ):
@@ -98,8 +100,8 @@ async def open_stream(
     session: aiohttp.ClientSession, target: Target, remaining_s: float, now: float
 ) -> Tried[LiveStream]:
     """One streamed try, up to its first content chunk (spec §10 "Streaming")."""
-    backend = target.backend
-    if backend.has_hooks:  # hooks transform whole answers: ask for one, replay it
+    prepared = target.prepared
+    if prepared.has_hooks:  # hooks transform whole answers: ask for one, replay it
         whole = await fetch(session, replace(target, raw_body=False), remaining_s, now)
         chunks = None if whole.payload is None else completion.as_chunks(whole.payload)
         return Tried(
@@ -114,10 +116,10 @@ async def open_stream(
     try:
         async with limit, first:
             resp = await session.post(
-                backend.url(target.model, True),
-                data=backend.body(target.req, target.model, True),
-                headers=backend.headers_for(target.req, True),
-                timeout=timeouts(backend.connect_s, backend.read_s, remaining_s),
+                prepared.url(target.model, True),
+                data=prepared.body(target.req, target.model, True),
+                headers=prepared.headers_for(target.req, True),
+                timeout=timeouts(prepared.connect_s, prepared.read_s, remaining_s),
                 allow_redirects=False,
             )
             status = resp.status
@@ -129,12 +131,12 @@ async def open_stream(
                 if body is None:
                     return Tried(outcome, None, raw)
                 return Tried(outcome, LiveStream.replay(completion.as_chunks(body)))
-            ctx = backend.context(target.model, int(now))
+            ctx = prepared.context(target.model, int(now))
             live = LiveStream(
                 resp,
-                framer(backend.dialect.framing),
-                backend.dialect.decoder(ctx),
-                keep_frames=backend.speaks(target.req),
+                framer(prepared.dialect.framing),
+                prepared.dialect.decoder(ctx),
+                keep_frames=prepared.speaks(target.req),
             )
             if not await live.first_content():
                 return Tried(_empty(live, status))

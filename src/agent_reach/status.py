@@ -20,49 +20,49 @@ if TYPE_CHECKING:
 
 async def quota_use(engine: Engine, name: str) -> list[dict[str, Any]]:
     """The provider's budgets and how much of each its current window has used."""
-    backend = engine.backends[name]
+    prepared = engine.prepared[name]
     return [
         {
             "budget": str(budget),
             "window": key.rpartition("|")[0],
-            "used": (used := await engine.store.usage(backend.quota_key, key)),
+            "used": (used := await engine.store.usage(prepared.quota_key, key)),
             "limit": budget.limit,
             "ratio": round(used / budget.limit, 4),
         }
-        for budget, key, _ in engine.ledger.windows.current(backend.budgets, engine.clock())
+        for budget, key, _ in engine.ledger.windows.current(prepared.budgets, engine.clock())
     ]
 
 
 async def provider(engine: Engine, name: str) -> dict[str, Any]:
     """A configured provider: format, key set, last health check, identity, circuit, quota."""
-    backend = engine.backends[name]
+    prepared = engine.prepared[name]
     now = engine.clock()
-    health = engine.health.results.get(backend.state_key)
+    health = engine.health.results.get(prepared.state_key)
     return {
         "provider": name,
         "in_config": True,
-        "format": backend.spec.format,
-        "key": None if not backend.spec.api_key_env else bool(backend.key),
+        "format": prepared.spec.format,
+        "key": None if not prepared.spec.api_key_env else bool(prepared.key),
         "health": None
         if health is None
         else {
             "ok": health.ok,
             "age_s": round(now - health.checked_at, 1),
-            "detail": backend.redact(health.outcome.detail),
+            "detail": prepared.redact(health.outcome.detail),
             "models": sorted(health.models) if health.models is not None else None,
         },
-        "fingerprint": identity.split(backend.state_key)[1],
-        "circuit": (await engine.store.circuit(backend.state_key)).view(now),
+        "fingerprint": identity.split(prepared.state_key)[1],
+        "circuit": (await engine.store.circuit(prepared.state_key)).view(now),
         "quota": await quota_use(engine, name),
-        "latency_p95_ms": backend.spec.metadata.get("latency_p95_ms"),
+        "latency_p95_ms": prepared.spec.metadata.get("latency_p95_ms"),
     }
 
 
 async def elsewhere(engine: Engine) -> list[dict[str, Any]]:
     """What the store holds for identities outside this config: circuits and budget
     counters, each with its provider name and fingerprint (`in_config: False`)."""
-    mine = {b.state_key for b in engine.backends.values()}
-    mine |= {b.quota_key for b in engine.backends.values()}
+    mine = {b.state_key for b in engine.prepared.values()}
+    mine |= {b.quota_key for b in engine.prepared.values()}
     circuits, used = await engine.store.entries()
     now = engine.clock()
     rows: list[dict[str, Any]] = []
@@ -81,7 +81,7 @@ async def elsewhere(engine: Engine) -> list[dict[str, Any]]:
 async def providers(engine: Engine, everything: bool = False) -> list[dict[str, Any]]:
     """Every configured provider (see `provider`), and with `everything` the rest."""
     await engine.store.refresh()
-    rows = [await provider(engine, name) for name in engine.backends]
+    rows = [await provider(engine, name) for name in engine.prepared]
     return rows + (await elsewhere(engine) if everything else [])
 
 
@@ -90,7 +90,7 @@ async def logged(engine: Engine, since: float, everything: bool = False) -> list
     written before identities count by name), or with `everything` every line, those of
     other identities named `NAME@FINGERPRINT`."""
     names = dict(engine.names)
-    names.update((n, n) for n in engine.backends)
+    names.update((n, n) for n in engine.prepared)
     out = []
     for a in await engine.store.attempts(since):
         name = names.get(a.provider)

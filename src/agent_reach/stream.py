@@ -23,7 +23,7 @@ from .trace import Attempt
 from .transport import CLIENT_ERRORS
 
 if TYPE_CHECKING:
-    from .backend import Backend
+    from .prepared import PreparedProvider
 
 STREAM_FAILURES = (*CLIENT_ERRORS, ProviderError, Mismatch)
 
@@ -111,11 +111,13 @@ class LiveStream:
 class Recorder(Protocol):
     """Who ran the request: told when its stream fails after the first chunk."""
 
-    async def cut(self, run: Run, backend: Backend, exc: BaseException, ms: float) -> Attempt:
+    async def cut(
+        self, run: Run, prepared: PreparedProvider, exc: BaseException, ms: float
+    ) -> Attempt:
         """Record the failure (its attempt, the circuit); the attempt recorded."""
         ...
 
-    async def resume(self, run: Run, partial: str) -> tuple[Backend, LiveStream] | None:
+    async def resume(self, run: Run, partial: str) -> tuple[PreparedProvider, LiveStream] | None:
         """The next provider's stream finishing the answer cut after `partial`, or None."""
         ...
 
@@ -127,9 +129,11 @@ class ChatStream:
     `StreamInterrupted`; leaving early (or a cancelled task) closes the upstream at once.
     """
 
-    def __init__(self, recorder: Recorder, backend: Backend, live: LiveStream, run: Run) -> None:
+    def __init__(
+        self, recorder: Recorder, prepared: PreparedProvider, live: LiveStream, run: Run
+    ) -> None:
         self.recorder = recorder
-        self.backend = backend
+        self.prepared = prepared
         self.live = live
         self.run = run
 
@@ -139,7 +143,7 @@ class ChatStream:
 
     @property
     def provider(self) -> str:
-        return self.backend.name
+        return self.prepared.name
 
     @property
     def replayed(self) -> bool:
@@ -173,7 +177,7 @@ class ChatStream:
                     return
                 except STREAM_FAILURES as exc:
                     ms = (time.perf_counter() - start) * 1000
-                    attempt = await self.recorder.cut(self.run, self.backend, exc, ms)
+                    attempt = await self.recorder.cut(self.run, self.prepared, exc, ms)
                     if not await self._continue(said):
                         detail = f"{attempt.reason} ({attempt.detail})"
                         message = f"{self.provider} failed mid-stream: {detail}"
@@ -190,7 +194,7 @@ class ChatStream:
         resumed = await self.recorder.resume(self.run, "".join(said.text))
         if resumed is None:
             return False
-        self.backend, self.live = resumed
+        self.prepared, self.live = resumed
         said.continuing = True
         return True
 

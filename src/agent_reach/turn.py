@@ -8,8 +8,8 @@ clock, which circuits are kept in) and `left_s` (what is left of the request's d
 in as arguments, so the machine is tested by tables of cases, stepping time by hand.
 
     begin()                    -> Gather | Send          (a last resort skips every check)
-    consider(facts, now)       -> Skip | Probe | Send    (spec §4 steps 1-2, §5.1 windows)
-    checked(health, probed, now) -> Skip | Send          (its health check, cached or run now)
+    consider(facts, now)       -> Skip | Check | Send    (spec §4 steps 1-2, §5.1 windows)
+    checked(health, checked_now, now) -> Skip | Send          (its health check, cached or run now)
     lease_lost()               -> Skip                   (another instance holds the trial)
     sent(outcome, left_s)      -> Sleep | Done           (a retry, or the end of the turn)
     woke(left_s)               -> Send | Skip            (after the retry's wait)
@@ -69,7 +69,7 @@ class Skip:
 
 
 @dataclass(frozen=True, slots=True)
-class Probe:
+class Check:
     """Consult the provider's health check (cached, or run now), then `checked`."""
 
 
@@ -94,7 +94,7 @@ class Done:
     ok: bool
 
 
-Action = Gather | Skip | Probe | Send | Sleep | Done
+Action = Gather | Skip | Check | Send | Sleep | Done
 DEADLINE = Outcome(Reason.TIMEOUT, None, "deadline")
 
 
@@ -114,7 +114,7 @@ class Turn:
         """A last resort is tried whatever remembered state says (spec §4.2)."""
         return Send() if self.last_resort else Gather()
 
-    def consider(self, facts: Facts, now: float) -> Skip | Probe | Send:
+    def consider(self, facts: Facts, now: float) -> Skip | Check | Send:
         """The skip checks that need no network, then its health check, or admission."""
         self._facts = facts
         skip = precheck(
@@ -133,15 +133,17 @@ class Turn:
             detail = f"context_window {small} is not larger than {facts.larger_than}, too small"
             return Skip(Outcome(Reason.CONTEXT_EXCEEDED, None, detail))
         if facts.has_health:
-            return Probe()
+            return Check()
         return self._admit(now)
 
-    def checked(self, health: Health, probed: bool, now: float) -> Skip | Send:
+    def checked(self, health: Health, checked_now: bool, now: float) -> Skip | Send:
         """What its health check says; a check run for this request tells the circuit."""
         assert self._facts is not None
-        verdict = health_verdict(health, model=self._facts.sent_model, probed_now=probed, now=now)
+        verdict = health_verdict(
+            health, model=self._facts.sent_model, checked_now=checked_now, now=now
+        )
         if verdict is not None:
-            return Skip(verdict, health.ms if probed else 0.0, counts=True)
+            return Skip(verdict, health.ms if checked_now else 0.0, counts=True)
         return self._admit(now)
 
     def _admit(self, now: float) -> Skip | Send:

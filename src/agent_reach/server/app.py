@@ -58,7 +58,7 @@ class Proxy:
         self.metrics.track([p.name for p in self.config.providers])
         self.models_body = orjson.dumps(self._models())
         if self.config.health.mode == "background" and self._background is None:
-            self._background = asyncio.create_task(self._probe_forever())
+            self._background = asyncio.create_task(self._check_forever())
 
     def app(self) -> web.Application:
         app = web.Application(
@@ -137,14 +137,14 @@ class Proxy:
 
     async def _start(self, app: web.Application) -> None:
         if self.config.health.mode == "background":
-            self._background = asyncio.create_task(self._probe_forever())
+            self._background = asyncio.create_task(self._check_forever())
 
     async def _stop(self, app: web.Application) -> None:
         if self._background is not None:
             self._background.cancel()
         await self.router.aclose()
 
-    async def _probe_forever(self) -> None:
+    async def _check_forever(self) -> None:
         """Health mode `background`: check every provider every `ttl_s`."""
         while True:
             await self.router.refresh_health()

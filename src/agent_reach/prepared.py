@@ -1,5 +1,6 @@
 """A provider prepared for the engine: URLs, headers, key and limits resolved once at start-up,
-plus the judgement of what it answered. Pure: no I/O, no clock (`now` and `created` come in).
+plus the judgement of what it answered. No network I/O and no clock (`now` and `created` come
+in); it does run the provider's hooks, which are user code.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ REDACTED = "***"
 
 
 @dataclass(frozen=True)
-class Backend:
-    """One provider, ready to send to. Built by `Backend.prepare` when the router starts."""
+class PreparedProvider:
+    """One provider, ready to send to; built by `prepare` when the router starts."""
 
     spec: Provider
     dialect: Dialect
@@ -56,7 +57,7 @@ class Backend:
         environ: os._Environ[str] | dict[str, str],
         preprocess: Hook | None = None,
         postprocess: Hook | None = None,
-    ) -> Backend:
+    ) -> PreparedProvider:
         """Resolve everything that does not change between requests."""
         dialect = dialects.get(spec.format).for_endpoint(spec.endpoint)
         key = environ.get(spec.api_key_env) if spec.api_key_env else None
