@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "core",
         (
-            "_version",
+            "version",
             "trace",
             "errors",
             "outcomes",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._version import __version__
+from .version import __version__
 
 if TYPE_CHECKING:
     from .config import Config

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
@@ -126,7 +127,13 @@ async def run_check(
         outcome = classify(transport=kind, transport_detail=text)
         return Health(False, now, outcome, ms=(time.perf_counter() - start) * 1000)
     ms = (time.perf_counter() - start) * 1000
-    return prepared.judge_health(status=status, content_type=content_type, raw=raw, now=now, ms=ms)
+    result = prepared.judge_health(
+        status=status, content_type=content_type, raw=raw, now=now, ms=ms
+    )
+    detail = prepared.redact(result.outcome.detail)  # it is shown and kept: never a key
+    if detail == result.outcome.detail:
+        return result
+    return replace(result, outcome=replace(result.outcome, detail=detail))
 
 
 class HealthMonitor:
@@ -173,7 +180,8 @@ class HealthMonitor:
         waits for it no longer than its own `remaining_s` (then: a `timeout`, "deadline")."""
         task = self._inflight.get(prepared.state_key)
         if task is None:
-            task = asyncio.ensure_future(self._run_check(session, prepared, now, remaining_s))
+            check = run_check(session, prepared, now, remaining_s)
+            task = asyncio.ensure_future(self._remember(prepared, check))
             self._inflight[prepared.state_key] = task
             task.add_done_callback(functools.partial(self._forget, prepared.state_key))
         try:
@@ -182,17 +190,8 @@ class HealthMonitor:
             outcome = classify(transport=Transport.DEADLINE)
             return Health(False, now, outcome, ms=max(remaining_s, 0.0) * 1000)
 
-    async def _run_check(
-        self,
-        session: aiohttp.ClientSession,
-        prepared: PreparedProvider,
-        now: float,
-        remaining_s: float,
-    ) -> Health:
-        result = await run_check(session, prepared, now, remaining_s)
-        detail = prepared.redact(result.outcome.detail)  # it is kept on disk: never a key
-        if detail != result.outcome.detail:
-            result = replace(result, outcome=replace(result.outcome, detail=detail))
+    async def _remember(self, prepared: PreparedProvider, check: Awaitable[Health]) -> Health:
+        result = await check
         self.results[prepared.state_key] = result
         if self.mode != "per_request":
             await self.store.set_health(prepared.state_key, result, self.ttl_s)

@@ -188,7 +188,7 @@ def _entry(
 
 def _config(entry: dict[str, Any]) -> dict[str, Any]:
     """A one-provider config in memory, without health checks, with generous timeouts."""
-    from ._version import PROTOCOL_VERSION
+    from .version import PROTOCOL_VERSION
 
     return {
         "version": PROTOCOL_VERSION,

@@ -14,8 +14,8 @@ from typing import Any
 
 import aiohttp
 
-from ._version import __version__
 from .outcomes import Transport
+from .version import __version__
 
 USER_AGENT = f"agent-reach/{__version__}"
 
@@ -70,21 +70,22 @@ def timeouts(connect_s: float, read_s: float, remaining_s: float) -> aiohttp.Cli
 
 
 # Most specific first: the connect timeout is also a TimeoutError and an OSError.
-_KINDS: tuple[tuple[type[BaseException], Transport], ...] = (
-    (aiohttp.ConnectionTimeoutError, Transport.CONNECT_TIMEOUT),
-    (aiohttp.ClientConnectorCertificateError, Transport.TLS),
-    (aiohttp.ClientConnectorSSLError, Transport.TLS),
-    (aiohttp.ClientSSLError, Transport.TLS),
-    (ssl.SSLError, Transport.TLS),
-    (aiohttp.ClientConnectorError, Transport.CONNECT),
-    (aiohttp.SocketTimeoutError, Transport.READ_TIMEOUT),
-    (aiohttp.ServerTimeoutError, Transport.READ_TIMEOUT),
-    (asyncio.TimeoutError, Transport.READ_TIMEOUT),
-    (aiohttp.ServerDisconnectedError, Transport.DISCONNECTED),
-    (aiohttp.ClientPayloadError, Transport.DISCONNECTED),
-    (aiohttp.ClientOSError, Transport.DISCONNECTED),
-    (aiohttp.ClientConnectionError, Transport.DISCONNECTED),
-    (ConnectionError, Transport.DISCONNECTED),
+_KINDS: tuple[tuple[tuple[type[BaseException], ...], Transport], ...] = (
+    ((aiohttp.ConnectionTimeoutError,), Transport.CONNECT_TIMEOUT),
+    (
+        (
+            aiohttp.ClientConnectorCertificateError,
+            aiohttp.ClientConnectorSSLError,
+            aiohttp.ClientSSLError,
+            ssl.SSLError,
+        ),
+        Transport.TLS,
+    ),
+    ((aiohttp.ClientConnectorError,), Transport.CONNECT),
+    (
+        (aiohttp.SocketTimeoutError, aiohttp.ServerTimeoutError, asyncio.TimeoutError),
+        Transport.READ_TIMEOUT,
+    ),
 )
 
 CLIENT_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError)

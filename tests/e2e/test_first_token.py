@@ -1,7 +1,7 @@
 """Streams that say nothing, and streams cut mid-answer (spec §10 "Streaming"): the first token
 rule fails over a provider that keeps a stream alive without content; continuation
 (`continue_on_cut`) lets the next provider finish an answer cut after text, in the same stream.
-Through the proxy, with the official OpenAI SDK."""
+Through the proxy, with the official OpenAI and Anthropic SDKs."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
+import anthropic
 import openai
 import pytest
 
@@ -132,6 +133,25 @@ def test_a_responses_stream_is_continued_too(proxy: Proxy) -> None:
     assert "response.failed" not in kinds
     text = events[-1]["response"]["output"][0]["content"][0]["text"]
     assert text == "partial answerhello from ok"
+
+
+def test_a_messages_stream_is_continued_too(proxy: Proxy) -> None:
+    proxy.upstream.clear()
+    headers = {"X-Agent-Reach-Route": "finishing"}
+    with (
+        anthropic.Anthropic(base_url=proxy.base, api_key="unused", max_retries=0) as client,
+        client.messages.stream(
+            model="m", max_tokens=100, messages=MSG, extra_headers=headers
+        ) as stream,
+    ):
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text == "partial answerhello from ok"
+    assert final.stop_reason == "end_turn"
+    assert final.content[0].type == "text"
+    assert final.content[0].text == text  # one message, one text block
+    sent = proxy.upstream.bodies("backup")[-1]["messages"]
+    assert sent[-2] == {"role": "assistant", "content": "partial answer"}
 
 
 def test_without_the_option_a_cut_is_an_error_event(proxy: Proxy) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from agent_reach._version import PROTOCOL_VERSION, __version__
+from agent_reach.version import PROTOCOL_VERSION, __version__
 
 from ..upstream import Upstream, refused_url
 from .test_cli import config_file, no_secrets, p, run

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from .._version import PROTOCOL_VERSION, __version__
+from ..version import PROTOCOL_VERSION, __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -149,19 +149,22 @@ def _register() -> None:
         setup,
     )
 
-    main.add_command(chat.chat)
-    main.add_command(check.check)
-    main.add_command(config_cmd.config)
-    main.add_command(demo.demo)
-    main.add_command(drill.drill)
-    main.add_command(init_cmd.init)
-    main.add_command(probe.probe)
-    main.add_command(providers.providers)
-    main.add_command(serve.serve)
-    main.add_command(report.report)
-    main.add_command(report.status)
-    main.add_command(run.run)
-    main.add_command(setup.setup)
+    for command in (
+        chat.chat,
+        check.check,
+        config_cmd.config,
+        demo.demo,
+        drill.drill,
+        init_cmd.init,
+        probe.probe,
+        providers.providers,
+        serve.serve,
+        report.report,
+        report.status,
+        run.run,
+        setup.setup,
+    ):
+        main.add_command(command)
 
 
 _register()

@@ -18,6 +18,8 @@ from . import expected_errors, fail
 from .render import print_json
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ..probe import Report
 
 
@@ -50,29 +52,11 @@ def probe(
     answer usably."""
     import asyncio
 
-    from .. import dialects
-    from ..catalog import formats_for_url
-    from ..config.write import (
-        append_provider,
-        provider_names,
-        read_raw,
-        weight_after_last,
-        written,
-    )
-    from ..probe import model_in_url, run_probe
+    from ..config.write import provider_names, weight_after_last
+    from ..probe import run_probe
     from .init_cmd import config_target
 
-    if not re.match(r"^https?://[^/?#]+", url):
-        fail(f"expected a full http(s) URL, got {url!r}", 2)
-    if fmt is not None and fmt not in dialects.FORMATS:
-        fail(f"format {fmt!r} is not available (available: {', '.join(dialects.FORMATS)})", 2)
-    if (fmt or formats_for_url(url)[0]) == "gemini" and not model and not model_in_url(url):
-        fail("a Gemini models collection URL needs --model (or a URL that names the model)", 2)
-    environ: dict[str, str] = {}
-    if key_env:
-        if not os.environ.get(key_env):
-            fail(f"{key_env} is not set", 2)
-        environ[key_env] = os.environ[key_env]
+    environ = _checked(url, fmt, model, key_env)
     target = None
     if name is not None:
         if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
@@ -92,16 +76,42 @@ def probe(
     if target is not None:
         if not report.usable:
             fail("nothing was written: the endpoint did not answer usably", 1)
-        how = append_provider(target, report.provider)
-        click.echo(written(how, repr(name), target), err=as_json)
-        if read_raw(target)[0].get("fallback_order"):
-            click.echo(
-                f"note: the file's fallback_order does not name {name!r}; add it there to try "
-                "it by default",
-                err=True,
-            )
+        _write(target, str(name), report.provider, as_json)
     if not report.usable:
         raise SystemExit(1)
+
+
+def _checked(url: str, fmt: str | None, model: str | None, key_env: str | None) -> dict[str, str]:
+    """Exit 2 on arguments that cannot work; the environment the probe may read (the key)."""
+    from .. import dialects
+    from ..catalog import formats_for_url
+    from ..probe import model_in_url
+
+    if not re.match(r"^https?://[^/?#]+", url):
+        fail(f"expected a full http(s) URL, got {url!r}", 2)
+    if fmt is not None and fmt not in dialects.FORMATS:
+        fail(f"format {fmt!r} is not available (available: {', '.join(dialects.FORMATS)})", 2)
+    if (fmt or formats_for_url(url)[0]) == "gemini" and not model and not model_in_url(url):
+        fail("a Gemini models collection URL needs --model (or a URL that names the model)", 2)
+    if not key_env:
+        return {}
+    if not os.environ.get(key_env):
+        fail(f"{key_env} is not set", 2)
+    return {key_env: os.environ[key_env]}
+
+
+def _write(target: Path, name: str, provider: dict[str, Any], as_json: bool) -> None:
+    """Append the probed provider to the config file, and say so."""
+    from ..config.write import append_provider, read_raw, written
+
+    how = append_provider(target, provider)
+    click.echo(written(how, repr(name), target), err=as_json)
+    if read_raw(target)[0].get("fallback_order"):
+        click.echo(
+            f"note: the file's fallback_order does not name {name!r}; add it there to try "
+            "it by default",
+            err=True,
+        )
 
 
 # -- reporting ---------------------------------------------------------------------------------

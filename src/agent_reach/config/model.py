@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from .._version import PROTOCOL_VERSION
 from ..routing import Policy, RouteTable
+from ..version import PROTOCOL_VERSION
 from .describe import did_you_mean
 from .provider import Ms, Name, Provider, Section, http_url
 

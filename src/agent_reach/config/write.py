@@ -14,8 +14,8 @@ import textwrap
 from pathlib import Path
 from typing import Any, Literal
 
-from .._version import PROTOCOL_VERSION
 from ..errors import ConfigError
+from ..version import PROTOCOL_VERSION
 
 How = Literal["created", "appended", "rewrote"]
 

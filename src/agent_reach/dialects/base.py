@@ -131,6 +131,27 @@ class Decoder(ABC):
             self.finished = True
         return [self.chunk(delta=delta, finish=finish, usage=usage, index=index)]
 
+    def choice(
+        self,
+        index: int,
+        text: str | None,
+        reasoning: str | None,
+        calls: list[dict[str, Any]] | None,
+        finish: str | None,
+        usage: dict[str, Any] | None,
+    ) -> list[dict[str, Any]]:
+        """`emit` for one choice of an event that carries several, and the event's usage: that
+        goes out with the choice's finish only."""
+        usage = usage if finish is not None else None
+        return self.emit(
+            content=text,
+            reasoning=reasoning,
+            tool_calls=calls,
+            finish=finish,
+            usage=usage,
+            index=index,
+        )
+
 
 class Dialect(ABC):
     """One provider format. Subclasses set the class defaults and override what differs."""

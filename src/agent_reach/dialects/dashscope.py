@@ -245,21 +245,12 @@ class DashScopeDecoder(Decoder):
                 finish = completion.finish_reason(c.get("finish_reason"), None)
                 if finish == "stop" and self.calls:
                     finish = "tool_calls"
-                out += self.emit(
-                    content=text_of(msg.get("content")),
-                    reasoning=text_of(msg.get("reasoning_content")),
-                    tool_calls=calls,
-                    finish=finish,
-                    usage=usage if finish is not None else None,
-                    index=c["index"] if isinstance(c.get("index"), int) else i,
-                )
+                index = c["index"] if isinstance(c.get("index"), int) else i
+                text, reasoning = text_of(msg.get("content")), text_of(msg.get("reasoning_content"))
+                out += self.choice(index, text, reasoning, calls, finish, usage)
             return out
         finish = completion.finish_reason(output.get("finish_reason"), None)
-        return self.emit(
-            content=text_of(output.get("text")),
-            finish=finish,
-            usage=usage if finish is not None else None,
-        )
+        return self.choice(0, text_of(output.get("text")), None, None, finish, usage)
 
 
 DIALECT = DashScope()

@@ -385,14 +385,7 @@ class GeminiDecoder(Decoder):
             ]
             self.calls[index] = first + len(calls)
             finish = _finish(c, self.calls[index] > 0, None)
-            out += self.emit(
-                content=text,
-                reasoning=thought,
-                tool_calls=calls,
-                finish=finish,
-                usage=usage if finish is not None else None,
-                index=index,
-            )
+            out += self.choice(index, text, thought, calls, finish, usage)
         return out
 
 

@@ -248,14 +248,7 @@ class MinimaxDecoder(Decoder):
             self.calls[index] = self.calls.get(index, 0) + len(calls or ())
             if finish == "stop" and self.calls[index]:
                 finish = "tool_calls"
-            out += self.emit(
-                content=text,
-                reasoning=thought,
-                tool_calls=calls,
-                finish=finish,
-                usage=usage if finish is not None else None,
-                index=index,
-            )
+            out += self.choice(index, text, thought, calls, finish, usage)
         return out
 
     def _piece(

@@ -904,55 +904,33 @@ class StreamOut:
         item, index = self.open, len(self.output)
         assert item is not None
         self.text.append(text)
+        ids = {"item_id": item["id"], "output_index": index}
         if kind == "message":
-            out.append(
-                self._event(
-                    "response.output_text.delta",
-                    item_id=item["id"],
-                    output_index=index,
-                    content_index=0,
-                    delta=text,
-                    logprobs=[],
-                )
+            delta = self._event(
+                "response.output_text.delta", **ids, content_index=0, delta=text, logprobs=[]
             )
         else:
-            out.append(
-                self._event(
-                    "response.reasoning_summary_text.delta",
-                    item_id=item["id"],
-                    output_index=index,
-                    summary_index=0,
-                    delta=text,
-                )
+            delta = self._event(
+                "response.reasoning_summary_text.delta", **ids, summary_index=0, delta=text
             )
+        out.append(delta)
         return out
 
     def _open(self, kind: str) -> list[tuple[str, dict[str, Any]]]:
+        """Open a message (`kind` "message") or reasoning item and its first part."""
         index = len(self.output)
         if kind == "message":
             item = message_item(new_id("msg"), "", "in_progress")
-            self.open, self.text = item, []
-            return [
-                self._event("response.output_item.added", output_index=index, item=item),
-                self._event(
-                    "response.content_part.added",
-                    item_id=item["id"],
-                    output_index=index,
-                    content_index=0,
-                    part=_text_part(""),
-                ),
-            ]
-        item = reasoning_item(new_id("rs"), "")
+            part = ("response.content_part.added", "content_index", _text_part(""))
+        else:
+            item = reasoning_item(new_id("rs"), "")
+            empty = {"type": "summary_text", "text": ""}
+            part = ("response.reasoning_summary_part.added", "summary_index", empty)
         self.open, self.text = item, []
+        kind, at, first = part
         return [
             self._event("response.output_item.added", output_index=index, item=item),
-            self._event(
-                "response.reasoning_summary_part.added",
-                item_id=item["id"],
-                output_index=index,
-                summary_index=0,
-                part={"type": "summary_text", "text": ""},
-            ),
+            self._event(kind, item_id=item["id"], output_index=index, **{at: 0}, part=first),
         ]
 
     def _close(self) -> list[tuple[str, dict[str, Any]]]:

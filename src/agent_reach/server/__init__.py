@@ -52,7 +52,7 @@ async def run(
 
     from . import reload
     from .app import Proxy
-    from .log import configure, server_log
+    from .log import configure
 
     configure(log_level, access_log)
     proxy = Proxy(router, api_keys=api_keys(router.config.server.api_keys_env))
@@ -82,20 +82,27 @@ async def run(
         await stop.wait()
     finally:
         stop_reloading()
-        server = runner.server
-        served = server.requests_count if server is not None else 0
-        busy = len(server.connections) if server is not None else 0
-        server_log.info(
-            "agent-reach: shutting down: %d open connection(s), in-flight requests get %g s",
-            busy,
-            shutdown_s,
-        )
-        await runner.cleanup()
-        server_log.info(
-            "agent-reach: stopped after %.0f s, %d request(s) served",
-            time.monotonic() - started,
-            served,
-        )
+        await _drain(runner, shutdown_s, started)
+
+
+async def _drain(runner: Runner, shutdown_s: float, started: float) -> None:
+    """Stop: in-flight requests get `shutdown_s` to finish; the log says how it went."""
+    from .log import server_log
+
+    server = runner.server
+    served = server.requests_count if server is not None else 0
+    busy = len(server.connections) if server is not None else 0
+    server_log.info(
+        "agent-reach: shutting down: %d open connection(s), in-flight requests get %g s",
+        busy,
+        shutdown_s,
+    )
+    await runner.cleanup()
+    server_log.info(
+        "agent-reach: stopped after %.0f s, %d request(s) served",
+        time.monotonic() - started,
+        served,
+    )
 
 
 async def run_with(

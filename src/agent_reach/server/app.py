@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from .._version import __version__
 from ..router import Router
+from ..version import __version__
 from . import chat, log, messages, responses, status_page, step
 from .errors import JSON
 from .guard import Guard, Keys

@@ -46,23 +46,13 @@ class Metrics:
             ["from_provider", "to_provider", "reason"],
             registry=r,
         )
-        self.provider_up = Gauge(
-            "agent_reach_provider_up",
-            "1 if the provider's last attempt succeeded, else 0.",
-            ["provider"],
-            registry=r,
-        )
-        self.circuit_open = Gauge(
-            "agent_reach_circuit_open",
-            "1 while the provider's circuit is open.",
-            ["provider"],
-            registry=r,
-        )
-        self.quota_used = Gauge(
-            "agent_reach_quota_used_ratio",
-            "Share of the provider's tightest budget used.",
-            ["provider"],
-            registry=r,
+        self.provider_up, self.circuit_open, self.quota_used = (
+            Gauge(name, doc, ["provider"], registry=r)
+            for name, doc in (
+                ("agent_reach_provider_up", "1 if the provider's last attempt succeeded, else 0."),
+                ("agent_reach_circuit_open", "1 while the provider's circuit is open."),
+                ("agent_reach_quota_used_ratio", "Share of the provider's tightest budget used."),
+            )
         )
         self.reloads = Counter(
             "agent_reach_config_reloads",

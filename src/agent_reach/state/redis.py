@@ -1,21 +1,7 @@
 """State in Redis (`state: redis://HOST:PORT/DB`): several proxy instances behave as one router
 (spec §12.1).
 
-Keys (all under `agent-reach:`), each with a TTL so nothing grows without bound:
-- `circuit:{key}`        a hash (failures, open_until, trial, cause); expires an hour after it
-                         would close; a closed circuit is deleted.
-- `health:{key}`         the latest health check result (JSON), expiring after `health.ttl_s`.
-- `fails:{key}`          the fleet's count of consecutive failures (INCR), reset by a success,
-                         expiring an hour after the last failure.
-- `usage:{key}|{window}` a budget counter (INCRBY), expiring when its window ends.
-- `claim:{key}`          SET NX PX: the first instance to claim an alert sends it.
-- `response:{id}`        a stored Responses-API response (JSON), expiring after
-                         `server.responses_ttl_s`.
-- `attempts`             a stream (XADD, trimmed to the retention with MINID and ~100k
-                         entries), read by `agent-reach report`.
-Channel `agent-reach:circuits`: every circuit change is published (`instance|key|failures|
-open_until|trial|cause`); each instance applies its peers' at once, and the periodic re-read
-of the cached view stays as the fallback for what a dropped subscription missed.
+The keys, the channel and the message format: `redis_wire.py`.
 
 The fleet's circuit: a counted failure is an INCRBY of `fails:` (one round trip, in the
 background; failures that arrive while one is on its way go out together); the instance whose
@@ -36,7 +22,6 @@ import json
 import os
 import time
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from .. import breaker
 from ..breaker import CLOSED, CircuitState
@@ -44,65 +29,17 @@ from ..routing import Health
 from . import LoggedAttempt
 from .cached import CachedStore, Snapshot
 from .memory import MemoryStore
+from .redis_wire import CHANNEL, CLAIM_TRIAL, PREFIX, fields, message, parse, public_url
 
-PREFIX = "agent-reach:"
-CHANNEL = f"{PREFIX}circuits"
 _LOG_CAP = 100_000
 _KEEP_S = 3600  # circuit records and failure counts outlive their last change by an hour
-
-# The half-open trial, claimed atomically: won when the circuit is still cooled down (its
-# `open_until` passed and nobody leased it since); the lease is written and published.
-_CLAIM_TRIAL = """
-local ends = tonumber(redis.call('HGET', KEYS[1], 'open_until') or '0')
-if ends > tonumber(ARGV[1]) then return 0 end
-redis.call('HSET', KEYS[1], 'failures', ARGV[2], 'open_until', ARGV[3], 'trial', 1,
-           'cause', ARGV[4])
-redis.call('EXPIRE', KEYS[1], ARGV[5])
-redis.call('PUBLISH', ARGV[6], ARGV[7])
-return 1
-"""
-
-
-def _message(instance: str, key: str, state: CircuitState) -> str:
-    return "|".join(
-        (
-            instance,
-            key,
-            str(state.failures),
-            repr(state.open_until),
-            str(int(state.trial)),
-            state.cause,
-        )
-    )
-
-
-def _parse(message: str) -> tuple[str, str, CircuitState]:
-    instance, key, failures, open_until, trial, cause = message.split("|", 5)
-    return instance, key, CircuitState(int(failures), float(open_until), trial == "1", cause)
-
-
-def _fields(state: CircuitState) -> dict[str, Any]:
-    return {
-        "failures": state.failures,
-        "open_until": repr(state.open_until),
-        "trial": int(state.trial),
-        "cause": state.cause,
-    }
-
-
-def _public(url: str) -> str:
-    """The URL without its password, for log lines."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 class RedisStore(CachedStore):
     """Circuits, budgets, claims and the attempt log in Redis."""
 
     def __init__(self, url: str, retention_s: float = 7 * 86400) -> None:
-        super().__init__(_public(url), retention_s)
+        super().__init__(public_url(url), retention_s)
         import redis.asyncio as aioredis
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
@@ -123,7 +60,7 @@ class RedisStore(CachedStore):
         self._granted: dict[str, CircuitState] = {}  # trials this instance won, not yet used
         self._claiming: set[str] = set()
         self._failures: dict[str, int] = {}  # counted failures not yet sent, by circuit
-        self._claim_script: Any = self.redis.register_script(_CLAIM_TRIAL)
+        self._claim_script: Any = self.redis.register_script(CLAIM_TRIAL)
 
     async def _load(self) -> Snapshot:
         circuits: dict[str, CircuitState] = {}
@@ -187,9 +124,9 @@ class RedisStore(CachedStore):
             if state == CLOSED:
                 pipe.delete(key, f"{PREFIX}fails:{provider}")
             else:
-                pipe.hset(key, mapping=_fields(state))
+                pipe.hset(key, mapping=fields(state))
                 pipe.expire(key, max(60, int(state.open_until - time.time()) + _KEEP_S))
-            pipe.publish(CHANNEL, _message(self.instance, provider, state))
+            pipe.publish(CHANNEL, message(self.instance, provider, state))
             await pipe.execute()
 
     async def _count_failures(self, provider: str, failures: int) -> None:
@@ -240,7 +177,7 @@ class RedisStore(CachedStore):
                     state.cause,
                     max(60, int(state.open_until - time.time()) + _KEEP_S),
                     CHANNEL,
-                    _message(self.instance, provider, state),
+                    message(self.instance, provider, state),
                 ],
             )
         finally:
@@ -289,7 +226,7 @@ class RedisStore(CachedStore):
     def _apply(self, message: str) -> None:
         """A peer's circuit change: an opening (or a lease) that ends later than what this view
         has wins; a close or a count applies unless this instance's own write is in flight."""
-        instance, key, state = _parse(message)
+        instance, key, state = parse(message)
         if instance == self.instance:
             return
         before = self.circuits.get(key, CLOSED)
