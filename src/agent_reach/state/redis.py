@@ -1,5 +1,5 @@
 """State in Redis (`state: redis://HOST:PORT/DB`): several proxy instances behave as one router
-(spec §12.1).
+(protocol §12.1).
 
 Keys (all under `agent-reach:`), each with a TTL so nothing grows without bound:
 - `circuit:{key}`        a hash (failures, open_until, trial, cause); expires an hour after it
