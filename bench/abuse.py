@@ -1,4 +1,4 @@
-"""Hostile clients against a running `agent-reach serve` (spec §14): what they cost the proxy
+"""Hostile clients against a running `agent-reach serve` (protocol §14): what they cost the proxy
 and whether it sheds them.
 
     .venv/bin/python bench/abuse.py [--idle 500] [--slowloris 50] [--unread 200] [--timeout 30]

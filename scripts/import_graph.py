@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """The import graph of `src/agent_reach`, drawn from the code, and the layer rule it must keep.
 
-    python scripts/import_graph.py            # the graph, layer by layer, as text
-    python scripts/import_graph.py --dot      # the same as Graphviz DOT
-    python scripts/import_graph.py --check    # exit 1, naming each import that points up
+    python scripts/import_graph.py                 # the graph, layer by layer, as text
+    python scripts/import_graph.py --dot           # the same as Graphviz DOT
+    python scripts/import_graph.py --markdown      # a mermaid chart and a table, for GitHub
+    python scripts/import_graph.py --update-docs   # the same, written into docs/architecture.md
+    python scripts/import_graph.py --check         # exit 1, naming each import that points up
 
 A unit is a top-level module or subpackage of `agent_reach`. Units sit in layers (`LAYERS`,
 bottom first); a unit may import units of its own layer or of a layer below, never above.
@@ -18,7 +20,12 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent / "src" / "agent_reach"
+REPO = Path(__file__).resolve().parent.parent
+ROOT = REPO / "src" / "agent_reach"
+DOC = REPO / "docs" / "architecture.md"
+# docs/architecture.md holds `markdown`'s output between these two lines.
+BEGIN = "<!-- import-graph: begin (python scripts/import_graph.py --update-docs) -->"
+END = "<!-- import-graph: end -->"
 
 # Bottom first. The words of the protocol and the pure decisions; the wire formats and the
 # config; the parts that do I/O; the one loop; the library's front door; the faces.
@@ -127,6 +134,50 @@ def dot(edges: dict[str, set[str]]) -> str:
     return "\n".join([*lines, "}"])
 
 
+def markdown(edges: dict[str, set[str]]) -> str:
+    """The graph for a page on GitHub: a mermaid chart of the layers (an arrow from one layer to
+    a lower one, labelled with how many imports of a unit by a unit it stands for) and a table
+    of every unit's imports, top layer first."""
+    present = [
+        (name, [u for u in units if u in edges or any(u in t for t in edges.values())])
+        for name, units in LAYERS
+    ]
+    chart = ["```mermaid", "flowchart TD"]
+    for i, (name, units) in reversed(list(enumerate(present))):
+        rows = [" · ".join(units[j : j + 6]) for j in range(0, len(units), 6)]
+        chart.append(f'  L{i}["<b>{name}</b><br/>{"<br/>".join(rows)}"]')
+    between: dict[tuple[int, int], int] = defaultdict(int)
+    for unit, targets in edges.items():
+        for target in targets:
+            if layer_of(target) != layer_of(unit):
+                between[layer_of(unit), layer_of(target)] += 1
+    for (above, below), count in sorted(between.items(), key=lambda p: (-p[0][0], -p[0][1])):
+        chart.append(f"  L{above} -->|{count}| L{below}")
+    chart.append("```")
+    table = ["| layer | unit | imports |", "|---|---|---|"]
+    for name, units in reversed(present):
+        for i, unit in enumerate(units):
+            shown = ", ".join(f"`{t}`" for t in sorted(edges.get(unit, ()))) or "–"
+            table.append(f"| {name if i == 0 else ''} | `{unit}` | {shown} |")
+    return "\n".join([*chart, "", *table])
+
+
+def embedded(doc: str) -> str | None:
+    """What `doc` holds between the markers, or None when it lacks them."""
+    _, begin, rest = doc.partition(BEGIN + "\n")
+    body, end, _ = rest.partition("\n" + END)
+    return body if begin and end else None
+
+
+def update_docs(edges: dict[str, set[str]], doc: Path = DOC) -> None:
+    """Write `markdown(edges)` into `doc` between the markers."""
+    text = doc.read_text(encoding="utf-8")
+    old = embedded(text)
+    if old is None:
+        raise SystemExit(f"{doc}: no {BEGIN!r} ... {END!r} block to write the graph into")
+    doc.write_text(text.replace(BEGIN + "\n" + old, BEGIN + "\n" + markdown(edges), 1))
+
+
 def main(argv: list[str]) -> int:
     edges = imports()
     if "--check" in argv:
@@ -134,7 +185,12 @@ def main(argv: list[str]) -> int:
         for problem in problems:
             print(problem, file=sys.stderr)
         return 1 if problems else 0
-    print(dot(edges) if "--dot" in argv else text(edges))
+    if "--update-docs" in argv:
+        update_docs(edges)
+    elif "--markdown" in argv:
+        print(markdown(edges))
+    else:
+        print(dot(edges) if "--dot" in argv else text(edges))
     return 0
 
 

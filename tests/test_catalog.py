@@ -68,7 +68,7 @@ def test_every_entry_is_a_valid_provider(entry: Entry) -> None:
     assert provider.api_key_env == entry.key_env
     assert provider.health_check == entry.health_check
     assert (provider.models or []) == list(entry.models)
-    # The level follows from the format (spec §13): known endpoints never need custom paths.
+    # The level follows from the format (protocol §13): known endpoints never need custom paths.
     assert entry.level == catalog.level_of(entry.format)
     # Local servers take no key; every remote one names its variable.
     assert entry.local == (entry.key_env == "")

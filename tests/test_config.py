@@ -1,4 +1,4 @@
-"""Loading and validating config files (spec §2)."""
+"""Loading and validating config files (protocol §2)."""
 
 from __future__ import annotations
 

@@ -278,7 +278,7 @@ def test_walk_defers_to_last_resort() -> None:
 
 
 def test_walk_of_one_provider_still_has_a_last_resort() -> None:
-    walk = Walk(["a"])  # step mode, or a one-provider fallback_order (spec §4.2)
+    walk = Walk(["a"])  # step mode, or a one-provider fallback_order (protocol §4.2)
     assert walk.next(1.0) == ("a", False)
     walk.defer("a")
     assert walk.next(1.0) == ("a", True)
@@ -417,7 +417,7 @@ def test_validation(level: Level, body: dict[str, Any], raw: Any, ok: bool) -> N
         ({}, ["y"], "gpt-5-codex", "gpt-5-codex", False),
         ({"*": "y"}, None, None, "y", True),  # no model asked: the "*" mapping
         ({"*": "y"}, ["z"], None, "z", True),  # ... after the first of `models`
-        ({}, None, None, "", False),  # no model asked, none known: skipped (spec §3)
+        ({}, None, None, "", False),  # no model asked, none known: skipped (protocol §3)
         ({"*": ""}, None, None, "", True),  # ... unless "*" says "send none"
         ({"*": ""}, None, "m", "m", True),  # which never hides a model that was asked for
     ],

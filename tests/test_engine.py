@@ -525,7 +525,7 @@ def test_error_body_shape_is_valid() -> None:
     )
 
 
-# -- hedging (spec §4.3) ----------------------------------------------------------------------
+# -- hedging (protocol §4.3) ----------------------------------------------------------------------
 
 
 async def test_hedge_starts_the_next_provider_and_cancels_the_loser(up: Upstream) -> None:

@@ -1,4 +1,4 @@
-"""Redis as a fleet's one circuit (spec §12.1), with in-process stores on a real redis-server:
+"""Redis as a fleet's one circuit (protocol §12.1), with in-process stores on a real redis-server:
 failures counted across instances, openings published, one half-open trial."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The proxy's input checks as pure functions (spec §14): what a client may send, what it is
+"""The proxy's input checks as pure functions (protocol §14): what a client may send, what it is
 told, and that whatever `ChatRequest.parse` accepts every provider format can send on."""
 
 from __future__ import annotations

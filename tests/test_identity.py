@@ -1,4 +1,4 @@
-"""Identity keys (spec §12): name plus fingerprints, never a key's value."""
+"""Identity keys (protocol §12): name plus fingerprints, never a key's value."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The layer rule of docs/architecture.md: no import in `src/agent_reach` points up a layer."""
+"""The layer rule of docs/architecture.md: no import in `src/agent_reach` points up a layer; and
+the import graph that page shows is the one `scripts/import_graph.py` draws from the code now."""
 
 from __future__ import annotations
 
@@ -45,3 +46,27 @@ def test_an_import_pointing_up_is_caught(tmp_path: Path) -> None:
         "gadget: in no layer (add it to LAYERS in scripts/import_graph.py)",
         "dialects (formats) imports engine (engine): an import pointing up",
     ]
+
+
+def test_the_graph_in_the_docs_is_the_one_the_code_draws() -> None:
+    g = graph()
+    shown = g.embedded(g.DOC.read_text(encoding="utf-8"))
+    assert shown is not None, f"{g.DOC} has lost its {g.BEGIN!r} ... {g.END!r} block"
+    assert shown == g.markdown(g.imports()), (
+        "docs/architecture.md's import graph differs from the code's: regenerate it with "
+        "`.venv/bin/python scripts/import_graph.py --update-docs`"
+    )
+
+
+def test_the_graph_is_written_between_the_markers(tmp_path: Path) -> None:
+    g = graph()
+    doc = tmp_path / "architecture.md"
+    doc.write_text(f"# Map\n\n{g.BEGIN}\nold graph\n{g.END}\n\nafter\n")
+    edges = {"router": {"engine"}, "engine": {"trace"}}
+    g.update_docs(edges, doc)
+    text = doc.read_text()
+    assert g.embedded(text) == g.markdown(edges)
+    assert text.startswith(f"# Map\n\n{g.BEGIN}\n```mermaid\n")
+    assert text.endswith(f"\n{g.END}\n\nafter\n")
+    assert "L4 -->|1| L3" in text  # front door → engine
+    assert "| front door | `router` | `engine` |" in text

@@ -1,4 +1,4 @@
-"""The Chat Completions field table (`request.CHAT_FIELDS`, spec §5.1): what a chat request
+"""The Chat Completions field table (`request.CHAT_FIELDS`, protocol §5.1): what a chat request
 must be, and the `param` a refusal names, exactly as OpenAI names it. Pure, by tables."""
 
 from __future__ import annotations

@@ -4,6 +4,9 @@
 
 Names are imported on first use, so that `agent-reach --help` starts without loading the HTTP
 stack.
+
+"protocol §N" in the package's docstrings and comments means §N of docs/protocol.md, the
+contract agent-reach implements; docs/architecture.md maps the package.
 """
 
 from __future__ import annotations

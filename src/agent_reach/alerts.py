@@ -1,4 +1,4 @@
-"""Alerts (spec §12): engine events become messages to log, webhook and email sinks.
+"""Alerts (protocol §12): engine events become messages to log, webhook and email sinks.
 
 Events: `quota_threshold` (a budget reached the sink's `threshold`), `quota_exhausted`,
 `circuit_opened`, `circuit_closed`, `all_providers_failed`. Each is sent at most once per

@@ -1,4 +1,4 @@
-"""Circuit breaker per provider (spec §5, §6 "passive health"). Pure: `now` is an argument.
+"""Circuit breaker per provider (protocol §5, §6 "passive health"). Pure: `now` is an argument.
 
 States, as pybreaker has them, kept in one frozen value so any store can hold it:
 - closed:    `open_until == 0`; consecutive failures are counted.
@@ -12,7 +12,7 @@ schema_mismatch, hook_error) for `cooldown_s`; `auth_failed` at once for `auth_c
 `rate_limited` at once until its `Retry-After`, else for `cooldown_s`.
 Times are wall-clock seconds so that processes sharing a store agree on them.
 
-A fleet (spec §12.1): instances sharing a Redis store add their counted failures up in one
+A fleet (protocol §12.1): instances sharing a Redis store add their counted failures up in one
 counter; `fleet_count` says what a circuit becomes when that total is known, so the fleet as a
 whole opens a circuit after `failures` consecutive failures, not after `failures` per instance.
 """

@@ -1,4 +1,4 @@
-"""OpenAI-shaped bodies that agent-reach emits: completions, chunks and errors (spec §7). Pure.
+"""OpenAI-shaped bodies that agent-reach emits: completions, chunks and errors (protocol §7). Pure.
 
 Every dict built here validates against the official schemas (`CreateChatCompletionResponse`,
 `CreateChatCompletionStreamResponse`, `ErrorResponse`), which require more than the Python SDK

@@ -123,7 +123,7 @@ class Engine:
         )
 
     def order(self, req: ChatRequest) -> tuple[str, ...]:
-        """The providers this request will walk through (spec §3)."""
+        """The providers this request will walk through (protocol §3)."""
         return attempt_order(
             self.table,
             self.prepared,
@@ -136,7 +136,7 @@ class Engine:
         """The route a request takes, by name, for metrics and events."""
         label = req.route_label
         if label == "default" and req.model and req.model in self.table.routes:
-            return req.model  # a model alias (spec §3)
+            return req.model  # a model alias (protocol §3)
         return label
 
     # -- the three kinds of request ------------------------------------------------------------
@@ -154,13 +154,13 @@ class Engine:
 
     async def resume(self, run: Run, partial: str) -> tuple[PreparedProvider, LiveStream] | None:
         """A stream was cut after `partial` (text only): the next providers of its walk, asked
-        to finish that answer (spec §10, continuation); None when none can."""
+        to finish that answer (protocol §10, continuation); None when none can."""
         run.req = replace(run.req, continuing=partial)
         found = await self._walk(run, open_stream)
         return None if found is None else (self.prepared[found[1]], found[0])
 
     async def step(self, req: ChatRequest, provider: str) -> tuple[Attempt, dict[str, Any] | None]:
-        """One provider, no failover (spec §9 step mode): the attempt and, when it succeeded,
+        """One provider, no failover (protocol §9 step mode): the attempt and, when it succeeded,
         the response. A provider skipped for remembered state is still tried (last resort)."""
         try:
             response, _, run = await self._drive(self._run(req, provider), fetch)
@@ -192,7 +192,7 @@ class Engine:
 
     async def _walk(self, run: Run, send: Sender[T]) -> tuple[T, str] | None:
         """Each of the walk's providers in turn, then the ones skipped only for remembered
-        state as last resort (spec §4.2): the first answer and who gave it, or None."""
+        state as last resort (protocol §4.2): the first answer and who gave it, or None."""
         while (pick := run.walk.next(run.left(self.monotonic()))) is not None:
             if isinstance(pick, Expired):
                 for name in pick.providers:

@@ -60,14 +60,14 @@ def escaped(text: str, limit: int = 200) -> str:
 
 
 def quoted(text: str, limit: int = 200) -> str:
-    """Client input as an error message may quote it (spec §14): `escaped`, in quotes."""
+    """Client input as an error message may quote it (protocol §14): `escaped`, in quotes."""
     return "'" + escaped(text, limit).replace("'", "\\'") + "'"
 
 
 class AllProvidersFailed(AgentReachError):
     """No provider in the route produced a valid answer; `.attempts` says why, one by one.
 
-    `.status` says whose fault it is (spec §5.1, `fault.fault_of`): 4xx when the request
+    `.status` says whose fault it is (protocol §5.1, `fault.fault_of`): 4xx when the request
     itself is at fault (no such model, blocked content, too long for every provider, refused
     by all as malformed), 429 when every provider asks to come back later (`.retry_after`),
     else 502. `stopped`: the walk stopped on a `content_blocked` refusal.

@@ -1,4 +1,4 @@
-"""Whose fault it is when no provider answered (spec §5.1): the status a request that failed
+"""Whose fault it is when no provider answered (protocol §5.1): the status a request that failed
 gets, in every face (the proxy's status code, `AllProvidersFailed.status`, the CLI's `--json`).
 Pure.
 
@@ -42,7 +42,7 @@ _QUOTA = frozenset({Reason.RATE_LIMITED, Reason.QUOTA_EXHAUSTED})  # "come back 
 
 def fault_of(attempts: Sequence[Attempt], stopped: bool = False) -> Fault:
     """The fault of a request whose `attempts` produced no answer; `stopped`: the walk
-    stopped on a `content_blocked` refusal (spec §5.1)."""
+    stopped on a `content_blocked` refusal (protocol §5.1)."""
     real = [a for a in attempts if a.sent]
     if attempts and all(a.reason is Reason.MODEL_UNAVAILABLE for a in attempts):
         if all(a.detail == "no model given" for a in attempts):

@@ -1,4 +1,4 @@
-"""Health checks (spec §6): probing a provider's health URL and remembering the answer.
+"""Health checks (protocol §6): probing a provider's health URL and remembering the answer.
 
 Modes: `per_request` checks before every attempt; `cached` reuses a result for `ttl_s`;
 `background` is `cached` whose results the proxy refreshes on a timer; `off` never checks.

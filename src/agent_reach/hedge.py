@@ -1,4 +1,4 @@
-"""Hedging (spec §4.3): when a provider has not answered after `hedge_after_ms`, the next one
+"""Hedging (protocol §4.3): when a provider has not answered after `hedge_after_ms`, the next one
 starts too; the first valid answer wins and the other try is cancelled with `HEDGE_LOST`, so
 its attempt can say it lost the race rather than failed."""
 

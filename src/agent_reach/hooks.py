@@ -1,4 +1,4 @@
-"""User hooks (spec §2.3): `preprocess_hook` and `post_process_hook`, loaded once with the
+"""User hooks (protocol §2.3): `preprocess_hook` and `post_process_hook`, loaded once with the
 config from `module:function` or `path/to/file.py:function` (a relative path is relative to
 the config file's folder).
 

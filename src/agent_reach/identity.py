@@ -1,4 +1,4 @@
-"""Whose remembered state is whose (spec §12 "Identity"). Pure.
+"""Whose remembered state is whose (protocol §12 "Identity"). Pure.
 
 Circuits and health results belong to a provider's identity: its name plus a fingerprint of
 its endpoint and key. Quota counters belong to its name plus a fingerprint of its key alone

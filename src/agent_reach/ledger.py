@@ -1,4 +1,4 @@
-"""What attempts leave behind in remembered state (spec §5, §12): the providers' circuits and
+"""What attempts leave behind in remembered state (protocol §5, §12): the providers' circuits and
 budgets, kept in the state store, and the events that tell observers when a circuit opens or
 closes (here, or elsewhere in a fleet) and when a budget grows. The engine calls it; what an
 outcome does is `breaker`'s and `quota`'s to decide.

@@ -1,4 +1,4 @@
-"""Every failure becomes one reason of the protocol, here and nowhere else (spec §5). Pure.
+"""Every failure becomes one reason of the protocol, here and nowhere else (protocol §5). Pure.
 
 The engine reduces what it saw to plain facts (an HTTP status, a `Retry-After` value, the error
 a dialect found in the body, or a `Transport` kind for a failure below HTTP) and calls

@@ -1,4 +1,4 @@
-"""Dot paths and JSON Pointers into parsed JSON (spec §7). Pure.
+"""Dot paths and JSON Pointers into parsed JSON (protocol §7). Pure.
 
 `choices.0.message.content` and `/choices/0/message/content` name the same value. A list index
 is a decimal segment; a JSON Pointer unescapes `~1` to `/` and `~0` to `~`.

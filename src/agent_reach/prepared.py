@@ -45,7 +45,7 @@ class PreparedProvider:
     postprocess: Hook | None = None
     budgets: tuple[Budget, ...] = ()
     needs_model: bool = True
-    # Where its remembered state is kept (spec §12 identity): circuit and health by name,
+    # Where its remembered state is kept (protocol §12 identity): circuit and health by name,
     # endpoint and key; budget counters by name and key. Fingerprints only, never the key.
     state_key: str = ""
     quota_key: str = ""
@@ -100,7 +100,7 @@ class PreparedProvider:
     # -- the request -----------------------------------------------------------------------
 
     def model_for(self, requested: str | None) -> str:
-        """The model name this provider is asked for (spec §3): `model_map` (its `"*"` key
+        """The model name this provider is asked for (protocol §3): `model_map` (its `"*"` key
         for any model the map does not name), else as requested; with no model requested,
         the first of its `models`, else its `"*"` mapping, else "" (no model in the body)."""
         mapping = self.spec.model_map
@@ -112,7 +112,7 @@ class PreparedProvider:
         """Whether a request for `requested` may go to this provider (its `models`). A request
         that names no model goes only where the provider knows one to use, or takes requests
         without one: its URL names the model, a `post_process_hook` makes the answer, or its
-        `model_map` says `"*": ""` (spec §3)."""
+        `model_map` says `"*": ""` (protocol §3)."""
         models = self.spec.models
         if not requested:
             takes_none = "*" in self.spec.model_map or not self.needs_model
@@ -214,7 +214,7 @@ class PreparedProvider:
     def judge_health(
         self, *, status: int, content_type: str, raw: bytes, now: float, ms: float
     ) -> Health:
-        """A health check passes on 2xx with a JSON content type (spec §6); a body that lists
+        """A health check passes on 2xx with a JSON content type (protocol §6); a body that lists
         models (`data[].id`, `models[].name`) also says which models it serves."""
         if not 200 <= status < 300:
             return Health(False, now, self._refusal(status, raw, None, now), ms=ms)

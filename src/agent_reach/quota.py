@@ -1,4 +1,4 @@
-"""Budgets from `metadata.rate_limit` (spec §12): parsing and windows. Pure.
+"""Budgets from `metadata.rate_limit` (protocol §12): parsing and windows. Pure.
 
 `100req/day`, `60req/min`, `1000req/hour` count requests sent to the provider; `200000tok/day`
 counts the tokens of its answers (`usage.total_tokens`). Several budgets may be given as a list

@@ -1,4 +1,4 @@
-"""The SLA report (spec §11 `report`): the attempt log summed up per provider. Pure.
+"""The SLA report (protocol §11 `report`): the attempt log summed up per provider. Pure.
 
 For each provider: requests that reached it, failures among them, failovers (failures that
 passed the request on to another provider), skips (the request passed it by without sending

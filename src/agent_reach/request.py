@@ -1,7 +1,7 @@
 """One incoming chat request, checked and split into the body and agent-reach's extension. Pure.
 
 `CHAT_FIELDS` is the Chat Completions request's field table: every field of the API whose shape
-is known is checked here, before any provider is called (spec §5.1), so that a request every
+is known is checked here, before any provider is called (protocol §5.1), so that a request every
 provider would refuse is the client's 400 naming the field as OpenAI does (`temperature`,
 `messages[2].content`), never a value guessed at, forwarded as something else, or retried on
 every provider. Fields it does not name (a provider's own, or ones the API adds later) pass
@@ -199,7 +199,7 @@ def _positive(ext: dict[str, Any], name: str) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
-    """An OpenAI chat request plus the `agent_reach` extension (spec §11.1).
+    """An OpenAI chat request plus the `agent_reach` extension (protocol §11.1).
 
     `body` is what goes upstream (the extension removed); `model` is None when the request names
     none (each provider then uses the first of its `models`).

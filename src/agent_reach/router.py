@@ -1,4 +1,4 @@
-"""The library face (spec §11.1): `Router`, a thin front over the engine."""
+"""The library face (protocol §11.1): `Router`, a thin front over the engine."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ class Router:
 
     @classmethod
     def from_config(cls, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> Router:
-        """A router for the config file at `path`, or the default lookup (spec §2.1)."""
+        """A router for the config file at `path`, or the default lookup (protocol §2.1)."""
         return cls(load_config(path), **kwargs)
 
     # -- what the config says ------------------------------------------------------------------
@@ -77,7 +77,7 @@ class Router:
 
     @property
     def default_order(self) -> tuple[str, ...]:
-        """The providers a request that names no route walks through (spec §3)."""
+        """The providers a request that names no route walks through (protocol §3)."""
         return self.engine.table.default
 
     @property
@@ -185,7 +185,7 @@ class Router:
         return await self.engine.stream(req)
 
     async def step(self, req: ChatRequest, provider: str) -> tuple[Attempt, dict[str, Any] | None]:
-        """Step mode (spec §9): one provider, no failover; its attempt and, when it answered,
+        """Step mode (protocol §9): one provider, no failover; its attempt and, when it answered,
         the response."""
         return await self.engine.step(req, provider)
 

@@ -6,13 +6,13 @@ A request's way through the providers is decided here and carried out by `engine
 all the I/O and reads all the clocks; nothing in this module sends a byte or reads the time.
 
 1. `attempt_order` turns the request's `fallback_order` / `provider_route` and the config's
-   `RouteTable` into an ordered tuple of provider names (spec §3).
+   `RouteTable` into an ordered tuple of provider names (protocol §3).
 2. A `Walk` hands those names out one at a time. Before trying one, the engine gathers free
    facts about it (does it serve the model, is its key set, is its circuit open, what did its
-   last health check say) and asks `precheck` / `health_verdict` whether to skip it (spec §4
-   step 1-2). A provider skipped for `circuit_open` or `unhealthy` is deferred: when the first
+   last health check say) and asks `precheck` / `health_verdict` whether to skip it (protocol §4
+   step 1). A provider skipped for `circuit_open` or `unhealthy` is deferred: when the first
    pass ends without an answer, the `Walk` hands the deferred ones out again as last resort
-   (spec §4.2), so that remembered state alone never refuses a request.
+   (protocol §4.2), so that remembered state alone never refuses a request.
 3. After a failed try, `retry_delay` says whether to try the same provider again and after how
    long (its `retries`, backoff, `Retry-After`, the time left); else the walk moves on at once.
 
@@ -75,7 +75,7 @@ def attempt_order(
     provider_route: str | None = None,
     model: str | None = None,
 ) -> tuple[str, ...]:
-    """The providers to try for one request, in order (spec §3): its `fallback_order`, its
+    """The providers to try for one request, in order (protocol §3): its `fallback_order`, its
     `provider_route`, a route named after its model, the default. `RequestError` for a name
     that does not exist."""
     known = frozenset(known)
@@ -122,7 +122,7 @@ class Walk:
         self._queue = deque(order)
         self._deferred: list[str] = []
         self._last_resort = False
-        self.stopped = False  # on a `content_blocked` refusal (spec §5.1)
+        self.stopped = False  # on a `content_blocked` refusal (protocol §5.1)
         self.larger_than: int | None = None  # a context window that was too small
 
     def next(self, left_s: float) -> Pick | Expired | None:
@@ -143,7 +143,7 @@ class Walk:
             self._deferred.append(provider)
 
     def refused(self, reason: Reason, window: int | None, stop_on_blocked: bool) -> str:
-        """The request itself was refused (spec §5.1): `content_blocked` stops the walk
+        """The request itself was refused (protocol §5.1): `content_blocked` stops the walk
         unless the policy is `failover`; after `context_exceeded` the walk goes on only to
         providers with a larger `context_window` than the refusing one's (`window`; when
         it is unknown, to all). What the trace should add to the refusal's detail."""
@@ -170,7 +170,8 @@ class Walk:
 @dataclass(frozen=True, slots=True)
 class Policy:
     """What a request's route (or the config, for requests on no named route) says about
-    failures: blocked content, cut streams, silent streams and hedging (spec §4.3, §5.1, §10)."""
+    failures: blocked content, cut streams, silent streams and hedging (protocol §4.3, §5.1,
+    §10)."""
 
     stop_on_blocked: bool = True  # `on_content_blocked: stop`
     continue_on_cut: bool = False
@@ -193,7 +194,7 @@ class Run:
     trace: list[Attempt] = field(default_factory=list)
 
     def first_token_s(self, provider_ms: float | None) -> float | None:
-        """How long a stream may go without content (spec §10): the request's
+        """How long a stream may go without content (protocol §10): the request's
         `first_token_ms`, else its route's, else the provider's; None for no limit."""
         ms = self.req.first_token_ms or self.policy.first_token_ms or provider_ms
         return ms / 1000 if ms and self.req.stream else None
@@ -224,7 +225,7 @@ def precheck(
     now: float,
     exhausted: str | None = None,
 ) -> Skip | None:
-    """The skip decisions that need no network (spec §4 steps 1-2), or None to go on.
+    """The skip decisions that need no network (protocol §4 step 1), or None to go on.
     `exhausted` says which budget is used up, if one is."""
     if not serves_model:
         if not model:
@@ -241,7 +242,7 @@ def precheck(
 
 @dataclass(frozen=True, slots=True)
 class Health:
-    """The result of a provider's health check (spec §6)."""
+    """The result of a provider's health check (protocol §6)."""
 
     ok: bool
     checked_at: float

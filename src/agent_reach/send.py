@@ -99,7 +99,7 @@ async def fetch(
 async def open_stream(
     session: aiohttp.ClientSession, target: Target, remaining_s: float, now: float
 ) -> Tried[LiveStream]:
-    """One streamed try, up to its first content chunk (spec §10 "Streaming")."""
+    """One streamed try, up to its first content chunk (protocol §10 "Streaming")."""
     prepared = target.prepared
     if prepared.has_hooks:  # hooks transform whole answers: ask for one, replay it
         whole = await fetch(session, replace(target, raw_body=False), remaining_s, now)

@@ -1,4 +1,4 @@
-"""What is known about the providers now, as one view (spec §12): the proxy's
+"""What is known about the providers now, as one view (protocol §12): the proxy's
 `/agent-reach/v1/status` and status page, and the CLI's `status` and `report`, all show it.
 
 Remembered state belongs to a provider's identity (`identity`): a configured provider shows

@@ -1,7 +1,7 @@
 """Streams: one provider's open stream (`LiveStream`), and the stream a caller iterates
 (`ChatStream`), which reports a failure after its first chunk to whoever ran the request.
 
-Failover is allowed until the first content chunk (spec §10 "Streaming"), so a `LiveStream`
+Failover is allowed until the first content chunk (protocol §10 "Streaming"), so a `LiveStream`
 reads ahead to its first content, buffering what came before; the engine hands it over only
 then. After that point a failure cannot be hidden: `ChatStream` records it (`Recorder.cut`)
 and raises `StreamInterrupted`.
@@ -186,7 +186,7 @@ class ChatStream:
             await self.live.aclose()
 
     async def _continue(self, said: Said) -> bool:
-        """Spec §10, continuation: when the policy allows it and only text was sent, the next
+        """Protocol §10, continuation: when the policy allows it and only text was sent, the next
         provider finishes the answer in this same stream."""
         if self.native or not said.text or said.other or not self.run.policy.continue_on_cut:
             return False

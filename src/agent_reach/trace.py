@@ -1,4 +1,4 @@
-"""The words of the protocol: reasons, attempts and results (spec §1, §5).
+"""The words of the protocol: reasons, attempts and results (protocol §1, §5).
 
 Pure values, no I/O. Every face (library, CLI, proxy) reports these same records.
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 
 class Reason(StrEnum):
-    """How one attempt ended (spec §5)."""
+    """How one attempt ended (protocol §5)."""
 
     OK = "ok"
     CONNECT_FAILED = "connect_failed"
@@ -30,7 +30,7 @@ class Reason(StrEnum):
     QUOTA_EXHAUSTED = "quota_exhausted"
 
 
-# Reasons that count toward a provider's circuit (spec §5, "effect on the provider").
+# Reasons that count toward a provider's circuit (protocol §5, "effect on the provider").
 CIRCUIT_FAILURES = frozenset(
     {
         Reason.CONNECT_FAILED,

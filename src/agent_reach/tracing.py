@@ -1,4 +1,4 @@
-"""OpenTelemetry tracing (spec §12), with the optional extra `pip install 'agent-reach[otel]'`.
+"""OpenTelemetry tracing (protocol §12), with the optional extra `pip install 'agent-reach[otel]'`.
 
 On when configured: `tracing: {endpoint}` in the config, or the standard
 `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `OTEL_EXPORTER_OTLP_ENDPOINT` variables (OTLP over

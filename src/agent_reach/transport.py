@@ -21,7 +21,7 @@ USER_AGENT = f"agent-reach/{__version__}"
 
 
 # What one upstream answer may hold in memory while its reader (a proxy client that reads
-# nothing) does not take it (spec §14, ≤ 256 KB per unread stream): the socket's receive
+# nothing) does not take it (protocol §14, ≤ 256 KB per unread stream): the socket's receive
 # buffer (the kernel doubles it: a 128 KB window, 640 KB/s at 200 ms, above any token rate)
 # and the reader's buffer (twice `READ_BUFSIZE` before reading pauses).
 RECEIVE_BUFFER = 2**16

@@ -8,14 +8,14 @@ clock, which circuits are kept in) and `left_s` (what is left of the request's d
 in as arguments, so the machine is tested by tables of cases, stepping time by hand.
 
     begin()                    -> Gather | Send          (a last resort skips every check)
-    consider(facts, now)       -> Skip | Check | Send    (spec §4 steps 1-2, §5.1 windows)
+    consider(facts, now)       -> Skip | Check | Send    (protocol §4 step 1, §5.1 windows)
     checked(health, checked_now, now) -> Skip | Send          (its health check, cached or run now)
     lease_lost()               -> Skip                   (another instance holds the trial)
     sent(outcome, left_s)      -> Sleep | Done           (a retry, or the end of the turn)
     woke(left_s)               -> Send | Skip            (after the retry's wait)
 
 A `Send` carries the half-open lease to take first, when the circuit's cooldown has passed
-(the one trial, spec §5: `breaker.admit`). What a sent outcome does to the provider's circuit
+(the one trial, protocol §5: `breaker.admit`). What a sent outcome does to the provider's circuit
 is `breaker.record`'s to decide, and whether it counts against its budgets is
 `quota.counts`'s; the engine applies both to every outcome a `Send` produced.
 """
@@ -64,7 +64,7 @@ class Skip:
 
     @property
     def deferrable(self) -> bool:
-        """Skipped only for remembered state: tried again as last resort (spec §4.2)."""
+        """Skipped only for remembered state: tried again as last resort (protocol §4.2)."""
         return self.outcome.reason in DEFERRABLE
 
 
@@ -111,7 +111,7 @@ class Turn:
         self._facts: Facts | None = None
 
     def begin(self) -> Gather | Send:
-        """A last resort is tried whatever remembered state says (spec §4.2)."""
+        """A last resort is tried whatever remembered state says (protocol §4.2)."""
         return Send() if self.last_resort else Gather()
 
     def consider(self, facts: Facts, now: float) -> Skip | Check | Send:

@@ -1,4 +1,4 @@
-"""The three validation levels of spec §8. Pure.
+"""The three validation levels of protocol §8. Pure.
 
 - `lenient`: the content is a non-empty string, or the message carries `tool_calls`.
 - `usage`:   lenient, and `usage.total_tokens > 0` after normalization.

@@ -1,4 +1,4 @@
-"""`agent-reach serve` says what it does (issue 11, item 4; spec §10): one access line per
+"""`agent-reach serve` says what it does (issue 11, item 4; protocol §10): one access line per
 request on stderr (time, method, path, status, the provider that answered, attempts, ms), never
 a key or a body; `--log-level` and `--no-access-log`; a line at shutdown; a 413 that names the
 limit and the setting."""

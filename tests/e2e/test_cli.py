@@ -100,7 +100,7 @@ def test_prompt_from_stdin_and_flags(up: Upstream, tmp_path: Path) -> None:
     assert (body["model"], body["max_tokens"], body["temperature"]) == ("gpt-test", 20, 0.5)
 
 
-# Each reason of spec §5 that the engine produces, through the CLI, with the backup answering.
+# Each reason of protocol §5 that the engine produces, through the CLI, with the backup answering.
 REASONS = [
     ("auth", "auth_failed", "(401,"),
     ("ratelimit", "rate_limited", "(429,"),

@@ -1,4 +1,4 @@
-"""Whose fault it is (spec §5.1): a request every provider would refuse reaches the client as
+"""Whose fault it is (protocol §5.1): a request every provider would refuse reaches the client as
 the client's error, quickly and once; the policy for blocked content and context windows; and
 peers' failover bugs as regression tests. Through the proxy (official OpenAI SDK), the library
 and the CLI."""

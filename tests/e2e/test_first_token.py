@@ -1,4 +1,4 @@
-"""Streams that say nothing, and streams cut mid-answer (spec §10 "Streaming"): the first token
+"""Streams that say nothing, and streams cut mid-answer (protocol §10 "Streaming"): the first token
 rule fails over a provider that keeps a stream alive without content; continuation
 (`continue_on_cut`) lets the next provider finish an answer cut after text, in the same stream.
 Through the proxy, with the official OpenAI and Anthropic SDKs."""

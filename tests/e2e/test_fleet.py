@@ -1,5 +1,5 @@
 """A fleet of `agent-reach serve` processes on one real redis-server behaves as one router
-(spec §12.1): a dying provider gets about `circuit.failures` requests from the whole fleet,
+(protocol §12.1): a dying provider gets about `circuit.failures` requests from the whole fleet,
 exactly one half-open trial goes out after the cooldown, and a Redis outage fails nothing."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile clients against `agent-reach serve` with client keys set (issue 14, spec §14).
+"""Hostile clients against `agent-reach serve` with client keys set (issue 14, protocol §14).
 
 Every input, at every layer (HTTP framing, content encoding, auth header bytes, JSON depth and
 numbers, field types), gets a 4xx in the error shape of the API its path belongs to (OpenAI's,

@@ -1,4 +1,4 @@
-"""Remembered state belongs to a provider's identity (spec §12): CLI runs on the default
+"""Remembered state belongs to a provider's identity (protocol §12): CLI runs on the default
 state file, two configs that reuse a name, a fixed key, and a state file from before."""
 
 from __future__ import annotations

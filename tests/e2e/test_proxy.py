@@ -439,7 +439,7 @@ def test_step_mode_seed_flow(upstream: Upstream, tmp_path: Path) -> None:
 def test_a_named_provider_is_tried_even_with_its_circuit_open(
     upstream: Upstream, tmp_path: Path
 ) -> None:
-    """Spec §4.2: remembered state alone never refuses a request, in step mode and for a
+    """Protocol §4.2: remembered state alone never refuses a request, in step mode and for a
     one-provider fallback_order too."""
     config = {
         "health": {"mode": "off"},

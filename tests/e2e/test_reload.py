@@ -1,4 +1,4 @@
-"""Reloading the config of a running proxy (spec §12.1): SIGHUP under load, `serve --watch`,
+"""Reloading the config of a running proxy (protocol §12.1): SIGHUP under load, `serve --watch`,
 an invalid file, and remembered state kept for unchanged providers only."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Client connection limits (spec §14) with 2 s settings, against `agent-reach serve`: idle,
+"""Client connection limits (protocol §14) with 2 s settings, against `agent-reach serve`: idle,
 slowloris and trickled-body connections are closed within ~3 s, a streaming client that reads
 nothing is dropped and its upstream cancelled, connections past `max_connections` get a 503,
 and normal requests keep answering all the while."""

@@ -1,4 +1,4 @@
-"""OpenTelemetry tracing (spec §12): a proxy exports the spans of a request that failed over
+"""OpenTelemetry tracing (protocol §12): a proxy exports the spans of a request that failed over
 once to an in-process OTLP/HTTP receiver; unconfigured, nothing of OpenTelemetry is loaded."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Invalid requests are refused before any provider is called (spec §5.1, issue 10 item 3).
+"""Invalid requests are refused before any provider is called (protocol §5.1, issue 10 item 3).
 
 Through the proxy with the official SDKs at their default retry settings: a malformed request
 is a 400 that the SDK raises once (one HTTP request, no retry, no backoff), naming the field in

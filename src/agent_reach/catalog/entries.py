@@ -57,7 +57,7 @@ class Entry:
         return f"{self.auth_header}: {scheme}" if scheme else self.auth_header
 
     def provider(self, **overrides: Any) -> dict[str, Any]:
-        """This entry as a config provider entry (spec §2.3); `overrides` replace fields."""
+        """This entry as a config provider entry (protocol §2.3); `overrides` replace fields."""
         out: dict[str, Any] = {"name": self.name, "endpoint": self.endpoint, "format": self.format}
         if self.key_env:
             out["api_key_env"] = self.key_env

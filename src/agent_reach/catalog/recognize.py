@@ -1,4 +1,4 @@
-"""Recognising an endpoint that is not in the catalog (spec §13 compatibility levels), in three
+"""Recognising an endpoint that is not in the catalog (protocol §13 compatibility levels), in three
 small steps, each a function here so that `probe` only does the I/O:
 - `formats_for_url`: the formats an endpoint's URL suggests (`/api/chat` → ollama,
   `/v1/messages` → anthropic, …), `openai` last;
@@ -84,7 +84,7 @@ def formats_for_answer(raw: Any, endpoint: str) -> tuple[str, ...]:
 
 
 def level_of(fmt: str, custom_paths: bool = False) -> Level:
-    """The compatibility level (spec §13) of an endpoint read with `fmt`: `full` for the OpenAI
+    """The compatibility level (protocol §13) of an endpoint read with `fmt`: `full` for the OpenAI
     format at its default paths, `partial` for another built-in format, `manual` when it needs
     its own `schema_compatibility` paths (or a hook)."""
     if custom_paths:
@@ -133,7 +133,7 @@ def _strings(value: Any, at: tuple[Segment, ...]) -> Iterator[tuple[tuple[Segmen
 
 def content_paths(raw: Any) -> tuple[str, str] | None:
     """(`choices_path`, `content_path`) that extract the first non-empty string of an answer
-    no format reads (spec §7): the path up to the first list (whose first element is the
+    no format reads (protocol §7): the path up to the first list (whose first element is the
     choice) and the rest; without a list, the string's parent and its key. Dot paths, or JSON
     Pointers when a key has a dot or a slash. None when the answer is not a JSON object or has
     no string (then only a `post_process_hook` can read it)."""

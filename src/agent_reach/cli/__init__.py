@@ -1,4 +1,4 @@
-"""The `agent-reach` command line (spec §11).
+"""The `agent-reach` command line (protocol §11).
 
 Start-up stays light: this module imports only click; each command imports what it needs when
 it runs. Exit codes: 0 ok, 1 all providers failed (or none usable), 2 usage or config error.

@@ -1,4 +1,4 @@
-"""`agent-reach init`: a starter config from the catalog (spec §11).
+"""`agent-reach init`: a starter config from the catalog (protocol §11).
 
 It keeps the catalog providers whose key variables are set (the first entry of each variable),
 and a local Ollama, in its native format, if `$OLLAMA_HOST` (default
@@ -42,7 +42,7 @@ class Choice:
 
 def config_target(path: str | None) -> Path:
     """The config file to write: `path`, else `$AGENT_REACH_CONFIG`, else
-    `~/.agent-reach/config.yaml` (the lookup order of spec §2.1, without requiring the file)."""
+    `~/.agent-reach/config.yaml` (the lookup order of protocol §2.1, without requiring the file)."""
     from ..config import DEFAULT_PATH, ENV_PATH
 
     return Path(path or os.environ.get(ENV_PATH) or DEFAULT_PATH).expanduser()

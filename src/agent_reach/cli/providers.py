@@ -1,4 +1,4 @@
-"""`agent-reach providers`: the built-in catalog of known endpoints (spec §11, §13)."""
+"""`agent-reach providers`: the built-in catalog of known endpoints (protocol §11, §13)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`agent-reach run -- COMMAND …`: run a program (a coding agent, a script) with the proxy
-in front of it, started for that run only (spec §11, the seed's "protocol injection point").
+in front of it, started for that run only (protocol §11, the seed's "protocol injection point").
 
 The proxy listens on 127.0.0.1 with a fresh one-time key; the program gets the OpenAI and
 Anthropic base URLs and keys of its SDKs pointing at it, and Codex CLI also gets the `-c`

@@ -1,4 +1,4 @@
-"""The config file (spec §2), one job a module.
+"""The config file (protocol §2), one job a module.
 
 - `provider`: one provider's model, and the defaults its `format` fills;
 - `model`: the whole file's model (`Config`) and its other sections;

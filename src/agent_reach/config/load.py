@@ -1,4 +1,4 @@
-"""Loading a config file (spec §2): from a path to a validated `Config`.
+"""Loading a config file (protocol §2): from a path to a validated `Config`.
 
 `load_config(path)` finds the file (`--config` → `$AGENT_REACH_CONFIG` →
 `~/.agent-reach/config.yaml`), parses YAML or JSON, expands `${VAR}` / `${VAR:-default}`,

@@ -1,4 +1,4 @@
-"""The whole config file (spec §2.2): `Config` and its sections besides the providers.
+"""The whole config file (protocol §2.2): `Config` and its sections besides the providers.
 
 Validation here checks values and how they refer to each other (a route naming a provider that
 does not exist); finding, reading and expanding the file is `load`'s job.
@@ -125,7 +125,7 @@ class ServerConfig(Section):
     api_keys_env: str | None = "AGENT_REACH_API_KEYS"
     max_body_bytes: Annotated[int, Field(gt=0)] = 4 * 1024 * 1024
     responses_ttl_s: Annotated[float, Field(gt=0)] = 86400.0  # stored Responses-API answers
-    # Client connections (spec §14): idle keep-alive, receiving one request's head and body,
+    # Client connections (protocol §14): idle keep-alive, receiving one request's head and body,
     # a streaming client that reads nothing, and how many connections are open at once.
     keepalive_timeout_s: Annotated[float, Field(gt=0)] = 75.0
     request_timeout_s: Annotated[float, Field(gt=0)] = 30.0
@@ -134,7 +134,7 @@ class ServerConfig(Section):
 
 
 class TracingConfig(Section):
-    """OpenTelemetry export (spec §12), with the `otel` extra; the standard `OTEL_*`
+    """OpenTelemetry export (protocol §12), with the `otel` extra; the standard `OTEL_*`
     variables configure it too."""
 
     endpoint: str | None = None  # OTLP/HTTP base URL, as OTEL_EXPORTER_OTLP_ENDPOINT
@@ -148,7 +148,7 @@ class TracingConfig(Section):
 
 
 class Config(Section):
-    """The whole config file (spec §2.2)."""
+    """The whole config file (protocol §2.2)."""
 
     version: str = PROTOCOL_VERSION
     defaults: dict[str, Any] = {}
@@ -157,8 +157,8 @@ class Config(Section):
     health: HealthConfig = HealthConfig()
     circuit: CircuitConfig = CircuitConfig()
     deadline_ms: Ms = 60000
-    on_content_blocked: OnBlocked = "stop"  # or failover (spec §5.1); also per route
-    continue_on_cut: bool = False  # finish a cut stream with the next provider (spec §10)
+    on_content_blocked: OnBlocked = "stop"  # or failover (protocol §5.1); also per route
+    continue_on_cut: bool = False  # finish a cut stream with the next provider (protocol §10)
     alerts: list[Alert] = []
     state: str = "sqlite:///~/.agent-reach/state.db"
     retention_days: Annotated[float, Field(gt=0)] = 7.0  # how long the attempt log keeps
@@ -226,7 +226,7 @@ class Config(Section):
         return self
 
     def route_table(self) -> RouteTable:
-        """The default order and named routes, resolved (spec §3)."""
+        """The default order and named routes, resolved (protocol §3)."""
         return RouteTable.build(
             [(p.name, p.fallback_weight) for p in self.providers],
             self.fallback_order,

@@ -1,4 +1,4 @@
-"""One provider of the config file (spec §2.3): its model, and the defaults its `format` fills.
+"""One provider of the config file (protocol §2.3): its model, and the defaults its `format` fills.
 
 The formats are the dialects' (`dialects.Format`): the model lists them for validation and for
 the JSON Schema of `agent-reach config schema`, and adds none of its own.
@@ -51,7 +51,7 @@ class Timeout(Section):
 
 
 class SchemaCompatibility(Section):
-    """Where the answer is in a provider's body (spec §7); paths default by `format`."""
+    """Where the answer is in a provider's body (protocol §7); paths default by `format`."""
 
     choices_path: str | None = None
     content_path: str | None = None
@@ -60,7 +60,7 @@ class SchemaCompatibility(Section):
 
 
 class Provider(Section):
-    """One backend endpoint (spec §2.3)."""
+    """One backend endpoint (protocol §2.3)."""
 
     name: Name
     endpoint: str
@@ -107,7 +107,7 @@ class Provider(Section):
 
     @property
     def budgets(self) -> tuple[quota.Budget, ...]:
-        """The budgets of `metadata.rate_limit` (spec §12)."""
+        """The budgets of `metadata.rate_limit` (protocol §12)."""
         rate = self.metadata.get("rate_limit")
         return quota.parse(rate) if rate else ()
 

@@ -22,7 +22,7 @@ provider error. Error bodies are `{"type": "error", "error": {"type", "message"}
 authentication_error → 401, permission_error → 403, rate_limit_error → 429, api_error → 500,
 overloaded_error → 529, …
 
-The other direction, for clients that speak Messages to the proxy (Claude Code, spec §10.1):
+The other direction, for clients that speak Messages to the proxy (Claude Code, protocol §10.1):
 `read_request` reads a Messages request as the engine's chat request (an `Inbound` naming what
 a chat provider will not see), `message_of` renders a `chat.completion` as a Messages `message`,
 `MessageEvents` turns chat chunks into the Messages stream events, and `estimate_tokens` is the
@@ -396,7 +396,7 @@ DIALECT = Anthropic()
 
 
 # ---------------------------------------------------------------------------------------------
-# Inbound: a client that speaks Messages to the proxy (spec §10.1).
+# Inbound: a client that speaks Messages to the proxy (protocol §10.1).
 
 # Fields `read_request` translates or looks at; any other top-level field is only for a
 # provider of this format and is named in `Inbound.dropped`.

@@ -275,7 +275,7 @@ CONTINUE = (
 
 
 def continued(request: dict[str, Any], partial: str, prefill: bool) -> dict[str, Any]:
-    """`request` asking for the rest of an answer cut after `partial` (spec §10, continuation):
+    """`request` asking for the rest of an answer cut after `partial` (protocol §10, continuation):
     the partial answer as the last assistant message, which a format that takes a prefill
     continues; for the others, followed by an explicit instruction to continue."""
     messages = [*request.get("messages", ()), {"role": "assistant", "content": partial}]

@@ -828,7 +828,7 @@ def answer_out(response: dict[str, Any], request: dict[str, Any], created: int) 
 
 
 class StreamOut:
-    """Chat chunks rendered as the Responses event sequence (spec §10.1).
+    """Chat chunks rendered as the Responses event sequence (protocol §10.1).
 
     `start()` gives `response.created` and `response.in_progress`; `feed(chunk)` the events a
     chunk produces (an output item opens at its first piece and closes when another kind of

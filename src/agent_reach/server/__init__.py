@@ -133,7 +133,7 @@ async def run_with(
 
 
 def _runner(proxy: Proxy, app: web.Application, shutdown_s: float, *, access_log: bool) -> Runner:
-    """The runner of `app` with the limits of `server:` (spec §14) on its connections."""
+    """The runner of `app` with the limits of `server:` (protocol §14) on its connections."""
     from .connection import Runner
     from .log import options
 

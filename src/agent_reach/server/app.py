@@ -1,4 +1,4 @@
-"""The proxy (spec §9, §10): the aiohttp application over the one engine.
+"""The proxy (protocol §9, §10): the aiohttp application over the one engine.
 
 This module wires the routes; each API face is a module of its own (`chat`, `step`, …). Every
 request passes the `guard` first (client keys, limits, and request errors turned into error
@@ -48,7 +48,7 @@ class Proxy:
 
     def adopt(self, router: Router, api_keys: frozenset[str]) -> None:
         """Serve new requests with `router`, made from a reloaded config; requests in flight
-        finish with the router they started with (spec §12.1)."""
+        finish with the router they started with (protocol §12.1)."""
         router.adopt(self.router)
         router.subscribe(self.metrics)
         router.subscribe(self.recent)

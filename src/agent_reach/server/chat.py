@@ -1,4 +1,4 @@
-"""`POST /v1/chat/completions`: the OpenAI Chat Completions face of the proxy (spec §10)."""
+"""`POST /v1/chat/completions`: the OpenAI Chat Completions face of the proxy (protocol §10)."""
 
 from __future__ import annotations
 

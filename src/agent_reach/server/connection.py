@@ -1,4 +1,4 @@
-"""Client connections (spec §14): aiohttp's HTTP/1.1 server with our limits and error bodies.
+"""Client connections (protocol §14): aiohttp's HTTP/1.1 server with our limits and error bodies.
 
 aiohttp answers what it cannot parse (a bad chunk size, an 8 KB URL, 200 headers, a NUL or a
 bare CR in a header, an HTTP/2 preface, Content-Length with Transfer-Encoding) by itself, in
@@ -38,7 +38,7 @@ from . import log
 from .errors import error_body, error_response
 
 Screen = Callable[[web.BaseRequest], web.StreamResponse | None]
-# What a client that reads nothing can make us hold (spec §14): its socket's send buffer (the
+# What a client that reads nothing can make us hold (protocol §14): its socket's send buffer (the
 # kernel doubles it: 128 KB, still 1.2 MB/s at 100 ms, far above any token rate) and what we
 # queue on top before our writes pause, which is also when `client_write_timeout_s` starts.
 _SEND_BUFFER = 2**16

@@ -1,4 +1,4 @@
-"""Error bodies in the shape of the API a client speaks (spec §10, §10.1).
+"""Error bodies in the shape of the API a client speaks (protocol §10, §10.1).
 
 OpenAI's APIs (Chat Completions, Responses, step mode, everything else) answer
 `{"error": {"message", "type", "param", "code"}}`; Anthropic's Messages API (any path under
@@ -90,7 +90,7 @@ _FAULT_TYPES = {400: "invalid_request_error", 404: "invalid_request_error", 429:
 
 
 def all_failed(path: str, exc: AllProvidersFailed) -> web.Response:
-    """No provider answered: the status of spec §5.1 (whose fault it is: `exc.fault`), in the
+    """No provider answered: the status of protocol §5.1 (whose fault it is: `exc.fault`), in the
     shape of `path`'s API, with every attempt inside `error` and, for a 429, `Retry-After`.
     Under `/v1/messages` a request too long for every provider says "prompt is too long", the
     words on which Claude Code compacts its conversation."""

@@ -1,4 +1,4 @@
-"""What every request passes before an API face sees it (spec §10, §14). Clients are not
+"""What every request passes before an API face sees it (protocol §10, §14). Clients are not
 trusted: whatever they send becomes a 4xx in the error shape of the path's API, never a 5xx
 or a traceback, and an error message quotes at most ~200 characters of it.
 

@@ -17,7 +17,7 @@ SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
 # The route of requests that name none (`agent-reach run --route`).
 DEFAULT_ROUTE = web.AppKey("default_route", str)
-# How deep a request body may nest (spec §14). The JSON reader accepts 1024 levels, the writer
+# How deep a request body may nest (protocol §14). The JSON reader accepts 1024 levels, the writer
 # 254; a provider format wraps a request in a few levels more, so 128 leaves room for any real
 # request (tool schemas included) and guarantees that whatever is accepted can be sent on.
 MAX_DEPTH = 128

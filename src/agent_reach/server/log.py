@@ -1,4 +1,4 @@
-"""What the proxy writes to stderr (spec §10, §14): one access line per request, one line per
+"""What the proxy writes to stderr (protocol §10, §14): one access line per request, one line per
 connection-level problem, never a traceback (unless `--log-level debug`), a key or a body.
 
     2026-11-30T13:22:20.123Z POST /v1/chat/completions 200 provider=ok attempts=2 ms=12

@@ -1,5 +1,5 @@
 """`POST /v1/messages` and `POST /v1/messages/count_tokens`: the Anthropic Messages face of the
-proxy (spec §10.1), the API Claude Code speaks.
+proxy (protocol §10.1), the API Claude Code speaks.
 
 A Messages request is read into the engine's chat request (`dialects.anthropic.read_request`)
 and keeps the body as it came (`native`): a `format: anthropic` provider gets that body and its

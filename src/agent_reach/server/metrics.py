@@ -1,4 +1,4 @@
-"""Prometheus metrics (spec §12), fed by engine events: the hot path knows nothing of them."""
+"""Prometheus metrics (protocol §12), fed by engine events: the hot path knows nothing of them."""
 
 from __future__ import annotations
 

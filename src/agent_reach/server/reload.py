@@ -1,4 +1,4 @@
-"""Reloading the config while serving (spec §12.1): on SIGHUP, and with `serve --watch` when
+"""Reloading the config while serving (protocol §12.1): on SIGHUP, and with `serve --watch` when
 the file changes (its mtime or size, polled once a second).
 
 A reload reads and validates the whole file off the event loop, builds a new `Router` on the

@@ -1,4 +1,5 @@
-"""`/v1/responses`: the OpenAI Responses face of the proxy, the API Codex CLI speaks (spec §10.1).
+"""`/v1/responses`: the OpenAI Responses face of the proxy, the API Codex CLI speaks
+(protocol §10.1).
 
 A request is read as a chat request (`dialects.responses.request_in`) and goes through the
 same engine as every other; a provider of `format: responses` gets it as it came and its

@@ -1,4 +1,4 @@
-"""The live status page (spec §12): `GET /agent-reach/` serves one self-contained HTML page
+"""The live status page (protocol §12): `GET /agent-reach/` serves one self-contained HTML page
 (`status.html`: no CDN, no build step) that redraws itself from `/agent-reach/v1/status`
 every 2 s.
 

@@ -1,4 +1,4 @@
-"""`POST /agent-reach/v1/route[?route=NAME]`: step mode, one attempt per call (spec §9)."""
+"""`POST /agent-reach/v1/route[?route=NAME]`: step mode, one attempt per call (protocol §9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Where remembered provider state lives (spec §12): circuits, quota counters, alert claims,
+"""Where remembered provider state lives (protocol §12): circuits, quota counters, alert claims,
 stored Responses-API responses and the attempt log. The engine talks to the small async
 `StateStore` interface only.
 
@@ -85,7 +85,7 @@ class StateStore(Protocol):
         ...
 
     async def save_response(self, id: str, data: str, now: float, ttl_s: float) -> None:
-        """Keep a stored Responses-API response (JSON text) for `ttl_s` (spec §10.1)."""
+        """Keep a stored Responses-API response (JSON text) for `ttl_s` (protocol §10.1)."""
         ...
 
     async def load_response(self, id: str, now: float) -> str | None:

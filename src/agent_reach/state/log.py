@@ -1,4 +1,4 @@
-"""The attempt log (spec §12): an observer of engine events that hands each attempt to the
+"""The attempt log (protocol §12): an observer of engine events that hands each attempt to the
 state store, by provider identity, where it is written in batches (what `report` reads)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """State in Redis (`state: redis://HOST:PORT/DB`): several proxy instances behave as one router
-(spec §12.1).
+(protocol §12.1).
 
 The keys, the channel and the message format: `redis_wire.py`.
 

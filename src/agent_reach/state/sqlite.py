@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS attempts (
 CREATE INDEX IF NOT EXISTS attempts_ts ON attempts (ts);
 CREATE TABLE IF NOT EXISTS responses (
     id TEXT PRIMARY KEY, data TEXT NOT NULL, expires REAL NOT NULL);
--- circuits of versions before identities (spec §12) were keyed by name alone: dropped
+-- circuits of versions before identities (protocol §12) were keyed by name alone: dropped
 DELETE FROM circuits WHERE provider NOT LIKE '%@%';
 """
 _PRUNE_EVERY_S = 600.0
