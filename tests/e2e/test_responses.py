@@ -64,6 +64,12 @@ def proxy(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Itera
     assert PROVIDER_KEY not in log
 
 
+def test_models_lists_route_aliases_not_the_catch_all(proxy: Proxy) -> None:
+    ids = [m.id for m in proxy.client().models.list()]
+    assert "gpt-5-codex" in ids  # a route name is a model a client may ask for
+    assert "*" not in ids  # `model_map: {"*": …}` maps any model; it names none
+
+
 def post_events(
     proxy: Proxy, body: dict[str, Any], headers: dict[str, str]
 ) -> tuple[dict[str, str], list[dict[str, Any]]]:

@@ -19,7 +19,6 @@ from ..dialects import anthropic
 from ..dialects.base import Inbound
 from ..errors import AllProvidersFailed, StreamInterrupted
 from ..request import ChatRequest
-from ..trace import Reason
 from .errors import all_failed, error_body
 from .http import (
     SSE_HEADERS,
@@ -34,9 +33,6 @@ from .http import (
 if TYPE_CHECKING:
     from ..stream import ChatStream
     from .app import Proxy
-
-_RATE_LIMITED = frozenset({Reason.RATE_LIMITED, Reason.QUOTA_EXHAUSTED})
-_REFUSED = frozenset({Reason.BAD_REQUEST, Reason.CONTEXT_EXCEEDED, Reason.CONTENT_BLOCKED})
 
 
 async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:

@@ -1,4 +1,4 @@
-"""The layout `state/redis.py` keeps in Redis (spec §12.1): keys, channel, messages, scripts.
+"""The layout `state/redis.py` keeps in Redis (protocol §12.1): keys, channel, messages, scripts.
 
 Keys (all under `agent-reach:`), each with a TTL so nothing grows without bound:
 - `circuit:{key}`        a hash (failures, open_until, trial, cause); expires an hour after it
