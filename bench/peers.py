@@ -2,7 +2,12 @@
 upstream, nginx as a plain reverse proxy (the floor for one hop), `agent-reach serve`, the
 LiteLLM proxy and Portkey's open-source gateway.
 
-    .venv/bin/python bench/peers.py [--quick]
+    .venv/bin/python bench/peers.py [--quick] [--peers nginx[,LiteLLM,Portkey]]
+
+- `--quick`: a short run to try the script out. `--peers`: only these peers beside agent-reach
+  (always measured), e.g. `--peers nginx` for the fast loop of issue 13 item 6 (agent-reach's
+  hop against nginx's): nothing else is installed or started, and the results go to
+  bench/results/peers-nginx.{json,md} so that latest.* stays the full run's.
 
 - Upstream: nginx answering a fixed chat.completion on loopback (so the upstream is never the
   bottleneck; its own ceiling is the "direct" column) and bench/mock_upstream.py's paced SSE
@@ -188,14 +193,19 @@ def install_nginx(logs: Path) -> Install:
     return Install(True, (out.stderr or out.stdout).strip(), time.monotonic() - start, nginx)
 
 
-def install_all(logs: Path) -> dict[str, Install]:
-    """Everything the run needs that is not in agent-reach's venv, side by side."""
-    jobs: dict[str, Callable[[], Install]] = {
-        "nginx": lambda: install_nginx(logs),
-        "LiteLLM": lambda: install_venv("litellm", LITELLM_SPEC, "litellm", logs),
-        "Portkey": lambda: install_portkey(logs),
-        "matplotlib": lambda: install_venv("plot", PLOT_SPEC, "matplotlib", logs),
-    }
+PEERS = ("nginx", "LiteLLM", "Portkey")  # beside agent-reach, which is always measured
+
+
+def install_all(logs: Path, peers: tuple[str, ...] = PEERS) -> dict[str, Install]:
+    """Everything the run needs that is not in agent-reach's venv, side by side: nginx (the
+    upstream) always, the other `peers`, and matplotlib for the full run's chart."""
+    jobs: dict[str, Callable[[], Install]] = {"nginx": lambda: install_nginx(logs)}
+    if "LiteLLM" in peers:
+        jobs["LiteLLM"] = lambda: install_venv("litellm", LITELLM_SPEC, "litellm", logs)
+    if "Portkey" in peers:
+        jobs["Portkey"] = lambda: install_portkey(logs)
+    if peers == PEERS:
+        jobs["matplotlib"] = lambda: install_venv("plot", PLOT_SPEC, "matplotlib", logs)
     with ThreadPoolExecutor(len(jobs)) as pool:
         futures = {name: pool.submit(job) for name, job in jobs.items()}
     done: dict[str, Install] = {}
@@ -594,8 +604,16 @@ def streaming(targets: dict[str, Target], n: int, max_s: float) -> dict[str, dic
 class Bench:
     """One run: the upstreams, the peers, and a method per scenario filling `results`."""
 
-    def __init__(self, procs: Processes, settings: Settings, logs: Path, workdir: Path) -> None:
+    def __init__(
+        self,
+        procs: Processes,
+        settings: Settings,
+        logs: Path,
+        workdir: Path,
+        wanted: tuple[str, ...] = PEERS,
+    ) -> None:
         self.procs, self.settings, self.logs, self.workdir = procs, settings, logs, workdir
+        self.wanted = wanted  # the peers measured beside agent-reach
         self.results: dict[str, Any] = {
             "when": time.strftime("%Y-%m-%d %H:%M:%S %z"),
             "machine": machine(),
@@ -626,7 +644,7 @@ class Bench:
         self.results["vs_nginx"] = vs_nginx(self.results)
 
     def install(self) -> dict[str, Install]:
-        installs = install_all(self.logs)
+        installs = install_all(self.logs, self.wanted)
         self.load = Load(self.workdir)
         self.results["installs"] = {k: vars(v) for k, v in installs.items()}
         for name, inst in installs.items():
@@ -655,11 +673,14 @@ class Bench:
         self.direct = Target(upstream)
         self.direct_sse = Target(sse, body=request_body(stream=True), path="/sse" + PATH)
         env = bench_env(upstream, failing, sse)
-        candidates = [nginx_proxy(nginx, env, self.workdir), agent_reach(env)]
+        candidates = [nginx_proxy(nginx, env, self.workdir)] if "nginx" in self.wanted else []
+        candidates.append(agent_reach(env))
         for name, make in (
             ("LiteLLM", lambda: litellm(env, self.workdir)),
             ("Portkey", lambda: portkey(env)),
         ):
+            if name not in self.wanted:
+                continue
             if installs[name].ok:
                 candidates.append(make())
             else:
@@ -798,7 +819,14 @@ class Bench:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a short run to try the script")
+    parser.add_argument(
+        "--peers",
+        type=_peer_names,
+        default=PEERS,
+        help=f"only these peers beside agent-reach, comma-separated (of {', '.join(PEERS)})",
+    )
     args = parser.parse_args()
+    wanted: tuple[str, ...] = args.peers
     began = time.monotonic()
     logs = INSTALLS / "logs"
     shutil.rmtree(logs, ignore_errors=True)
@@ -808,7 +836,8 @@ def main() -> None:
     print(f"  installs in bench/.peers/, logs in {logs}", flush=True)
     try:
         with Processes() as procs:
-            bench = Bench(procs, Settings.quick() if args.quick else Settings(), logs, workdir)
+            settings = Settings.quick() if args.quick else Settings()
+            bench = Bench(procs, settings, logs, workdir, wanted)
             bench.run()
     except KeyboardInterrupt:
         sys.exit("interrupted; every process it started has been stopped")
@@ -817,12 +846,23 @@ def main() -> None:
     results = bench.results
     results["duration_s"] = round(time.monotonic() - began, 1)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
+    name = "latest" if wanted == PEERS else "peers-" + "-".join(wanted).lower()
+    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
     report = markdown(results)
-    (RESULTS / "latest.md").write_text(report)
+    (RESULTS / f"{name}.md").write_text(report)
     print()
     print(report)
-    chart(results)
+    if wanted == PEERS:
+        chart(results)
+
+
+def _peer_names(text: str) -> tuple[str, ...]:
+    """`--peers`: names from PEERS (any case), kept in PEERS's order."""
+    given = {n.strip().lower() for n in text.split(",") if n.strip()}
+    unknown = given - {p.lower() for p in PEERS}
+    if unknown or not given:
+        raise argparse.ArgumentTypeError(f"peers are {', '.join(PEERS)}; not {text!r}")
+    return tuple(p for p in PEERS if p.lower() in given)
 
 
 def versions(installs: dict[str, Install]) -> dict[str, str]:
@@ -845,8 +885,11 @@ def versions(installs: dict[str, Install]) -> dict[str, str]:
     wrk = re.search(r"wrk (\S+)", output(["wrk", "-v"]))
     return {
         "agent-reach": __version__ + source,
-        "LiteLLM": installs["LiteLLM"].detail if installs["LiteLLM"].ok else "unavailable",
-        "Portkey gateway": installs["Portkey"].detail if installs["Portkey"].ok else "unavailable",
+        **{
+            label: installs[name].detail if installs[name].ok else "unavailable"
+            for name, label in (("LiteLLM", "LiteLLM"), ("Portkey", "Portkey gateway"))
+            if name in installs
+        },
         "nginx": installs["nginx"].detail.removeprefix("nginx version: nginx/"),
         "wrk": wrk.group(1) if wrk else "unavailable",
         "node": output(["node", "--version"]) or "unavailable",
