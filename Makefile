@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/failover.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/peers.py
+	$(BIN)/python bench/floor.py
 	$(BIN)/python bench/state_overhead.py
 	$(BIN)/python bench/hedging.py
 	$(BIN)/python bench/ingress.py

@@ -306,10 +306,9 @@ class Engine:
         )
         if outcome.reason is Reason.OK and run.req.continuing is not None:
             note = "continued the answer cut mid-stream"
-        attempt = self._attempt(
-            prepared, replace(outcome, detail=outcome.detail + note), ms, last_resort
-        )
-        self._record(run, replace(attempt, sent=True), prepared.excerpt(tried.raw))
+        noted = replace(outcome, detail=outcome.detail + note) if note else outcome
+        attempt = self._attempt(prepared, noted, ms, last_resort, sent=True)
+        self._record(run, attempt, prepared.excerpt(tried.raw))
         await self.ledger.record(prepared, outcome)
         if prepared.budgets and quota.counts(tried.outcome.reason):
             await self.ledger.count(prepared, tried.payload)
@@ -322,7 +321,7 @@ class Engine:
         `Recorder`)."""
         outcome = stream_failure(exc, None, None, self.clock())
         cut = Outcome(outcome.reason, outcome.status, f"after the first chunk: {outcome.detail}")
-        attempt = replace(self._attempt(prepared, cut, ms, False), sent=True)
+        attempt = self._attempt(prepared, cut, ms, False, sent=True)
         self._record(run, attempt)
         await self.ledger.record(prepared, cut)
         return attempt
@@ -330,7 +329,13 @@ class Engine:
     # -- bookkeeping -------------------------------------------------------------------------
 
     def _attempt(
-        self, prepared: PreparedProvider, outcome: Outcome, ms: float, last_resort: bool
+        self,
+        prepared: PreparedProvider,
+        outcome: Outcome,
+        ms: float,
+        last_resort: bool,
+        *,
+        sent: bool = False,
     ) -> Attempt:
         detail = prepared.redact(outcome.detail)
         return Attempt(
@@ -340,7 +345,8 @@ class Engine:
             ms,
             detail,
             last_resort,
-            retry_after=outcome.retry_after,
+            sent,
+            outcome.retry_after,
         )
 
     def _record(self, run: Run, attempt: Attempt, raw: str | None = None) -> None:

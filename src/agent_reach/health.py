@@ -23,7 +23,7 @@ from .prepared import PreparedProvider
 from .routing import Health, model_listed
 from .state import StateStore
 from .trace import Reason
-from .transport import CLIENT_ERRORS, kind_of, timeouts
+from .transport import CLIENT_ERRORS, past_deadline, transport_failure, whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,23 +108,18 @@ async def run_check(
     """One health check of `prepared`, bounded by its timeouts and the time left."""
     assert prepared.health_url is not None
     start = time.perf_counter()
-    limit = asyncio.timeout(remaining_s)
     try:
-        async with (
-            limit,
-            session.request(
-                prepared.spec.health_method,
-                prepared.health_url,
-                headers=prepared.health_headers,
-                timeout=timeouts(prepared.connect_s, prepared.read_s, remaining_s),
-                allow_redirects=False,
-            ) as resp,
-        ):
+        async with session.request(
+            prepared.spec.health_method,
+            prepared.health_url,
+            headers=prepared.health_headers,
+            timeout=whole(prepared.connect_s, prepared.read_s, remaining_s),
+            allow_redirects=False,
+        ) as resp:
             raw = await resp.read()
             status, content_type = resp.status, resp.content_type
     except CLIENT_ERRORS as exc:
-        kind, text = (Transport.DEADLINE, "") if limit.expired() else kind_of(exc)
-        outcome = classify(transport=kind, transport_detail=text)
+        outcome = transport_failure(exc, past_deadline(exc))
         return Health(False, now, outcome, ms=(time.perf_counter() - start) * 1000)
     ms = (time.perf_counter() - start) * 1000
     result = prepared.judge_health(

@@ -18,12 +18,12 @@ import aiohttp
 from . import completion
 from .dialects import Mismatch, ProviderError
 from .dialects.framing import framer
-from .outcomes import Outcome, Transport, classify, filtered, mismatch
+from .outcomes import Outcome, classify, filtered, mismatch
 from .prepared import PreparedProvider
 from .request import ChatRequest
 from .stream import STREAM_FAILURES, LiveStream
 from .trace import Reason
-from .transport import CLIENT_ERRORS, kind_of, timeouts
+from .transport import CLIENT_ERRORS, kind_of, past_deadline, timeouts, transport_failure, whole
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -77,21 +77,17 @@ async def fetch(
 ) -> Tried[dict[str, Any]]:
     """One non-streamed try: the answer normalized, or as the provider gave it (`raw_body`)."""
     prepared, req = target.prepared, target.req
-    limit = asyncio.timeout(remaining_s)
     try:
-        async with (
-            limit,
-            session.post(
-                prepared.url(target.model, False),
-                data=prepared.body(req, target.model, False),
-                headers=prepared.headers_for(req, False),
-                timeout=timeouts(prepared.connect_s, prepared.read_s, remaining_s),
-                allow_redirects=False,
-            ) as resp,
-        ):
+        async with session.post(
+            prepared.url(target.model, False),
+            data=prepared.body(req, target.model, False),
+            headers=prepared.headers_for(req, False),
+            timeout=whole(prepared.connect_s, prepared.read_s, remaining_s),
+            allow_redirects=False,
+        ) as resp:
             raw = await resp.read()
     except CLIENT_ERRORS as exc:
-        return Tried(transport_failure(exc, limit))
+        return Tried(transport_failure(exc, past_deadline(exc)))
     outcome, response = _judge(target, resp, raw, target.raw_body, now)
     return Tried(outcome, response, None if outcome.reason is Reason.OK else raw)
 
@@ -163,12 +159,6 @@ def _empty(live: LiveStream, status: int) -> Outcome:
     return mismatch("stream ended without content", status)
 
 
-def transport_failure(exc: BaseException, limit: asyncio.Timeout) -> Outcome:
-    """A failure below HTTP; the request's deadline when its time limit expired."""
-    kind, text = (Transport.DEADLINE, "") if limit.expired() else kind_of(exc)
-    return classify(transport=kind, transport_detail=text)
-
-
 def stream_failure(
     exc: BaseException, limit: asyncio.Timeout | None, status: int | None, now: float
 ) -> Outcome:
@@ -181,4 +171,4 @@ def stream_failure(
     if limit is None:
         kind, text = kind_of(exc)
         return classify(transport=kind, transport_detail=text)
-    return transport_failure(exc, limit)
+    return transport_failure(exc, limit.expired())

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import functools
+import math
 import os
 import socket
 import ssl
@@ -14,7 +15,7 @@ from typing import Any
 
 import aiohttp
 
-from .outcomes import Transport
+from .outcomes import Outcome, Transport, classify
 from .version import __version__
 
 USER_AGENT = f"agent-reach/{__version__}"
@@ -67,6 +68,31 @@ def timeouts(connect_s: float, read_s: float, remaining_s: float) -> aiohttp.Cli
         sock_connect=max(0.001, min(connect_s, remaining_s)),
         sock_read=max(0.001, min(read_s, remaining_s)),
     )
+
+
+def whole(connect_s: float, read_s: float, remaining_s: float) -> aiohttp.ClientTimeout:
+    """The timeouts of a request whose answer is read whole (a try, a health check): connect
+    and read as `timeouts`, and what is left of the deadline as aiohttp's `total`, never
+    rounded up to a whole second. One timer for all three; `past_deadline` tells the last."""
+    left = max(remaining_s, 0.001)
+    return aiohttp.ClientTimeout(
+        total=left,
+        sock_connect=min(connect_s, left),
+        sock_read=min(read_s, left),
+        ceil_threshold=math.inf,
+    )
+
+
+def past_deadline(exc: BaseException) -> bool:
+    """Whether `exc` is the `total` of `whole` running out (aiohttp's connect and read
+    timeouts are `ServerTimeoutError`s)."""
+    return isinstance(exc, asyncio.TimeoutError) and not isinstance(exc, aiohttp.ServerTimeoutError)
+
+
+def transport_failure(exc: BaseException, expired: bool) -> Outcome:
+    """A failure below HTTP; the request's deadline when its time limit `expired`."""
+    kind, text = (Transport.DEADLINE, "") if expired else kind_of(exc)
+    return classify(transport=kind, transport_detail=text)
 
 
 # Most specific first: the connect timeout is also a TimeoutError and an OSError.

@@ -19,9 +19,11 @@ then the face runs, and what it raises becomes an error body (`errors.error_resp
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import re
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 
 from aiohttp import web
 from multidict import CIMultiDictProxy
@@ -153,12 +155,8 @@ class Guard:
             return _closing(error_response(path, 415, message))
         if (request.content_length or 0) > self.max_body:
             return _closing(error_response(path, 413, self.too_large))
-        protocol = request.protocol  # its first byte's time when it is a `Connection`
-        started = protocol.started if isinstance(protocol, Connection) else 0.0
-        loop = asyncio.get_running_loop()
-        left = self.request_timeout_s - (loop.time() - started if started else 0.0)
         try:
-            async with asyncio.timeout(max(left, 0.0)):
+            async with self._body_timer(request):
                 await request.read()
         except TimeoutError:
             message = f"the request was not received within {self.request_timeout_s:g} s"
@@ -168,6 +166,18 @@ class Guard:
         except web.RequestPayloadError as exc:
             return _closing(error_response(path, 400, _payload_problem(exc)))
         return None
+
+    def _body_timer(self, request: web.Request) -> AbstractAsyncContextManager[object]:
+        """`request_timeout_s` from the request's first byte, for a body still arriving; no
+        timer for one that came whole with the head (most: nothing to wait for)."""
+        if request.content.is_eof():
+            return contextlib.nullcontext()
+        protocol = request.protocol  # its first byte's time when it is a `Connection`
+        started = protocol.started if isinstance(protocol, Connection) else 0.0
+        left = self.request_timeout_s - (
+            asyncio.get_running_loop().time() - started if started else 0.0
+        )
+        return asyncio.timeout(max(left, 0.0))
 
 
 def _closing(response: web.Response) -> web.Response:

@@ -5,12 +5,16 @@ connection-level problem, never a traceback (unless `--log-level debug`), a key 
 
 The provider and the attempt count come from the engine's events: the guard gives each request
 a `Served` record and makes it current for the request's task; `observe`, subscribed to the
-engine, fills it in; `AccessLog` (aiohttp's access-logger hook) writes the line when the
-response is done, streams included.
+engine, fills it in; `AccessLog` (aiohttp's access-logger hook) makes the line when the
+response is done, streams included. Access lines are written once per turn of the event loop,
+one write for every request that ended in it (a write per line cost 8 % of the proxy's CPU per
+request under load), and always before any other line, so the order holds.
 """
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import functools
 import logging
 import sys
@@ -77,10 +81,24 @@ def _second(second: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
 
 
+_pending: list[str] = []  # access lines not yet written
+
+
+def flush() -> None:
+    """Write the access lines made since the last write, in one write."""
+    if _pending:
+        lines = "".join(_pending)
+        _pending.clear()
+        sys.stderr.write(lines)
+
+
+atexit.register(flush)
+
+
 class AccessLog(AbstractAccessLogger):
-    """aiohttp's access-log hook. The line goes straight to stderr, in the order of the other
-    lines: a log record per request would cost ten times as much. It is on while the
-    `agent_reach.access` logger is enabled for info."""
+    """aiohttp's access-log hook. The line goes to stderr (not through `logging`: a log record
+    per request would cost ten times as much) at the end of the loop's turn. It is on while
+    the `agent_reach.access` logger is enabled for info."""
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
         served: Served | None = request.get(SERVED)
@@ -88,7 +106,9 @@ class AccessLog(AbstractAccessLogger):
             served = Served()
         elif served.logged:
             return
-        sys.stderr.write(
+        if not _pending:
+            asyncio.get_running_loop().call_soon(flush)
+        _pending.append(
             f"{stamp()} {request.method} {escaped(request.path, 200) or '-'} {response.status}"
             f" provider={served.provider or '-'} attempts={served.attempts}"
             f" ms={round(time * 1000)}\n"
@@ -97,6 +117,14 @@ class AccessLog(AbstractAccessLogger):
     @property
     def enabled(self) -> bool:
         return self.logger.isEnabledFor(logging.INFO)
+
+
+class _AfterAccess(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler that writes pending access lines before its own."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        flush()
+        super().emit(record)
 
 
 class _OneLine(logging.Formatter):
@@ -124,7 +152,7 @@ def configure(level: str = "info", access: bool = True) -> None:
     """Send every log record to stderr as one line: ours at `level`, other libraries' at
     warning and above (everything at debug, with tracebacks); access lines unless `access`
     is False."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _AfterAccess(sys.stderr)
     debug = level == "debug"
     handler.setFormatter(_OneLine(tracebacks=debug))
     root = logging.getLogger()

@@ -1,0 +1,148 @@
+"""How much of agent-reach's hop is aiohttp's own: direct to the upstream, nginx as a plain
+reverse proxy, the aiohttp floor (bench/peers/aiohttp_floor.py: a pass-through proxy with no
+keys, no checks, no failover, no log) and `agent-reach serve` as a user runs it, in one run.
+
+    .venv/bin/python bench/floor.py [--quick]
+
+Per proxy: the added p50 at 1 in flight (interleaved rounds of keep-alive requests, as
+bench/peers.py), req/s at 32 in flight (wrk) and the CPU time its process spent per request in
+that run (utime + stime ÷ requests: steadier than req/s on a shared machine), then agent-reach
+over the floor and over nginx. The upstream, wrk and this script's client run on CPU 1, the
+proxies on CPU 0 (as bench/peers.py). Results: bench/results/floor.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from common import (
+    RESULTS,
+    Load,
+    Processes,
+    Target,
+    descendants,
+    interleaved,
+    machine,
+    pin_self,
+    spread,
+)
+from peers import (
+    AUTH,
+    CONFIGS,
+    LOAD_CPU,
+    PROXY_CPU,
+    Peer,
+    agent_reach,
+    bench_env,
+    cold_start,
+    install_nginx,
+    nginx_proxy,
+    start_nginx,
+)
+
+FLOOR = Path(__file__).parent / "peers" / "aiohttp_floor.py"
+
+
+def cpu_s(pid: int) -> float:
+    """The CPU time (user + system) process `pid` and its children (nginx's worker) used."""
+    ticks = 0
+    for p in descendants(pid):
+        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a short run to try the script")
+    quick = parser.parse_args().quick
+    requests, seconds, runs = (300, 2.0, 1) if quick else (3000, 5.0, 3)
+    workdir = Path(tempfile.mkdtemp(prefix="agent-reach-floor-"))
+    nginx = install_nginx(workdir)
+    if not nginx.ok:
+        sys.exit(f"no nginx: {nginx.detail}")
+    pinned = pin_self(LOAD_CPU)
+    with Processes() as procs:
+        upstream, failing = start_nginx(procs, nginx.path, workdir, workdir)
+        env = bench_env(upstream, failing, upstream)
+        floor = Peer(
+            "aiohttp floor",
+            lambda port: [sys.executable, str(FLOOR), str(port), env["BENCH_UPSTREAM"]],
+            {"plain": Target(0, AUTH)},
+            env,
+        )
+        peers = [nginx_proxy(nginx.path, env, workdir), floor, agent_reach(env)]
+        for peer in peers:
+            peer.raw = None
+            why = cold_start(procs, peer, 1, workdir)
+            if why is not None:
+                sys.exit(f"{peer.name} did not start: {why}")
+        targets = {"direct": Target(upstream), **{p.name: p.target() for p in peers}}
+        samples, _ = interleaved(targets, requests, max_s=120)
+        base = spread(samples["direct"])["p50"]
+        load = Load(workdir)
+        rows: dict[str, dict[str, Any]] = {}
+        for p in peers:
+            assert p.proc is not None
+            kept = []
+            for _ in range(runs):  # the median run by req/s
+                before = cpu_s(p.proc.pid)
+                out = load.run(p.target(), 32, seconds)
+                kept.append((out["rps"], (cpu_s(p.proc.pid) - before) / max(out["requests"], 1)))
+            rps, per_request = sorted(kept)[len(kept) // 2]
+            p50 = spread(samples[p.name])["p50"]
+            rows[p.name] = {"added_p50_ms": p50 - base, "rps": rps, "cpu_us": per_request * 1e6}
+    results = {
+        "when": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+        "machine": machine(),
+        "pinning": f"proxies on CPU {PROXY_CPU}, the rest on CPU {LOAD_CPU}" if pinned else "none",
+        "config": str(CONFIGS / "agent-reach.yaml"),
+        "direct_p50_ms": base,
+        "rows": rows,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "floor.json").write_text(json.dumps(results, indent=2) + "\n")
+    report = markdown(results)
+    (RESULTS / "floor.md").write_text(report)
+    print(report)
+
+
+def markdown(r: dict[str, Any]) -> str:
+    rows = r["rows"]
+    ar, floor, nginx = rows["agent-reach"], rows["aiohttp floor"], rows["nginx"]
+    lines = [
+        "# agent-reach's hop against nginx's and aiohttp's floor",
+        "",
+        f"{r['when']}, bench/floor.py; {r['machine']['cpu']}, pinning: {r['pinning']}.",
+        f"Direct to the upstream: p50 {r['direct_p50_ms']:.3f} ms at 1 in flight.",
+        "",
+        "| | added p50, 1 in flight | req/s, 32 in flight | CPU per request |",
+        "|---|---|---|---|",
+    ]
+    for name, row in rows.items():
+        lines.append(
+            f"| {name} | +{row['added_p50_ms']:.3f} ms | {row['rps']:,.0f} "
+            f"| {row['cpu_us']:.0f} µs |"
+        )
+    lines += [
+        "",
+        "| agent-reach over | added p50 | req/s | CPU per request |",
+        "|---|---|---|---|",
+    ]
+    for name, other in (("aiohttp floor", floor), ("nginx", nginx)):
+        lines.append(
+            f"| {name} | {ar['added_p50_ms'] / other['added_p50_ms']:.1f}× "
+            f"| 1/{other['rps'] / ar['rps']:.1f} | {ar['cpu_us'] / other['cpu_us']:.1f}× |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
