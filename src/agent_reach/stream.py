@@ -167,7 +167,7 @@ class ChatStream:
         return out
 
     async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        said = Said()
+        said = Said(keep=self.run.policy.continue_on_cut and not self.native)
         try:
             while True:
                 start = time.perf_counter()
@@ -188,10 +188,10 @@ class ChatStream:
     async def _continue(self, said: Said) -> bool:
         """Protocol §10, continuation: when the policy allows it and only text was sent, the next
         provider finishes the answer in this same stream."""
-        if self.native or not said.text or said.other or not self.run.policy.continue_on_cut:
+        if not said.keep or not said.texted or said.other:
             return False
         await self.live.aclose()
-        resumed = await self.recorder.resume(self.run, "".join(said.text))
+        resumed = await self.recorder.resume(self.run, said.text)
         if resumed is None:
             return False
         self.prepared, self.live = resumed
@@ -203,17 +203,35 @@ class ChatStream:
 
 
 class Said:
-    """What a stream has sent its client: its text, whether anything else (a tool call,
-    reasoning) went too, and the first chunk's id, model and time, which a continuation's
-    chunks take so that the client sees one stream."""
+    """What a stream has sent its client: whether text went, and the text itself when a cut
+    may be continued (`keep`: else an unread stream would hold every piece it wrote, 250 KB
+    more per stream in bench/abuse.py); whether anything else (a tool call, reasoning) went
+    too; and the first chunk's id, model and time, which a continuation's chunks take so that
+    the client sees one stream."""
 
-    __slots__ = ("continuing", "head", "other", "text")
+    __slots__ = ("_blocks", "_recent", "continuing", "head", "keep", "other", "texted")
 
-    def __init__(self) -> None:
-        self.text: list[str] = []
+    def __init__(self, keep: bool) -> None:
+        self.keep = keep
+        self.texted = False
+        self._blocks: list[str] = []  # the kept text, joined 256 pieces at a time
+        self._recent: list[str] = []
         self.other = False
         self.head: dict[str, Any] | None = None
         self.continuing = False
+
+    @property
+    def text(self) -> str:
+        """The text sent so far (when kept)."""
+        return "".join(self._blocks) + "".join(self._recent)
+
+    def _note(self, text: str) -> None:
+        self.texted = True
+        if self.keep:
+            self._recent.append(text)
+            if len(self._recent) == 256:  # a token's str costs ~50 bytes beside its text
+                self._blocks.append("".join(self._recent))
+                self._recent.clear()
 
     def passed(self, chunk: dict[str, Any]) -> dict[str, Any]:
         """Note `chunk`, as the client will see it."""
@@ -224,7 +242,7 @@ class Said:
         for c in chunk.get("choices") or ():
             delta = c.get("delta") or {}
             if delta.get("content"):
-                self.text.append(delta["content"])
+                self._note(delta["content"])
             if (
                 delta.get("tool_calls")
                 or delta.get("reasoning_content")
