@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -504,6 +505,34 @@ async def test_astream_yields_chunks(up: Upstream) -> None:
     async with router(prov("a", up.url("ok"))) as r:
         chunks = [c async for c in r.astream(HELLO)]
     assert len(chunks) >= 3
+
+
+@pytest.mark.parametrize("continue_on_cut", [False, True])
+async def test_a_long_stream_holds_what_it_passed_on_only_to_continue_it(
+    up: Upstream, continue_on_cut: bool
+) -> None:
+    """An unread stream must not hold every token it wrote (protocol §14): the text sent is
+    kept only when a cut may be continued, and then as about its own length."""
+    async with router(prov("hose", up.url("firehose")), continue_on_cut=continue_on_cut) as r:
+        stream = await r.open_stream(HELLO)
+        tracemalloc.start()
+        try:
+            passed = 0
+            async for _ in stream:
+                passed += 1
+                if passed == 500:
+                    before = tracemalloc.get_traced_memory()[0]
+                if passed == 3000:
+                    held = tracemalloc.get_traced_memory()[0] - before
+                    break
+        finally:
+            tracemalloc.stop()
+            await stream.aclose()
+    text = 2500 * 1000  # the 1 KB chunks passed on between the two readings
+    if continue_on_cut:
+        assert text <= held < 1.5 * text
+    else:
+        assert held < 0.1 * text
 
 
 async def test_leaving_a_stream_early_closes_it(up: Upstream) -> None:
