@@ -5,9 +5,10 @@ keys, no checks, no failover, no log) and `agent-reach serve` as a user runs it,
     .venv/bin/python bench/floor.py [--quick]
 
 Per proxy: the added p50 at 1 in flight (interleaved rounds of keep-alive requests, as
-bench/peers.py), req/s at 32 in flight (wrk) and the CPU time its process spent per request in
-that run (utime + stime ÷ requests: steadier than req/s on a shared machine), then agent-reach
-over the floor and over nginx. The upstream, wrk and this script's client run on CPU 1, the
+bench/peers.py), req/s at 32 in flight (wrk, the median of 5 runs of 3 s, taken in rounds
+across the proxies) and the CPU time its process spent per request in that run (utime + stime
+÷ requests: steadier than req/s on a shared machine), then agent-reach over the floor and
+over nginx. The upstream, wrk and this script's client run on CPU 1, the
 proxies on CPU 0 (as bench/peers.py). Results: bench/results/floor.{json,md}.
 """
 
@@ -63,7 +64,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a short run to try the script")
     quick = parser.parse_args().quick
-    requests, seconds, runs = (300, 2.0, 1) if quick else (3000, 5.0, 3)
+    requests, seconds, runs = (300, 2.0, 1) if quick else (3000, 3.0, 5)
     workdir = Path(tempfile.mkdtemp(prefix="agent-reach-floor-"))
     nginx = install_nginx(workdir)
     if not nginx.ok:
@@ -88,15 +89,17 @@ def main() -> None:
         samples, _ = interleaved(targets, requests, max_s=120)
         base = spread(samples["direct"])["p50"]
         load = Load(workdir)
-        rows: dict[str, dict[str, Any]] = {}
-        for p in peers:
-            assert p.proc is not None
-            kept = []
-            for _ in range(runs):  # the median run by req/s
+        kept: dict[str, list[tuple[float, float]]] = {p.name: [] for p in peers}
+        for _ in range(runs):  # in rounds, so that the machine's slow spells hit all alike
+            for p in peers:
+                assert p.proc is not None
                 before = cpu_s(p.proc.pid)
                 out = load.run(p.target(), 32, seconds)
-                kept.append((out["rps"], (cpu_s(p.proc.pid) - before) / max(out["requests"], 1)))
-            rps, per_request = sorted(kept)[len(kept) // 2]
+                per_request = (cpu_s(p.proc.pid) - before) / max(out["requests"], 1)
+                kept[p.name].append((out["rps"], per_request))
+        rows: dict[str, dict[str, Any]] = {}
+        for p in peers:
+            rps, per_request = sorted(kept[p.name])[runs // 2]  # the median run by req/s
             p50 = spread(samples[p.name])["p50"]
             rows[p.name] = {"added_p50_ms": p50 - base, "rps": rps, "cpu_us": per_request * 1e6}
     results = {
