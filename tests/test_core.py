@@ -255,6 +255,20 @@ def test_attempt_order(kwargs: dict[str, Any], order: tuple[str, ...]) -> None:
     assert attempt_order(TABLE, KNOWN, **kwargs) == order
 
 
+@pytest.mark.parametrize(
+    ("route", "model", "label"),
+    [
+        ("default", "gpt-5-codex", "gpt-5-codex"),  # a model alias names its route
+        ("default", "other", "default"),
+        ("default", None, "default"),
+        ("r", "gpt-5-codex", "r"),  # a route the request names wins, as in the order
+        ("custom", "gpt-5-codex", "custom"),  # its own fallback_order
+    ],
+)
+def test_route_label(route: str, model: str | None, label: str) -> None:
+    assert TABLE.label(route, model) == label
+
+
 def test_attempt_order_explicit_default_and_unknown_names() -> None:
     table = RouteTable.build([("a", 1.0), ("b", 2.0)], ["a", "b"])
     assert attempt_order(table, ("a", "b")) == ("a", "b")

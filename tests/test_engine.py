@@ -530,7 +530,7 @@ async def test_a_long_stream_holds_what_it_passed_on_only_to_continue_it(
             await stream.aclose()
     text = 2500 * 1000  # the 1 KB chunks passed on between the two readings
     if continue_on_cut:
-        assert text <= held < 1.5 * text
+        assert 0.9 * text < held < 1.5 * text  # about the text itself, not a str per chunk
     else:
         assert held < 0.1 * text
 

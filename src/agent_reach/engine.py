@@ -132,13 +132,6 @@ class Engine:
             model=req.model,
         )
 
-    def route_label(self, req: ChatRequest) -> str:
-        """The route a request takes, by name, for metrics and events."""
-        label = req.route_label
-        if label == "default" and req.model and req.model in self.table.routes:
-            return req.model  # a model alias (protocol §3)
-        return label
-
     # -- the three kinds of request ------------------------------------------------------------
 
     async def chat(self, req: ChatRequest) -> Result:
@@ -174,7 +167,7 @@ class Engine:
         run_id = f"{self._id_prefix}-{next(self._ids)}"
         walk = Walk(self.order(req) if only is None else (only,))
         deadline = self.monotonic() + budget_s
-        route = self.route_label(req)
+        route = self.table.label(req.route_label, req.model)
         policy = self.policies.get(route, self.policies[""])
         return Run(req, run_id, route, walk, deadline, policy, hedged=only is None)
 
@@ -218,12 +211,12 @@ class Engine:
         return pick if isinstance(pick, tuple) else None
 
     def _ended(self, run: Run, provider: str | None, payload: Any) -> None:
-        req = run.req
-        trace = tuple(run.trace)
-        event = RequestEvent(
-            run.route, provider, trace, req.stream, run.id, req.api, req.model, payload
+        req, trace = run.req, tuple(run.trace)
+        self._emit(
+            RequestEvent(
+                run.route, provider, trace, req.stream, run.id, req.api, req.model, payload
+            )
         )
-        self._emit(event)
 
     # -- one provider's turn -----------------------------------------------------------------
 

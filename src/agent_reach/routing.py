@@ -66,6 +66,13 @@ class RouteTable:
             default = tuple(n for n, _ in sorted(providers, key=lambda p: -p[1]))
         return cls(default, {k: tuple(v) for k, v in (routes or {}).items()})
 
+    def label(self, route: str, model: str | None) -> str:
+        """The name of the route a request takes (`route`: its own, or "default"), for
+        metrics, events and policies: a model alias names its route (protocol §3)."""
+        if route == "default" and model and model in self.routes:
+            return model
+        return route
+
 
 def attempt_order(
     table: RouteTable,
