@@ -72,8 +72,9 @@ def timeouts(connect_s: float, read_s: float, remaining_s: float) -> aiohttp.Cli
 
 def whole(connect_s: float, read_s: float, remaining_s: float) -> aiohttp.ClientTimeout:
     """The timeouts of a request whose answer is read whole (a try, a health check): connect
-    and read as `timeouts`, and what is left of the deadline as aiohttp's `total`, never
-    rounded up to a whole second. One timer for all three; `past_deadline` tells the last."""
+    and read as `timeouts`, and what is left of the deadline as aiohttp's `total` (no second
+    timer around the call), never rounded up to a whole second. `past_deadline` tells when
+    the total ran out."""
     left = max(remaining_s, 0.001)
     return aiohttp.ClientTimeout(
         total=left,
