@@ -58,8 +58,9 @@ class Served:
                 f.seek(offset)
                 text = f.read()
             at = text.find(b" GET /healthz 200 ")
-            if at >= 0:
-                return offset + text.index(b"\n", at) + 1
+            end = text.find(b"\n", at) if at >= 0 else -1
+            if end >= 0:  # a line read while it is being written has no end yet: read again
+                return offset + end + 1
             time.sleep(0.01)
         raise AssertionError("no access line for the sentinel")
 
