@@ -41,7 +41,7 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     inbound = anthropic.read_request(body)
     beta = request.headers.get("anthropic-beta")  # Anthropic needs it for beta fields
     req = replace(
-        with_headers(ChatRequest.parse(inbound.body), request),
+        with_headers(ChatRequest.checked(inbound.body), request),
         api="messages",
         native=body,
         native_headers={"anthropic-beta": beta} if beta else None,

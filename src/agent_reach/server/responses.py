@@ -43,7 +43,7 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     """`POST /v1/responses`."""
     body = await _continued(proxy, await read_json(request))
     inbound = wire.request_in(body)
-    parsed = ChatRequest.parse(inbound.body)
+    parsed = ChatRequest.checked(inbound.body)
     req = with_headers(replace(parsed, api="responses", native=body), request)
     dropped = dropped_header(inbound.dropped)
     if req.stream:
