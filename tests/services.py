@@ -70,3 +70,22 @@ class RedisServer:
         with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
             s.sendall(b"FLUSHALL\r\n")
             s.recv(16)
+
+
+def chromium_flags(tmp_path: Path, budget_ms: int) -> list[str]:
+    """Headless Chromium's command line, its profile under `tmp_path`, pages given
+    `budget_ms` of virtual time to run their scripts."""
+    chromium = shutil.which("chromium")
+    assert chromium, "chromium is not installed (scripts/ensure-services.sh installs it)"
+    return [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+        f"--virtual-time-budget={budget_ms}",
+    ]

@@ -4,7 +4,6 @@ report and status views, and a Redis that dies mid-run."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import threading
 import time
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 
 from ..png import read_png
-from ..services import RedisServer
+from ..services import RedisServer, chromium_flags
 from ..upstream import Upstream
 from .test_cli import config_file, p, run
 from .test_proxy import MSG, Proxy, start, stop
@@ -181,24 +180,8 @@ window.addEventListener("load", function () {
 
 
 def _chromium(tmp_path: Path, *args: str) -> str:
-    chromium = shutil.which("chromium")
-    assert chromium, "chromium is not installed (.ci/run installs it with apt-get)"
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--hide-scrollbars",
-        f"--user-data-dir={tmp_path / 'chromium'}",
-        "--virtual-time-budget=3000",
-        "--window-size=1000,1000",
-    ]
-    done = subprocess.run(
-        [chromium, *flags, *args], capture_output=True, text=True, timeout=60, check=True
-    )
+    command = [*chromium_flags(tmp_path, 3000), "--hide-scrollbars", "--window-size=1000,1000"]
+    done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=60, check=True)
     return done.stdout
 
 

@@ -4,7 +4,6 @@ proxy, and its login form when client auth is on."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import urllib.error
 import urllib.parse
@@ -13,27 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from ..services import chromium_flags
 from ..upstream import Upstream
 from .test_proxy import MSG, start, stop
 
 pytestmark = pytest.mark.slow
-
-
-def chromium_flags(tmp_path: Path, budget_ms: int) -> list[str]:
-    chromium = shutil.which("chromium")
-    assert chromium, "chromium is not installed (scripts/ensure-services.sh installs it)"
-    return [
-        chromium,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp_path / 'chromium'}",
-        f"--virtual-time-budget={budget_ms}",
-    ]
 
 
 def config(up: Upstream) -> dict[str, object]:
