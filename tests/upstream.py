@@ -94,9 +94,10 @@ def usage_asked(body: Any) -> list[dict[str, Any]]:
 def shell_call(tools: list[Any]) -> tuple[str, str]:
     """(name, JSON arguments) of a call to the first shell-like tool offered (Codex's
     `exec_command`/`shell`, Claude Code's `Bash`), its first required string field set to an
-    `echo` command; else Codex's JavaScript `exec`; else the first tool with no arguments."""
+    `echo` command; else Codex's JavaScript `exec`; else the first tool with no arguments.
+    (Gemini CLI's is `run_shell_command`.)"""
     fns = [t.get("function", t) for t in tools if isinstance(t, dict)]
-    for wanted in ("exec_command", "shell", "Bash"):
+    for wanted in ("exec_command", "shell", "Bash", "run_shell_command"):
         for fn in fns:
             if fn.get("name") == wanted:
                 params = fn.get("parameters") or {}
@@ -111,6 +112,24 @@ def shell_call(tools: list[Any]) -> tuple[str, str]:
             code = f'const r = await tools.exec_command({{cmd: "echo {TOOL_WORD}"}}); text(r);'
             return "exec", orjson.dumps({"input": code}).decode()
     return (str(fns[0].get("name")) if fns else "none"), "{}"
+
+
+def schema_instance(schema: Any) -> Any:
+    """A value that `schema` (JSON Schema) accepts: what a model asked for JSON of that shape
+    answers (Gemini CLI's routing classifier asks for one)."""
+    if not isinstance(schema, dict):
+        return None
+    if schema.get("enum"):
+        return schema["enum"][0]
+    kind = schema.get("type")
+    kind = kind[0] if isinstance(kind, list) else kind
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties") or {}
+        return {name: schema_instance(sub) for name, sub in props.items()}
+    if kind == "array":
+        return [schema_instance(schema.get("items"))]
+    low = schema.get("minimum", 1)
+    return {"string": "agent-reach", "integer": low, "number": low, "boolean": True}.get(str(kind))
 
 
 def responses_answer(model: str) -> dict[str, Any]:
@@ -586,6 +605,13 @@ class Upstream:
         offered, then, given the command's output, answers with a text that quotes it."""
         messages = body.get("messages") or []
         last = messages[-1] if messages else {}
+        schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
+        if schema is not None:  # asked for JSON: an answer of that shape
+            text = orjson.dumps(schema_instance(schema)).decode()
+            if stream:
+                chunks = [chunk(text, role=True), chunk(finish="stop"), *usage_asked(body)]
+                return await self._stream_chunks(request, chunks)
+            return web.json_response(completion(text, body.get("model") or "gpt-test"))
         if last.get("role") == "tool":
             text = f"The command printed: {TOOL_WORD}" if TOOL_WORD in str(last) else "no output"
             if stream:

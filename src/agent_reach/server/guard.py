@@ -5,7 +5,8 @@ or a traceback, and an error message quotes at most ~200 characters of it.
 In order, for every route (those added later too):
   - the method: CONNECT is 405;
   - the proxy key, when client keys are set (every path but `OPEN_PATHS`): exactly one
-    `Authorization: Bearer KEY` or `x-api-key: KEY` header, the token parsed exactly and
+    `Authorization: Bearer KEY`, `x-api-key: KEY` or `x-goog-api-key: KEY` header (or, on the
+    Gemini API's paths, a `key=KEY` query parameter), the token parsed exactly and
     compared in constant time against every key (or, for the status page's reads, its
     cookie); else 401;
   - the body's encoding: gzip and deflate are decoded by aiohttp (in bounded steps), any other
@@ -32,7 +33,7 @@ from ..config import ServerConfig
 from ..errors import RequestError, quoted
 from . import log, status_page
 from .connection import Connection
-from .errors import error_response
+from .errors import error_response, speaks_gemini
 from .http import BadBody
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -43,6 +44,7 @@ ENCODINGS = frozenset({"gzip", "deflate", "identity"})
 # RFC 6750's `Bearer 1*SP b64token`, with exactly one space and any visible ASCII in the token.
 _BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] ([\x21-\x7e]+)")
 _TOKEN = re.compile(r"[\x21-\x7e]+")
+_KEY_HEADERS = ("x-api-key", "x-goog-api-key")  # a key as it is (Anthropic's, Google's)
 
 
 class Keys:
@@ -54,13 +56,19 @@ class Keys:
     def __bool__(self) -> bool:
         return bool(self.keys)
 
-    def check(self, headers: CIMultiDictProxy[str]) -> str | None:
-        """None when the headers carry one valid key, else what is wrong with them."""
-        given = headers.getall("Authorization", []) + headers.getall("x-api-key", [])
+    def check(self, headers: CIMultiDictProxy[str], query: tuple[str, ...] = ()) -> str | None:
+        """None when the headers (or `query`, the `key` parameters of a Gemini API request)
+        carry one valid key, else what is wrong with them."""
+        given = [*headers.getall("Authorization", []), *query]
+        for name in _KEY_HEADERS:
+            given += headers.getall(name, [])
         if not given:
-            return "a proxy key is required (Authorization: Bearer KEY, or x-api-key: KEY)"
+            return (
+                "a proxy key is required (Authorization: Bearer KEY, x-api-key: KEY"
+                " or x-goog-api-key: KEY)"
+            )
         if len(given) > 1:
-            return "send one proxy key, in one Authorization or x-api-key header"
+            return "send one proxy key, in one header (Authorization, x-api-key, x-goog-api-key)"
         if "Authorization" in headers:
             match = _BEARER.fullmatch(given[0])
             if match is None:
@@ -69,7 +77,7 @@ class Keys:
         elif _TOKEN.fullmatch(given[0]):
             token = given[0]
         else:
-            return "the x-api-key header must be one key of visible ASCII characters"
+            return "the key must be one token of visible ASCII characters"
         return None if self.valid(token) else "the proxy key is not valid"
 
     def valid(self, token: str) -> bool:
@@ -119,7 +127,8 @@ class Guard:
         if request.method == "CONNECT":
             return error_response(path, 405, "CONNECT is not supported")
         if self.keys and path not in OPEN_PATHS:
-            problem = self.keys.check(request.headers)
+            query = tuple(request.query.getall("key", ())) if speaks_gemini(path) else ()
+            problem = self.keys.check(request.headers, query)
             if problem is not None and not self._page_cookie(request):
                 return error_response(path, 401, problem, code="invalid_api_key")
         if request.body_exists:
