@@ -23,6 +23,7 @@ ECHOED_KEY_PREFIX = "Incorrect API key provided: "
 CLAUDE_THINKING = {"type": "thinking", "thinking": "Hmm.", "signature": "sig-EqQBCkYIBxgC"}
 CLAUDE_TEXT = "hello from claude"
 CLAUDE_USAGE = {"input_tokens": 11, "cache_read_input_tokens": 5, "output_tokens": 7}
+GEMINI_SIGNATURE = "CiQBVKhcZ2VtaW5pLW5hdGl2ZS1zaWduYXR1cmU="  # the `gemini` provider's thought
 KEYED_GOOD = "sk-keyed-good-5e6f7a8b"  # the one key the `keyed` scenario accepts
 
 
@@ -244,6 +245,7 @@ class Upstream:
             "ollama": "/api/chat",
             "responses": "/v1/responses",
             "anthropic": "/v1/messages",
+            "gemini": "/v1beta/models",
         }.get(kind, "/v1/chat/completions")
         return f"http://127.0.0.1:{self.port}/s/{scenario}{tail}"
 
@@ -670,6 +672,44 @@ class Upstream:
             await resp.write(f"event: {kind}\n".encode() + sse(event))
         return resp
 
+    async def gemini(self, request: web.Request) -> web.StreamResponse:
+        """A provider that speaks the Gemini API itself (`format: gemini`): a thought part with
+        its signature, then text; `auth` answers Gemini's bad-key 400."""
+        scenario = request.match_info["scenario"]
+        body = orjson.loads(await request.read())
+        self.received.append(Received(scenario, request.path, dict(request.headers), body))
+        if scenario == "auth":
+            error = {
+                "code": 400,
+                "message": "API key not valid. Please pass a valid API key.",
+                "status": "INVALID_ARGUMENT",
+                "details": [{"reason": "API_KEY_INVALID"}],
+            }
+            return web.json_response({"error": error}, status=400)
+        model = request.match_info["call"].partition(":")[0]
+        pieces = [
+            [{"text": "Hmm.", "thought": True, "thoughtSignature": GEMINI_SIGNATURE}],
+            [{"text": "hello "}],
+            [{"text": "from gemini"}],
+        ]
+        usage = {"promptTokenCount": 4, "candidatesTokenCount": 3, "totalTokenCount": 7}
+
+        def response(parts: list[Any], last: bool) -> dict[str, Any]:
+            candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+            out: dict[str, Any] = {"candidates": [candidate], "modelVersion": model}
+            if last:
+                candidate["finishReason"] = "STOP"
+                out["usageMetadata"] = usage
+            return out
+
+        if "streamGenerateContent" not in request.path:
+            return web.json_response(response([p for ps in pieces for p in ps], True))
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for n, parts in enumerate(pieces):
+            await resp.write(sse(response(parts, n == len(pieces) - 1)))
+        return resp
+
     async def s_claude(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """A native Anthropic provider: a thinking block with its signature, then text."""
         return await self._claude(request, body, stream, cut=False)
@@ -744,6 +784,7 @@ class Upstream:
         app.router.add_post("/s/{scenario}/api/chat", self.chat)
         app.router.add_post("/s/{scenario}/v1/responses", self.responses)
         app.router.add_post("/s/{scenario}/v1/messages", self.chat)
+        app.router.add_post("/s/{scenario}/v1beta/models/{call}", self.gemini)
         return app
 
     def start(self) -> None:
