@@ -57,7 +57,8 @@ def proxy(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Itera
     assert stop(p) == 0
     log = (Path(p.proc.args[2]).parent / "proxy.log").read_text()  # type: ignore[index]
     assert "Traceback" not in log
-    assert PROVIDER_KEY not in log and KEY not in log
+    assert PROVIDER_KEY not in log
+    assert KEY not in log
 
 
 _CLIENTS: list[genai.Client] = []  # kept: a client closes its connections when collected
@@ -100,7 +101,8 @@ def test_a_stream_parses_chunk_by_chunk(proxy: Proxy) -> None:
     assert last.finish_reason == types.FinishReason.STOP
     sent = proxy.upstream.bodies("ok")[-1]
     assert sent["messages"][0] == {"role": "system", "content": "Be brief."}
-    assert sent["temperature"] == 0.2 and sent["max_tokens"] == 50
+    assert sent["temperature"] == 0.2
+    assert sent["max_tokens"] == 50
     assert sent["stream_options"] == {"include_usage": True}
 
 
@@ -108,7 +110,8 @@ def test_count_tokens_is_answered_locally(proxy: Proxy) -> None:
     before = len(proxy.upstream.received)
     short = client(proxy).models.count_tokens(model="gemini-2.5-flash", contents="hello")
     long = client(proxy).models.count_tokens(model="gemini-2.5-flash", contents="hello " * 400)
-    assert short.total_tokens is not None and long.total_tokens is not None
+    assert short.total_tokens is not None
+    assert long.total_tokens is not None
     assert 1 <= short.total_tokens < 10
     assert 500 < long.total_tokens < 800
     assert len(proxy.upstream.received) == before  # no provider was asked
@@ -211,25 +214,29 @@ def test_a_stream_without_alt_sse_is_one_json_array(proxy: Proxy) -> None:
     body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
     status, answer = raw(proxy, "/v1beta/models/gemini-2.5-flash:streamGenerateContent", body)
     assert status == 200
-    assert isinstance(answer, list) and len(answer) >= 2
-    text = "".join(p.get("text", "") for r in answer for p in r["candidates"][0]["content"]["parts"])
+    assert isinstance(answer, list)
+    assert len(answer) >= 2
+    text = "".join(
+        p.get("text", "") for r in answer for p in r["candidates"][0]["content"]["parts"]
+    )
     assert text == "hello from ok"
     assert answer[-1]["candidates"][0]["finishReason"] == "STOP"
     status, answer = raw(proxy, "/v1/models/gemini-2.5-flash:generateContent", body)
-    assert status == 200 and answer["candidates"][0]["content"]["parts"] == [
-        {"text": "hello from ok"}
-    ]
+    assert status == 200
+    assert answer["candidates"][0]["content"]["parts"] == [{"text": "hello from ok"}]
 
 
 def test_errors_come_as_the_sdks_api_errors(proxy: Proxy) -> None:
     hot = types.GenerateContentConfig(temperature=5)
     with pytest.raises(errors.ClientError) as bad:
         client(proxy).models.generate_content(model="m", contents="hi", config=hot)
-    assert bad.value.code == 400 and bad.value.status == "INVALID_ARGUMENT"
+    assert bad.value.code == 400
+    assert bad.value.status == "INVALID_ARGUMENT"
     assert "'generationConfig.temperature' must be a number from 0 to 2" in str(bad.value)
     with pytest.raises(errors.ClientError) as key:
         client(proxy, key="AIza-wrong").models.generate_content(model="m", contents="hi")
-    assert key.value.code == 401 and key.value.status == "UNAUTHENTICATED"
+    assert key.value.code == 401
+    assert key.value.status == "UNAUTHENTICATED"
     with pytest.raises(errors.APIError) as down:
         client(proxy, route="down").models.generate_content(model="m", contents="hi")
     assert down.value.code == 502
@@ -237,7 +244,8 @@ def test_errors_come_as_the_sdks_api_errors(proxy: Proxy) -> None:
     reasons = [a["reason"] for a in down.value.details["error"]["attempts"]]
     assert reasons == ["connect_failed", "auth_failed"]
     status, body = raw(proxy, "/v1beta/models/m:embedContent", {"content": {}})
-    assert status == 404 and body["error"]["status"] == "NOT_FOUND"
+    assert status == 404
+    assert body["error"]["status"] == "NOT_FOUND"
 
 
 def test_the_key_may_come_in_the_query(proxy: Proxy) -> None:

@@ -513,8 +513,10 @@ def read_request(request: Any, model: str, stream: bool) -> Inbound:
     """A generateContent request for `model` (from its URL) as the engine's chat request;
     `RequestError` (a 400) names what is wrong. What a chat provider is not sent is named in
     `dropped`: top-level fields (`safetySettings`, `cachedContent`, …), `generationConfig`
-    fields (`topK`, `thinkingConfig`, …), thought parts, file parts that are not images,
-    and tools other than function declarations (`tools:googleSearch`)."""
+    fields (`topK`, `thinkingConfig`, …), thought parts and signatures, inline data and file
+    parts that are not images (a file part without a type is taken for an image, as this
+    format sends image URLs), and tools other than function declarations
+    (`tools:googleSearch`)."""
     if not isinstance(request, dict):
         raise RequestError("the request must be a JSON object")
     if request.get("contents") is None:
@@ -611,7 +613,7 @@ def _user_turn(
         elif isinstance(inline, dict) and str(inline.get("mimeType", "")).startswith("image/"):
             url = f"data:{inline['mimeType']};base64,{inline['data']}"
             content.append({"type": "image_url", "image_url": {"url": url}})
-        elif isinstance(file, dict) and str(file.get("mimeType", "")).startswith("image/"):
+        elif isinstance(file, dict) and str(file.get("mimeType", "image/")).startswith("image/"):
             content.append({"type": "image_url", "image_url": {"url": file["fileUri"]}})
         else:
             dropped[_part_kind(part)] = None
