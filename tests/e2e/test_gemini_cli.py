@@ -68,7 +68,8 @@ def test_gemini_cli_completes_a_tool_turn_through_the_proxy(
     assert "NumericalClassifierStrategy failed" not in done.stderr
     # Every request went past the dead and the 401 provider.
     lines = [ln for ln in log.splitlines() if "POST /v1beta/models/" in ln]
-    assert lines and all(" 200 " in ln for ln in lines), lines
+    assert lines
+    assert all(" 200 " in ln for ln in lines), lines
     assert any(":streamGenerateContent" in ln for ln in lines)
     assert "Traceback" not in log
     for secret in (PROVIDER_KEY, KEY):
