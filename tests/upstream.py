@@ -98,7 +98,7 @@ def shell_call(tools: list[Any]) -> tuple[str, str]:
     `echo` command; else Codex's JavaScript `exec`; else the first tool with no arguments.
     (Gemini CLI's is `run_shell_command`.)"""
     fns = [t.get("function", t) for t in tools if isinstance(t, dict)]
-    for wanted in ("exec_command", "shell", "Bash", "run_shell_command"):
+    for wanted in ("exec_command", "shell", "Bash", "run_shell_command", "bash"):
         for fn in fns:
             if fn.get("name") == wanted:
                 params = fn.get("parameters") or {}

@@ -212,7 +212,7 @@ class ChatRequest:
     fallback_order: tuple[str, ...] | None = None
     raw_response: bool = False  # response_schema_compatibility: false
     deadline_ms: float | None = None
-    api: str = "chat"  # the API the request arrived in: chat, responses or messages
+    api: str = "chat"  # the API the request arrived in: chat, responses, messages or gemini
     native: dict[str, Any] | None = None  # the request as it arrived, when not a chat one
     # Headers of the client's API that go with `native` to a provider that speaks that API
     # (Messages: `anthropic-beta`); never a key.

@@ -22,7 +22,8 @@ from . import agents, expected_errors, fail
 
 
 def agent_env(base: str, key: str, environ: dict[str, str]) -> dict[str, str]:
-    """`environ` with the OpenAI and Anthropic SDKs' base URLs and keys set to the proxy."""
+    """`environ` with the OpenAI, Anthropic and Gemini SDKs' base URLs and keys set to the
+    proxy, and the other agents' settings (`agents.env_for`)."""
     env = {k: v for k, v in environ.items() if k != "ANTHROPIC_AUTH_TOKEN"}
     env.update(
         {
@@ -30,7 +31,7 @@ def agent_env(base: str, key: str, environ: dict[str, str]) -> dict[str, str]:
             "OPENAI_API_KEY": key,
             "ANTHROPIC_BASE_URL": base,
             "ANTHROPIC_API_KEY": key,
-            **agents.gemini_env(base, key),
+            **agents.env_for(base, key, environ),
         }
     )
     return env
@@ -50,7 +51,7 @@ def command_line(command: tuple[str, ...], base: str) -> list[str]:
     argv = list(command)
     if _name(command) == "codex":
         argv[1:1] = codex_overrides(base)
-    return argv
+    return agents.argv_for(_name(command), argv)
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
