@@ -219,6 +219,16 @@ def test_breaker(events: list[tuple[float, str]], open_at: float | None, closed:
         assert state.open_until == NOW + open_at
 
 
+def test_a_last_resort_401_never_restarts_a_cooldown() -> None:
+    opened = record(CLOSED, Reason.AUTH_FAILED, NOW, POLICY)
+    again = record(opened, Reason.AUTH_FAILED, NOW + 100, POLICY, last_resort=True)
+    assert again == opened  # still reopens at NOW + 300, not NOW + 400
+    cooled = record(opened, Reason.AUTH_FAILED, NOW + 100, POLICY)
+    assert cooled.open_until == NOW + 400  # a 401 in the first pass (a trial) does restart it
+    # a circuit closed until now (deferred as unhealthy) opens on a last resort's 401
+    assert record(CLOSED, Reason.AUTH_FAILED, NOW, POLICY, last_resort=True).is_open(NOW + 1)
+
+
 def test_breaker_rate_limit_uses_retry_after() -> None:
     state = record(CLOSED, Reason.RATE_LIMITED, NOW, POLICY, retry_after=7)
     assert state.open_until == NOW + 7

@@ -172,6 +172,61 @@ async def test_auth_failure_opens_the_circuit_for_the_auth_cooldown(up: Upstream
         assert reasons((await r.achat(HELLO)).trace)[0] == "bad:auth_failed"
 
 
+@pytest.mark.parametrize("other", ["server", "backup", "ratelimit"])
+async def test_a_bad_key_gets_no_request_while_its_circuit_is_open(
+    up: Upstream, other: str
+) -> None:
+    """Whatever the other providers do, a provider that answered 401 is not asked again (not
+    even as last resort) until its auth cooldown has passed; then one trial."""
+    clock = Clock()
+    config = {
+        "health": {"mode": "off"},
+        "state": "memory://",
+        "circuit": {"auth_cooldown_s": 100, "cooldown_s": 1000},
+        "providers": [prov("bad", up.url("auth")), prov("other", up.url(other))],
+    }
+    async with Router(config, clock=clock, environ={}) as r:
+        for _ in range(5):
+            trace = await trace_of(r)
+            assert not any(a.last_resort and a.provider == "bad" for a in trace)
+            clock.now += 19
+        assert len(up.bodies("auth")) == 1
+        clock.now += 10  # 105 s after the 401: one trial
+        assert reasons(await trace_of(r))[0] == "bad:auth_failed"
+        assert len(up.bodies("auth")) == 2
+
+
+async def trace_of(r: Router) -> list[Any]:
+    """The attempts of one request, answered or not."""
+    try:
+        return (await r.achat(HELLO)).trace
+    except AllProvidersFailed as exc:
+        return exc.attempts
+
+
+async def test_last_resort_includes_auth_retries_a_bad_key_without_restarting_it(
+    up: Upstream,
+) -> None:
+    clock = Clock()
+    config = {
+        "health": {"mode": "off"},
+        "state": "memory://",
+        "last_resort_includes_auth": True,
+        "circuit": {"auth_cooldown_s": 100, "cooldown_s": 1000},
+        "providers": [prov("bad", up.url("auth")), prov("other", up.url("server"))],
+    }
+    async with Router(config, clock=clock, environ={}) as r:
+        for _ in range(3):
+            with pytest.raises(AllProvidersFailed):
+                await r.achat(HELLO)
+            clock.now += 30
+        assert len(up.bodies("auth")) == 3  # first pass, then two last resorts
+        clock.now += 11  # 101 s after the first 401: the cooldown was not restarted
+        with pytest.raises(AllProvidersFailed) as failed:
+            await r.achat(HELLO)
+        assert not failed.value.attempts[0].last_resort  # a trial in the first pass
+
+
 async def test_circuit_opens_after_failures_and_last_resort_still_tries(up: Upstream) -> None:
     clock = Clock()
     config = {

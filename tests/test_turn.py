@@ -69,6 +69,18 @@ def test_skips_for_remembered_state_are_deferred_the_others_not() -> None:
     assert not missing.deferrable
 
 
+@pytest.mark.parametrize(("includes_auth", "deferred"), [(False, False), (True, True)])
+def test_a_bad_keys_circuit_is_no_last_resort_unless_configured(
+    includes_auth: bool, deferred: bool
+) -> None:
+    bad_key = CircuitState(1, NOW + 300, False, "auth_failed")
+    facts = replace(FACTS, circuit=bad_key, auth_last_resort=includes_auth)
+    skip = Turn("p", False, 0).consider(facts, NOW)
+    assert reason(skip) is Reason.CIRCUIT_OPEN
+    assert isinstance(skip, Skip)
+    assert skip.deferrable is deferred
+
+
 def test_a_cooled_down_circuit_admits_one_trial_with_its_lease() -> None:
     cooled = replace(FACTS, circuit=CircuitState(3, NOW - 1, False, "server_error"))
     turn = Turn("p", False, 0)

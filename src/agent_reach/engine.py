@@ -272,6 +272,7 @@ class Engine:
             reopens_in=exhausted and exhausted[1],
             context_window=prepared.spec.context_window,
             larger_than=run.walk.larger_than,
+            auth_last_resort=self.config.last_resort_includes_auth,
         )
 
     async def _skip(self, run: Run, turn: Turn, prepared: PreparedProvider, skip: Skip) -> None:
@@ -302,7 +303,7 @@ class Engine:
         noted = replace(outcome, detail=outcome.detail + note) if note else outcome
         attempt = self._attempt(prepared, noted, ms, last_resort, sent=True)
         self._record(run, attempt, prepared.excerpt(tried.raw))
-        await self.ledger.record(prepared, outcome)
+        await self.ledger.record(prepared, outcome, last_resort)
         if prepared.budgets and quota.counts(tried.outcome.reason):
             await self.ledger.count(prepared, tried.payload)
         return tried

@@ -7,7 +7,8 @@ do next, does it, and tells the machine what happened. No clock is read here: `n
 clock, which circuits are kept in) and `left_s` (what is left of the request's deadline) come
 in as arguments, so the machine is tested by tables of cases, stepping time by hand.
 
-    begin()                    -> Gather | Send          (a last resort skips every check)
+    begin()                    -> Gather | Send          (a last resort skips every check;
+                                                          a bad key's circuit has none)
     consider(facts, now)       -> Skip | Check | Send    (protocol §4 step 1, §5.1 windows)
     checked(health, checked_now, now) -> Skip | Send          (its health check, cached or run now)
     lease_lost()               -> Skip                   (another instance holds the trial)
@@ -46,6 +47,7 @@ class Facts:
     reopens_in: float | None = None  # seconds until the used-up budget's window ends
     context_window: int | None = None  # the input tokens it accepts, when known
     larger_than: int | None = None  # the walk needs a window larger than this (a refusal)
+    auth_last_resort: bool = False  # `last_resort_includes_auth`: a bad key's circuit defers
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,16 +58,18 @@ class Gather:
 @dataclass(frozen=True, slots=True)
 class Skip:
     """Not tried this time; recorded with its reason (and the health check's time and status
-    when a check ran for it). `counts`: a failed health check that tells the circuit."""
+    when a check ran for it). `counts`: a failed health check that tells the circuit.
+    `final`: not tried as last resort either (a circuit opened by a bad key, §4.2)."""
 
     outcome: Outcome
     ms: float = 0.0
     counts: bool = False
+    final: bool = False
 
     @property
     def deferrable(self) -> bool:
         """Skipped only for remembered state: tried again as last resort (protocol §4.2)."""
-        return self.outcome.reason in DEFERRABLE
+        return self.outcome.reason in DEFERRABLE and not self.final
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +102,11 @@ Action = Gather | Skip | Check | Send | Sleep | Done
 DEADLINE = Outcome(Reason.TIMEOUT, None, "deadline")
 
 
+def _bad_key(facts: Facts) -> bool:
+    """Whether the provider's open circuit is a bad key's, kept out of the last resort."""
+    return facts.circuit.cause == Reason.AUTH_FAILED and not facts.auth_last_resort
+
+
 class Turn:
     """One provider's turn: its checks (unless it is a last resort), then its tries."""
 
@@ -127,7 +136,8 @@ class Turn:
         )
         if skip is not None:
             wait = facts.reopens_in if skip.reason is Reason.QUOTA_EXHAUSTED else None
-            return Skip(Outcome(skip.reason, None, skip.detail, wait))
+            final = skip.reason is Reason.CIRCUIT_OPEN and _bad_key(facts)
+            return Skip(Outcome(skip.reason, None, skip.detail, wait), final=final)
         small = facts.context_window
         if facts.larger_than is not None and small is not None and small <= facts.larger_than:
             detail = f"context_window {small} is not larger than {facts.larger_than}, too small"
@@ -152,7 +162,7 @@ class Turn:
         allowed, leased = breaker.admit(circuit, now, self._facts.lease_s)
         if not allowed:
             detail = breaker.opened_detail(circuit, now)
-            return Skip(Outcome(Reason.CIRCUIT_OPEN, None, detail))
+            return Skip(Outcome(Reason.CIRCUIT_OPEN, None, detail), final=_bad_key(self._facts))
         return Send(leased if leased != circuit else None)
 
     def lease_lost(self) -> Skip:
