@@ -12,6 +12,9 @@ import orjson
 import pytest
 
 from agent_reach import dialects
+from agent_reach.config import Provider
+from agent_reach.prepared import PreparedProvider
+from agent_reach.request import ChatRequest
 
 HELLO = {"messages": [{"role": "user", "content": "hi"}]}
 CAP = 777  # a value no body carries by itself
@@ -77,3 +80,26 @@ def test_num_predict_joins_the_requests_own_options_without_changing_the_request
     body = dialects.get("openai").body(request, "m", False, "num_predict")
     assert body["options"] == {"seed": 1, "num_predict": CAP}
     assert request["options"] == {"seed": 1}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "api", "native", "field"),
+    [
+        ("anthropic", "messages", {**HELLO, "max_tokens": 64000}, "max_tokens"),
+        (
+            "responses",
+            "responses",
+            {"input": "hi", "max_output_tokens": 64000},
+            "max_output_tokens",
+        ),
+    ],
+)
+def test_a_native_request_is_clamped_in_its_own_field(
+    fmt: str, api: str, native: dict[str, Any], field: str
+) -> None:
+    prepared = PreparedProvider.prepare(Provider(name="p", endpoint="http://h/", format=fmt), {})
+    req = ChatRequest({**HELLO, "max_tokens": 64000}, "m", False, api=api, native=native)
+    assert prepared.speaks(req)
+    assert orjson.loads(prepared.body(req, "m", False, 8192))[field] == 8192
+    assert orjson.loads(prepared.body(req, "m", False, 100000))[field] == 64000  # never raised
+    assert orjson.loads(prepared.body(req, "m", False))[field] == 64000

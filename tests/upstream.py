@@ -24,6 +24,9 @@ CLAUDE_THINKING = {"type": "thinking", "thinking": "Hmm.", "signature": "sig-EqQ
 CLAUDE_TEXT = "hello from claude"
 CLAUDE_USAGE = {"input_tokens": 11, "cache_read_input_tokens": 5, "output_tokens": 7}
 KEYED_GOOD = "sk-keyed-good-5e6f7a8b"  # the one key the `keyed` scenario accepts
+# DeepSeek's own 400 for `max_tokens` above what `deepseek-chat` allows (docs/providers.md).
+DEEPSEEK_MAX_TOKENS = 8192
+DEEPSEEK_RANGE = "Invalid max_tokens value, the valid range of max_tokens is [1, 8192]"
 
 
 def completion(content: str, model: str = "gpt-test") -> dict[str, Any]:
@@ -600,6 +603,20 @@ class Upstream:
         }
         answer["choices"][0]["finish_reason"] = "tool_calls"
         return web.json_response(answer)
+
+    async def s_deepseek(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """DeepSeek's `deepseek-chat`: the `toolcall` model, refusing an output cap above
+        8192 with DeepSeek's exact 400."""
+        cap = body.get("max_tokens")
+        if isinstance(cap, int) and cap > DEEPSEEK_MAX_TOKENS:
+            error = {
+                "message": DEEPSEEK_RANGE,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "invalid_request_error",
+            }
+            return web.json_response({"error": error}, status=400)
+        return await self.s_toolcall(request, body, stream)
 
     async def _stream_chunks(
         self, request: web.Request, chunks: list[dict[str, Any]]

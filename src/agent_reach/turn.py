@@ -12,9 +12,11 @@ in as arguments, so the machine is tested by tables of cases, stepping time by h
     consider(facts, now)       -> Skip | Check | Send    (protocol §4 step 1, §5.1 windows)
     checked(health, checked_now, now) -> Skip | Send          (its health check, cached or run now)
     lease_lost()               -> Skip                   (another instance holds the trial)
-    sent(outcome, left_s)      -> Sleep | Done           (a retry, or the end of the turn)
+    sent(outcome, left_s, cap) -> Clamp | Sleep | Done   (a retry, or the end of the turn)
     woke(left_s)               -> Send | Skip            (after the retry's wait)
 
+A refusal that states the provider's output cap, below the cap that was sent (`cap`), is a
+`Clamp`: the engine remembers the cap and sends once more with it (protocol §4, output caps).
 A `Send` carries the half-open lease to take first, when the circuit's cooldown has passed
 (the one trial, protocol §5: `breaker.admit`). What a sent outcome does to the provider's circuit
 is `breaker.record`'s to decide, and whether it counts against its budgets is
@@ -48,6 +50,7 @@ class Facts:
     context_window: int | None = None  # the input tokens it accepts, when known
     larger_than: int | None = None  # the walk needs a window larger than this (a refusal)
     auth_last_resort: bool = False  # `last_resort_includes_auth`: a bad key's circuit defers
+    input_tokens: int | None = None  # the request's estimated input, when a window is known
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,13 @@ class Send:
 
 
 @dataclass(frozen=True, slots=True)
+class Clamp:
+    """Remember that the provider takes at most `tokens` output tokens, then send again."""
+
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
 class Sleep:
     """Wait, then `woke` (a retry)."""
 
@@ -98,7 +108,7 @@ class Done:
     ok: bool
 
 
-Action = Gather | Skip | Check | Send | Sleep | Done
+Action = Gather | Skip | Check | Send | Clamp | Sleep | Done
 DEADLINE = Outcome(Reason.TIMEOUT, None, "deadline")
 
 
@@ -110,13 +120,14 @@ def _bad_key(facts: Facts) -> bool:
 class Turn:
     """One provider's turn: its checks (unless it is a last resort), then its tries."""
 
-    __slots__ = ("_facts", "last_resort", "provider", "retries", "tries")
+    __slots__ = ("_facts", "clamped", "last_resort", "provider", "retries", "tries")
 
     def __init__(self, provider: str, last_resort: bool, retries: int) -> None:
         self.provider = provider
         self.last_resort = last_resort
         self.retries = retries
         self.tries = 0
+        self.clamped = False
         self._facts: Facts | None = None
 
     def begin(self) -> Gather | Send:
@@ -141,6 +152,9 @@ class Turn:
         small = facts.context_window
         if facts.larger_than is not None and small is not None and small <= facts.larger_than:
             detail = f"context_window {small} is not larger than {facts.larger_than}, too small"
+            return Skip(Outcome(Reason.CONTEXT_EXCEEDED, None, detail))
+        if small is not None and facts.input_tokens is not None and facts.input_tokens > small:
+            detail = f"estimated input {facts.input_tokens} tokens exceeds context_window {small}"
             return Skip(Outcome(Reason.CONTEXT_EXCEEDED, None, detail))
         if facts.has_health:
             return Check()
@@ -170,11 +184,17 @@ class Turn:
         detail = "half-open: the one trial is another instance's"
         return Skip(Outcome(Reason.CIRCUIT_OPEN, None, detail))
 
-    def sent(self, outcome: Outcome, left_s: float) -> Sleep | Done:
-        """After a try: done when it answered; a retry when its `retries` allow one and the
-        wait leaves time before the deadline; else the walk moves on at once."""
+    def sent(self, outcome: Outcome, left_s: float, cap: int | None = None) -> Clamp | Sleep | Done:
+        """After a try: done when it answered; once per turn a `Clamp` when it refused the
+        output cap sent (`cap`) and said what it takes; a retry when its `retries` allow one
+        and the wait leaves time before the deadline; else the walk moves on at once."""
         if outcome.reason is Reason.OK:
             return Done(True)
+        allowed = outcome.output_cap
+        clamps = allowed is not None and cap is not None and allowed < cap and left_s > 0
+        if clamps and allowed is not None and not self.clamped:
+            self.clamped = True
+            return Clamp(allowed)
         delay = retry_delay(outcome, tries=self.tries, retries=self.retries, remaining_s=left_s)
         if delay is None:
             return Done(False)
