@@ -1,7 +1,9 @@
 """Where each format puts the request's output cap, for its own field and for a configured one.
 
 A table over every dialect's `body()`: the cap's places in the body (dot paths), with the
-format's own `max_tokens_field` and with another one, and with no cap at all.
+format's own `max_tokens_field` and with another one, and with no cap at all. Then what a
+provider's settings do to the body it is sent: the output cap clamped (native requests too),
+and `stream_options` left out for a provider that rejects it.
 """
 
 from __future__ import annotations
@@ -103,3 +105,13 @@ def test_a_native_request_is_clamped_in_its_own_field(
     assert orjson.loads(prepared.body(req, "m", False, 8192))[field] == 8192
     assert orjson.loads(prepared.body(req, "m", False, 100000))[field] == 64000  # never raised
     assert orjson.loads(prepared.body(req, "m", False))[field] == 64000
+
+
+def test_stream_usage_false_never_sends_stream_options() -> None:
+    req = ChatRequest({**HELLO, "stream_options": {"include_usage": True}}, "m", True)
+    asks = PreparedProvider.prepare(Provider(name="p", endpoint="http://h/"), {})
+    assert orjson.loads(asks.body(req, "m", True))["stream_options"] == {"include_usage": True}
+    spec = Provider(name="p", endpoint="http://h/", stream_usage=False)
+    assert "stream_options" not in orjson.loads(
+        PreparedProvider.prepare(spec, {}).body(req, "m", True)
+    )

@@ -94,6 +94,17 @@ def usage_asked(body: Any) -> list[dict[str, Any]]:
     return [{**chunk(), "choices": [], "usage": usage}]
 
 
+# What the `usage` scenario reports, when asked: cached prompt and reasoning tokens as OpenAI
+# (and DeepSeek, Zhipu, Kimi in their OpenAI modes) put them.
+DETAILED_USAGE = {
+    "prompt_tokens": 120,
+    "completion_tokens": 30,
+    "total_tokens": 150,
+    "prompt_tokens_details": {"cached_tokens": 100},
+    "completion_tokens_details": {"reasoning_tokens": 12},
+}
+
+
 def shell_call(tools: list[Any]) -> tuple[str, str]:
     """(name, JSON arguments) of a call to the first shell-like tool offered (Codex's
     `exec_command`/`shell`, Claude Code's `Bash`), its first required string field set to an
@@ -603,6 +614,15 @@ class Upstream:
         }
         answer["choices"][0]["finish_reason"] = "tool_calls"
         return web.json_response(answer)
+
+    async def s_usage(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A chat provider that streams its usage (with details) only when asked."""
+        if not stream:
+            return await self.s_ok(request, body, stream)
+        chunks = [chunk("hello from usage", role=True), chunk(finish="stop")]
+        if (body.get("stream_options") or {}).get("include_usage"):
+            chunks.append({**chunk(), "choices": [], "usage": DETAILED_USAGE})
+        return await self._stream_chunks(request, chunks)
 
     async def s_deepseek(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """DeepSeek's `deepseek-chat`: the `toolcall` model, refusing an output cap above

@@ -161,6 +161,8 @@ class PreparedProvider:
             request = req.body
             if max_output is not None:
                 request = _clamped(request, _CHAT_CAPS, max_output)
+            if not self.spec.stream_usage and "stream_options" in request:
+                request = {k: v for k, v in request.items() if k != "stream_options"}
             if req.continuing is not None:
                 request = continued(request, req.continuing, self.dialect.prefill)
             body = self.dialect.body(request, model, stream, cap_field)

@@ -31,6 +31,7 @@ def config(upstream: Upstream) -> dict[str, Any]:
     cfg = base_config(upstream)
     cfg["providers"] += [
         {"name": "toolcall", "endpoint": upstream.url("toolcall"), "api_key_env": "PROVIDER_KEY"},
+        {"name": "usage", "endpoint": upstream.url("usage")},
         {
             "name": "native",
             "endpoint": upstream.url("resp", "responses"),
@@ -154,6 +155,22 @@ def test_sdk_stream_helper(proxy: Proxy) -> None:
         text = "".join(e.delta for e in stream if e.type == "response.output_text.delta")
         final = stream.get_final_response()
     assert text == final.output_text == "hello from ok"
+
+
+def test_a_stream_from_a_chat_provider_completes_with_its_usage(proxy: Proxy) -> None:
+    """The chat provider sends usage only when asked: the translation asks, and
+    `response.completed` carries it, cached and reasoning tokens included."""
+    with proxy.client().responses.stream(
+        model="gpt-test", input="hi", extra_headers=order("dead", "usage")
+    ) as stream:
+        final = stream.get_final_response()
+    assert final.output_text == "hello from usage"
+    assert final.usage is not None
+    assert (final.usage.input_tokens, final.usage.output_tokens) == (120, 30)
+    assert final.usage.total_tokens == 150
+    assert final.usage.input_tokens_details.cached_tokens == 100
+    assert final.usage.output_tokens_details.reasoning_tokens == 12
+    assert proxy.upstream.bodies("usage")[-1]["stream_options"] == {"include_usage": True}
 
 
 @pytest.mark.parametrize("streamed", [False, True])

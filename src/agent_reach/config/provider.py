@@ -98,6 +98,7 @@ class Provider(Section):
     context_window: Tokens | None = None  # input tokens it accepts
     max_output_tokens: Tokens | None = None  # a request's output cap is clamped to this
     model_limits: dict[str, Limits] = {}  # by the model it is asked for, over the two above
+    stream_usage: bool = True  # false: never sent `stream_options` (a provider rejects it)
     metadata: dict[str, Any] = {}
 
     @model_validator(mode="before")
