@@ -7,9 +7,9 @@ do next, does it, and tells the machine what happened. No clock is read here: `n
 clock, which circuits are kept in) and `left_s` (what is left of the request's deadline) come
 in as arguments, so the machine is tested by tables of cases, stepping time by hand.
 
-    begin()                    -> Gather | Send          (a last resort skips every check;
-                                                          a bad key's circuit has none)
-    consider(facts, now)       -> Skip | Check | Send    (protocol §4 step 1, §5.1 windows)
+    begin()                    -> Gather | Send          (a last resort skips every check)
+    consider(facts, now)       -> Skip | Check | Send    (protocol §4 step 1, §5.1 windows;
+                                                          a bad key's circuit is no last resort)
     checked(health, checked_now, now) -> Skip | Send          (its health check, cached or run now)
     lease_lost()               -> Skip                   (another instance holds the trial)
     sent(outcome, left_s, cap) -> Clamp | Sleep | Done   (a retry, or the end of the turn)
@@ -190,9 +190,8 @@ class Turn:
         and the wait leaves time before the deadline; else the walk moves on at once."""
         if outcome.reason is Reason.OK:
             return Done(True)
-        allowed = outcome.output_cap
-        clamps = allowed is not None and cap is not None and allowed < cap and left_s > 0
-        if clamps and allowed is not None and not self.clamped:
+        allowed = outcome.output_cap  # lowers only a cap that was sent
+        if allowed is not None and allowed < (cap or 0) and left_s > 0 and not self.clamped:
             self.clamped = True
             return Clamp(allowed)
         delay = retry_delay(outcome, tries=self.tries, retries=self.retries, remaining_s=left_s)
