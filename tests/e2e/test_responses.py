@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from ..conftest import RESPONSE, RESPONSE_ERROR, assert_valid, assert_valid_event
-from ..upstream import TOOL_WORD, Upstream
+from ..upstream import DEEPSEEK_MAX_TOKENS, TOOL_WORD, Upstream
 from .test_proxy import PROVIDER_KEY, Proxy, base_config, chain, start, stop
 
 EXEC = {
@@ -32,6 +32,7 @@ def config(upstream: Upstream) -> dict[str, Any]:
     cfg["providers"] += [
         {"name": "toolcall", "endpoint": upstream.url("toolcall"), "api_key_env": "PROVIDER_KEY"},
         {"name": "usage", "endpoint": upstream.url("usage")},
+        {"name": "deepseek", "endpoint": upstream.url("deepseek")},
         {
             "name": "native",
             "endpoint": upstream.url("resp", "responses"),
@@ -171,6 +172,19 @@ def test_a_stream_from_a_chat_provider_completes_with_its_usage(proxy: Proxy) ->
     assert final.usage.input_tokens_details.cached_tokens == 100
     assert final.usage.output_tokens_details.reasoning_tokens == 12
     assert proxy.upstream.bodies("usage")[-1]["stream_options"] == {"include_usage": True}
+
+
+def test_max_output_tokens_is_clamped_to_what_the_provider_said(proxy: Proxy) -> None:
+    """Responses `max_output_tokens` above DeepSeek's 8192: refused once, retried with the
+    cap it stated, and the next request goes out clamped."""
+    client = proxy.client()
+    for _ in range(2):
+        answer = client.responses.create(
+            model="gpt-test", input="hi", max_output_tokens=64000, extra_headers=order("deepseek")
+        )
+        assert answer.status == "completed"
+    sent = [b["max_tokens"] for b in proxy.upstream.bodies("deepseek")]
+    assert sent == [64000, DEEPSEEK_MAX_TOKENS, DEEPSEEK_MAX_TOKENS]
 
 
 @pytest.mark.parametrize("streamed", [False, True])
