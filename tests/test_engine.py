@@ -172,7 +172,7 @@ async def test_auth_failure_opens_the_circuit_for_the_auth_cooldown(up: Upstream
         assert reasons((await r.achat(HELLO)).trace)[0] == "bad:auth_failed"
 
 
-@pytest.mark.parametrize("other", ["server", "backup", "ratelimit"])
+@pytest.mark.parametrize("other", ["server", "backup", "ratelimit", "dead"])
 async def test_a_bad_key_gets_no_request_while_its_circuit_is_open(
     up: Upstream, other: str
 ) -> None:
@@ -182,8 +182,11 @@ async def test_a_bad_key_gets_no_request_while_its_circuit_is_open(
     config = {
         "health": {"mode": "off"},
         "state": "memory://",
-        "circuit": {"auth_cooldown_s": 100, "cooldown_s": 1000},
-        "providers": [prov("bad", up.url("auth")), prov("other", up.url(other))],
+        "circuit": {"failures": 1, "auth_cooldown_s": 100, "cooldown_s": 1000},
+        "providers": [
+            prov("bad", up.url("auth")),
+            prov("other", refused_url() if other == "dead" else up.url(other)),
+        ],
     }
     async with Router(config, clock=clock, environ={}) as r:
         for _ in range(5):
