@@ -10,7 +10,14 @@ from agent_reach import paths
 from agent_reach.breaker import CLOSED, CircuitState, admit, counted, fleet_count, record
 from agent_reach.config import CircuitConfig
 from agent_reach.errors import RequestError
-from agent_reach.outcomes import ErrorInfo, Outcome, Transport, classify, parse_retry_after
+from agent_reach.outcomes import (
+    ErrorInfo,
+    Outcome,
+    Transport,
+    classify,
+    output_cap,
+    parse_retry_after,
+)
 from agent_reach.routing import (
     Expired,
     Health,
@@ -217,6 +224,16 @@ def test_breaker(events: list[tuple[float, str]], open_at: float | None, closed:
     assert state.closed is closed
     if open_at is not None:
         assert state.open_until == NOW + open_at
+
+
+def test_a_last_resort_401_never_restarts_a_cooldown() -> None:
+    opened = record(CLOSED, Reason.AUTH_FAILED, NOW, POLICY)
+    again = record(opened, Reason.AUTH_FAILED, NOW + 100, POLICY, last_resort=True)
+    assert again == opened  # still reopens at NOW + 300, not NOW + 400
+    cooled = record(opened, Reason.AUTH_FAILED, NOW + 100, POLICY)
+    assert cooled.open_until == NOW + 400  # a 401 in the first pass (a trial) does restart it
+    # a circuit closed until now (deferred as unhealthy) opens on a last resort's 401
+    assert record(CLOSED, Reason.AUTH_FAILED, NOW, POLICY, last_resort=True).is_open(NOW + 1)
 
 
 def test_breaker_rate_limit_uses_retry_after() -> None:
@@ -480,3 +497,38 @@ def test_counted_failure() -> None:
     assert one.cause == "timeout"
     assert not counted(one, record(one, Reason.OK, NOW, POLICY))
     assert not counted(CLOSED, record(CLOSED, Reason.AUTH_FAILED, NOW, POLICY))  # opens
+
+
+@pytest.mark.parametrize(
+    ("message", "allowed"),
+    [
+        ("Invalid max_tokens value, the valid range of max_tokens is [1, 8192]", 8192),  # DeepSeek
+        (  # DashScope (Qwen)
+            "<400> InternalError.Algo.InvalidParameter: Range of max_tokens should be [1, 65536]",
+            65536,
+        ),
+        (  # OpenAI
+            "max_tokens is too large: 6000. This model supports at most 4096 completion tokens, "
+            "whereas you provided 6000.",
+            4096,
+        ),
+        (  # Volcengine Ark
+            "The parameter max_tokens specified in the request is not valid: integer above "
+            "maximum value, expected a value <= 32768, but got 64000 instead.",
+            32768,
+        ),
+        ("max_tokens must be less than or equal to 16384, the maximum value for max_tokens", 16384),
+        ("max_tokens参数非法。请检查文档。", None),  # Zhipu 1214: no number
+        ("temperature must be <= 2", None),  # not about the output cap
+        ("Invalid request: Your request exceeded model token limit: 8192", None),  # Kimi: context
+    ],
+)
+def test_output_cap_of_a_refusal(message: str, allowed: int | None) -> None:
+    assert output_cap(message) == allowed
+
+
+def test_a_refused_output_cap_is_a_bad_request_that_says_the_cap() -> None:
+    error = ErrorInfo("Invalid max_tokens value, the valid range of max_tokens is [1, 8192]")
+    outcome = classify(status=400, error=error)
+    assert (outcome.reason, outcome.output_cap) == (Reason.BAD_REQUEST, 8192)
+    assert classify(status=500, error=error).output_cap is None

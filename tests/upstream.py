@@ -25,6 +25,9 @@ CLAUDE_TEXT = "hello from claude"
 CLAUDE_USAGE = {"input_tokens": 11, "cache_read_input_tokens": 5, "output_tokens": 7}
 GEMINI_SIGNATURE = "CiQBVKhcZ2VtaW5pLW5hdGl2ZS1zaWduYXR1cmU="  # the `gemini` provider's thought
 KEYED_GOOD = "sk-keyed-good-5e6f7a8b"  # the one key the `keyed` scenario accepts
+# DeepSeek's own 400 for `max_tokens` above what `deepseek-chat` allows (docs/providers.md).
+DEEPSEEK_MAX_TOKENS = 8192
+DEEPSEEK_RANGE = "Invalid max_tokens value, the valid range of max_tokens is [1, 8192]"
 
 
 def completion(content: str, model: str = "gpt-test") -> dict[str, Any]:
@@ -90,6 +93,17 @@ def usage_asked(body: Any) -> list[dict[str, Any]]:
         return []
     usage = {"prompt_tokens": 21, "completion_tokens": 9, "total_tokens": 30}
     return [{**chunk(), "choices": [], "usage": usage}]
+
+
+# What the `usage` scenario reports, when asked: cached prompt and reasoning tokens as OpenAI
+# (and DeepSeek, Zhipu, Kimi in their OpenAI modes) put them.
+DETAILED_USAGE = {
+    "prompt_tokens": 120,
+    "completion_tokens": 30,
+    "total_tokens": 150,
+    "prompt_tokens_details": {"cached_tokens": 100},
+    "completion_tokens_details": {"reasoning_tokens": 12},
+}
 
 
 def shell_call(tools: list[Any]) -> tuple[str, str]:
@@ -644,6 +658,29 @@ class Upstream:
         }
         answer["choices"][0]["finish_reason"] = "tool_calls"
         return web.json_response(answer)
+
+    async def s_usage(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A chat provider that streams its usage (with details) only when asked."""
+        if not stream:
+            return await self.s_ok(request, body, stream)
+        chunks = [chunk("hello from usage", role=True), chunk(finish="stop")]
+        if (body.get("stream_options") or {}).get("include_usage"):
+            chunks.append({**chunk(), "choices": [], "usage": DETAILED_USAGE})
+        return await self._stream_chunks(request, chunks)
+
+    async def s_deepseek(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """DeepSeek's `deepseek-chat`: the `toolcall` model, refusing an output cap above
+        8192 with DeepSeek's exact 400."""
+        cap = body.get("max_tokens")
+        if isinstance(cap, int) and cap > DEEPSEEK_MAX_TOKENS:
+            error = {
+                "message": DEEPSEEK_RANGE,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "invalid_request_error",
+            }
+            return web.json_response({"error": error}, status=400)
+        return await self.s_toolcall(request, body, stream)
 
     async def _stream_chunks(
         self, request: web.Request, chunks: list[dict[str, Any]]

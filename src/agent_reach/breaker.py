@@ -8,7 +8,8 @@ States, as pybreaker has them, kept in one frozen value so any store can hold it
              circuit or opens it again. A trial that never reports expires with its lease.
 
 What opens it: `failures` consecutive circuit failures (connect_failed, timeout, server_error,
-schema_mismatch, hook_error) for `cooldown_s`; `auth_failed` at once for `auth_cooldown_s`;
+schema_mismatch, hook_error) for `cooldown_s`; `auth_failed` at once for `auth_cooldown_s`
+(not again when it came from a last resort to a circuit already open);
 `rate_limited` at once until its `Retry-After`, else for `cooldown_s`.
 Times are wall-clock seconds so that processes sharing a store agree on them.
 
@@ -86,11 +87,16 @@ def record(
     now: float,
     policy: CircuitPolicy,
     retry_after: float | None = None,
+    last_resort: bool = False,
 ) -> CircuitState:
-    """The state after an attempt that reached the provider ended with `reason`."""
+    """The state after an attempt that reached the provider ended with `reason`. A 401/403 to
+    a request that reached an open circuit only as last resort leaves its cooldown as it was
+    (a wrong key does not heal; asking again must not push the trial further away)."""
     if reason is Reason.OK:
         return CLOSED
     if reason is Reason.AUTH_FAILED:
+        if last_resort and not state.closed:
+            return state
         return CircuitState(state.failures + 1, now + policy.auth_cooldown_s, False, reason)
     if reason is Reason.RATE_LIMITED:
         wait = policy.cooldown_s if retry_after is None else retry_after

@@ -24,6 +24,7 @@ import aiohttp
 
 from . import hedge, quota
 from .config import Config
+from .dialects.anthropic import input_tokens
 from .errors import AllProvidersFailed
 from .events import AttemptEvent, Event, Observer, RequestEvent
 from .health import CheckResult, HealthMonitor, check_provider
@@ -39,7 +40,7 @@ from .state.log import AttemptLog
 from .stream import ChatStream, LiveStream
 from .trace import Attempt, Reason, Result
 from .transport import new_session
-from .turn import DEADLINE, Action, Check, Done, Facts, Gather, Send, Skip, Sleep, Turn
+from .turn import DEADLINE, Action, Check, Clamp, Done, Facts, Gather, Send, Skip, Sleep, Turn
 
 T = TypeVar("T")
 Sender = Callable[[aiohttp.ClientSession, Target, float, float], Awaitable[Tried[T]]]
@@ -225,6 +226,7 @@ class Engine:
         prepared = self.prepared[pick[0]]
         turn = Turn(prepared.name, pick[1], prepared.spec.retries)
         target = Target.of(prepared, run.req, run.first_token_s(prepared.spec.first_token_ms))
+        target = replace(target, max_output=await self._output_cap(prepared, target.model))
         action: Action = turn.begin()
         while True:
             if isinstance(action, Gather):
@@ -247,7 +249,11 @@ class Engine:
                 tried = await self._try(run, target, send, pick[1])
                 if tried.outcome.reason is Reason.OK:
                     return tried.payload
-                action = turn.sent(tried.outcome, run.left(self.monotonic()))
+                action = turn.sent(tried.outcome, run.left(self.monotonic()), target.sent_cap)
+            elif isinstance(action, Clamp):
+                await self.store.set_cap(prepared.cap_key(target.model), action.tokens)
+                target = replace(target, max_output=action.tokens)
+                action = Send()
             elif isinstance(action, Sleep):
                 await asyncio.sleep(action.seconds)
                 action = turn.woke(run.left(self.monotonic()))
@@ -255,11 +261,22 @@ class Engine:
                 assert isinstance(action, Done)
                 return None
 
+    async def _output_cap(self, prepared: PreparedProvider, model: str) -> int | None:
+        """The output cap a provider's model takes: the config's, or the lower one it stated
+        in a refusal (remembered in the store), whichever is lower."""
+        configured = prepared.spec.limits(model)[0]
+        learned = await self.store.cap(prepared.cap_key(model))
+        return min((c for c in (configured, learned) if c is not None), default=None)
+
     async def _facts(self, run: Run, prepared: PreparedProvider, target: Target) -> Facts:
-        """The free facts a turn considers: model, circuit, budgets, key, health check."""
+        """The free facts a turn considers: model, circuit, budgets, key, health check, and
+        the request's estimated input when the model's context window is known."""
         now = self.clock()
         lease = (prepared.connect_s + prepared.read_s) * (prepared.spec.retries + 1)
         exhausted = await self.ledger.exhausted(prepared, now)
+        window = prepared.spec.limits(target.model)[1]
+        if window is not None and run.input_tokens is None:
+            run.input_tokens = input_tokens(run.req.body)
         return Facts(
             serves_model=prepared.serves(target.req.model),
             model=target.req.model,
@@ -270,8 +287,10 @@ class Engine:
             has_health=self.health.enabled(prepared),
             lease_s=max(lease, 1.0),
             reopens_in=exhausted and exhausted[1],
-            context_window=prepared.spec.context_window,
+            context_window=window,
             larger_than=run.walk.larger_than,
+            auth_last_resort=self.config.last_resort_includes_auth,
+            input_tokens=run.input_tokens,
         )
 
     async def _skip(self, run: Run, turn: Turn, prepared: PreparedProvider, skip: Skip) -> None:
@@ -295,14 +314,14 @@ class Engine:
         ms = (self.monotonic() - start) * 1000
         outcome = tried.outcome
         note = run.walk.refused(
-            outcome.reason, prepared.spec.context_window, run.policy.stop_on_blocked
+            outcome.reason, prepared.spec.limits(target.model)[1], run.policy.stop_on_blocked
         )
         if outcome.reason is Reason.OK and run.req.continuing is not None:
             note = "continued the answer cut mid-stream"
         noted = replace(outcome, detail=outcome.detail + note) if note else outcome
         attempt = self._attempt(prepared, noted, ms, last_resort, sent=True)
         self._record(run, attempt, prepared.excerpt(tried.raw))
-        await self.ledger.record(prepared, outcome)
+        await self.ledger.record(prepared, outcome, last_resort)
         if prepared.budgets and quota.counts(tried.outcome.reason):
             await self.ledger.count(prepared, tried.payload)
         return tried

@@ -9,7 +9,8 @@ not retry), quickly:
 - every attempt `model_unavailable`, no model given: 400 `model_required` (param `model`);
 - every attempt `model_unavailable`: 404 `model_not_found`;
 - the walk stopped on `content_blocked`: 400 `content_filter` (the provider's refusal);
-- the last real attempt `context_exceeded`: 400 `context_length_exceeded`;
+- the last real attempt `context_exceeded`, or every provider skipped for a context window its
+  estimated input exceeds: 400 `context_length_exceeded`;
 - every real attempt `bad_request`: 400 `bad_request` (the first provider's message);
 - every real attempt `rate_limited`, or skipped for quota: 429 `rate_limited`, with
   `Retry-After` the soonest known reopening;
@@ -53,6 +54,8 @@ def fault_of(attempts: Sequence[Attempt], stopped: bool = False) -> Fault:
         return Fault(400, "content_filter", _said(real[-1]))
     if real and real[-1].reason is Reason.CONTEXT_EXCEEDED:
         return Fault(400, "context_length_exceeded", _said(real[-1]))
+    if attempts and all(a.reason is Reason.CONTEXT_EXCEEDED for a in attempts):
+        return Fault(400, "context_length_exceeded", _said(attempts[0]))
     if real and all(a.reason is Reason.BAD_REQUEST for a in real):
         return Fault(400, "bad_request", _said(real[0]))
     considered = real + [a for a in attempts if a.reason is Reason.QUOTA_EXHAUSTED and not a.sent]

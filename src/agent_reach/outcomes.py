@@ -8,6 +8,7 @@ stay away (`retry_after`, seconds).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
@@ -50,6 +51,7 @@ class Outcome:
     status: int | None = None
     detail: str = ""
     retry_after: float | None = None
+    output_cap: int | None = None  # the most output tokens a refusal of `max_tokens` allows
 
 
 OK = Outcome(Reason.OK)
@@ -122,6 +124,32 @@ _CONTENT_WORDS = (
 _CONTENT_CODES = frozenset(
     {"content_filter", "content_policy_violation", "datainspectionfailed", "1301"}
 )
+
+
+# A refused output cap (docs/providers.md lists the wordings): the field named, and the most it
+# allows stated as DeepSeek's "the valid range of max_tokens is [1, 8192]", DashScope's "Range of
+# max_tokens should be [1, 8192]", OpenAI's "This model supports at most 4096 completion
+# tokens", Volcengine's "expected a value <= 32768", Groq's "must be less than or equal to 16384".
+_CAP_FIELDS = re.compile(
+    r"max_tokens|max_completion_tokens|max_output_tokens|max_new_tokens|maxoutputtokens"
+    r"|completion tokens"
+)
+_CAP_VALUE = re.compile(
+    r"\[\s*[01]\s*,\s*(\d+)\s*\]|at most (\d+)|<=\s*(\d+)|less than or equal to (\d+)"
+)
+
+
+def output_cap(message: str) -> int | None:
+    """The most output tokens a provider's refusal of the request's output cap says it
+    allows, when it states a number; None for any other message."""
+    text = message.lower()
+    if not _CAP_FIELDS.search(text):
+        return None
+    found = _CAP_VALUE.search(text)
+    if found is None:
+        return None
+    allowed = int(next(g for g in found.groups() if g is not None))
+    return allowed if allowed > 0 else None
 
 
 def _mentions(error: ErrorInfo | None, words: tuple[str, ...]) -> bool:
@@ -206,7 +234,9 @@ def classify(
         if 300 <= status < 400:
             return Outcome(Reason.BAD_REQUEST, status, "redirect not followed")
         reason = _status_reason(status, error)
-        wait = parse_retry_after(retry_after, now) if reason is not Reason.BAD_REQUEST else None
+        if reason is Reason.BAD_REQUEST:
+            return Outcome(reason, status, message or f"HTTP {status}", None, output_cap(message))
+        wait = parse_retry_after(retry_after, now)
         return Outcome(reason, status, message or f"HTTP {status}", wait)
     if error is None:
         return Outcome(Reason.OK, status)

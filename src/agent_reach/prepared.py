@@ -99,6 +99,10 @@ class PreparedProvider:
 
     # -- the request -----------------------------------------------------------------------
 
+    def cap_key(self, model: str) -> str:
+        """Where the output cap this provider's `model` stated is remembered (by identity)."""
+        return f"{self.state_key}|{model}"
+
     def model_for(self, requested: str | None) -> str:
         """The model name this provider is asked for (protocol §3): `model_map` (its `"*"` key
         for any model the map does not name), else as requested; with no model requested,
@@ -143,13 +147,22 @@ class PreparedProvider:
             url = f"{url}{sep}{self.spec.auth_query}={quote(self.key, safe='')}"
         return url
 
-    def body(self, req: ChatRequest, model: str, stream: bool) -> bytes:
-        """The serialized request body for this provider."""
+    def body(
+        self, req: ChatRequest, model: str, stream: bool, max_output: int | None = None
+    ) -> bytes:
+        """The serialized request body for this provider; the request's output cap lowered
+        to `max_output` when it asks for more (never raised, never added)."""
         if req.native is not None and self.speaks(req):
             body = self.dialect.native_body(req.native, model, stream)
+            if max_output is not None:
+                body = _clamped(body, (self.dialect.max_tokens_field,), max_output)
         else:
             cap_field = self.spec.max_tokens_field or "max_tokens"
             request = req.body
+            if max_output is not None:
+                request = _clamped(request, _CHAT_CAPS, max_output)
+            if not self.spec.stream_usage and "stream_options" in request:
+                request = {k: v for k, v in request.items() if k != "stream_options"}
             if req.continuing is not None:
                 request = continued(request, req.continuing, self.dialect.prefill)
             body = self.dialect.body(request, model, stream, cap_field)
@@ -239,6 +252,15 @@ class PreparedProvider:
     def excerpt(self, raw: bytes | None, limit: int = 2000) -> str | None:
         """A redacted, bounded piece of a raw body, for `--debug`."""
         return None if raw is None else self.redact(_excerpt(raw, limit))
+
+
+_CHAT_CAPS = ("max_tokens", "max_completion_tokens")
+
+
+def _clamped(body: dict[str, Any], fields: tuple[str, ...], cap: int) -> dict[str, Any]:
+    """`body` with each of its output-cap `fields` above `cap` set to `cap` (a copy if any is)."""
+    over = [f for f in fields if isinstance(body.get(f), int) and body[f] > cap]
+    return {**body, **dict.fromkeys(over, cap)} if over else body
 
 
 def _origin(url: str) -> tuple[str, str | None, int | None]:

@@ -17,6 +17,7 @@ import aiohttp
 
 from . import completion
 from .dialects import Mismatch, ProviderError
+from .dialects.convert import max_tokens_of
 from .dialects.framing import framer
 from .outcomes import Outcome, classify, filtered, mismatch
 from .prepared import PreparedProvider
@@ -39,6 +40,15 @@ class Target:
     model: str
     raw_body: bool = False
     first_token_s: float | None = None  # a stream's first content must come within this
+    max_output: int | None = None  # the output cap it takes (configured or learned)
+
+    @property
+    def sent_cap(self) -> int | None:
+        """The output cap the request goes with: what it asks for, lowered to `max_output`."""
+        asked = max_tokens_of(self.req.body)
+        if not isinstance(asked, int):
+            return None
+        return asked if self.max_output is None else min(asked, self.max_output)
 
     @classmethod
     def of(
@@ -80,7 +90,7 @@ async def fetch(
     try:
         async with session.post(
             prepared.url(target.model, False),
-            data=prepared.body(req, target.model, False),
+            data=prepared.body(req, target.model, False, target.max_output),
             headers=prepared.headers_for(req, False),
             timeout=whole(prepared.connect_s, prepared.read_s, remaining_s),
             allow_redirects=False,
@@ -113,7 +123,7 @@ async def open_stream(
         async with limit, first:
             resp = await session.post(
                 prepared.url(target.model, True),
-                data=prepared.body(target.req, target.model, True),
+                data=prepared.body(target.req, target.model, True, target.max_output),
                 headers=prepared.headers_for(target.req, True),
                 timeout=timeouts(prepared.connect_s, prepared.read_s, remaining_s),
                 allow_redirects=False,

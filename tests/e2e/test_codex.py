@@ -135,3 +135,17 @@ def test_run_route_sends_every_request_down_it(
     assert result.returncode == 0, result.stderr[-3000:]
     assert "hello from ok" in result.stdout
     assert not upstream.bodies("toolcall")
+
+
+def test_codex_prints_its_token_usage_from_a_chat_only_upstream(
+    upstream: Upstream, home: dict[str, str], tmp_path: Path
+) -> None:
+    """The chat upstream sends usage only when asked (`stream_options.include_usage`): the
+    Responses translation asks, `response.completed` carries it, and `codex exec` prints it
+    (21 prompt and 9 completion tokens for each of the turn's two requests)."""
+    upstream.clear()
+    run = [BIN, "--config", write_config(upstream, tmp_path), "run", "--"]
+    result = codex_exec(home, tmp_path / "work", *run)
+    assert_tool_turn(result, upstream)
+    assert all(b["stream_options"] == {"include_usage": True} for b in upstream.bodies("toolcall"))
+    assert "tokens used\n60\n" in result.stderr

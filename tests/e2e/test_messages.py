@@ -40,7 +40,7 @@ EVENTS: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(RawMessageStreamEvent)
 
 
 def config(upstream: Upstream) -> dict[str, Any]:
-    chats = ("ok", "auth", "toolcall", "streamcut", "ratelimit", "badreq", "context")
+    chats = ("ok", "auth", "toolcall", "streamcut", "ratelimit", "badreq", "context", "usage")
     providers = [upstream.provider(s) for s in chats]
     providers += [
         upstream.provider(s, "anthropic", model_map={"*": "claude-upstream-model"})
@@ -230,6 +230,20 @@ def tool_turn(call: dict[str, Any]) -> list[dict[str, Any]]:
             ],
         },
     ]
+
+
+def test_a_stream_from_a_chat_provider_ends_with_its_usage(
+    client: anthropic.Anthropic, up: Upstream
+) -> None:
+    with client.messages.stream(
+        model=MODEL, max_tokens=100, messages=HI, **chain("dead", "usage")
+    ) as stream:
+        final = stream.get_final_message()
+    assert final.content[0].text == "hello from usage"  # type: ignore[union-attr]
+    # Anthropic counts cached tokens apart from input_tokens.
+    assert (final.usage.input_tokens, final.usage.cache_read_input_tokens) == (20, 100)
+    assert final.usage.output_tokens == 30
+    assert up.bodies("usage")[-1]["stream_options"] == {"include_usage": True}
 
 
 def test_tool_call_and_its_result(client: anthropic.Anthropic, up: Upstream) -> None:

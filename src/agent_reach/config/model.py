@@ -159,6 +159,7 @@ class Config(Section):
     deadline_ms: Ms = 60000
     on_content_blocked: OnBlocked = "stop"  # or failover (protocol §5.1); also per route
     continue_on_cut: bool = False  # finish a cut stream with the next provider (protocol §10)
+    last_resort_includes_auth: bool = False  # a bad key's open circuit is a last resort too
     alerts: list[Alert] = []
     state: str = "sqlite:///~/.agent-reach/state.db"
     retention_days: Annotated[float, Field(gt=0)] = 7.0  # how long the attempt log keeps

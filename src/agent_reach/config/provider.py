@@ -59,6 +59,16 @@ class SchemaCompatibility(Section):
     debug_mode: bool = False
 
 
+Tokens = Annotated[int, Field(gt=0)]
+
+
+class Limits(Section):
+    """What one model of a provider takes: output tokens per answer, input tokens."""
+
+    max_output_tokens: Tokens | None = None
+    context_window: Tokens | None = None
+
+
 class Provider(Section):
     """One backend endpoint (protocol §2.3)."""
 
@@ -85,7 +95,10 @@ class Provider(Section):
     retries: Annotated[int, Field(ge=0, le=10)] = 0
     hedge_after_ms: Ms | None = None
     first_token_ms: Ms | None = None  # no content this long after sending: fail over
-    context_window: Annotated[int, Field(gt=0)] | None = None  # input tokens it accepts
+    context_window: Tokens | None = None  # input tokens it accepts
+    max_output_tokens: Tokens | None = None  # a request's output cap is clamped to this
+    model_limits: dict[str, Limits] = {}  # by the model it is asked for, over the two above
+    stream_usage: bool = True  # false: never sent `stream_options` (a provider rejects it)
     metadata: dict[str, Any] = {}
 
     @model_validator(mode="before")
@@ -104,6 +117,17 @@ class Provider(Section):
         if "rate_limit" in value:
             quota.parse(value["rate_limit"])  # ValueError says what a budget looks like
         return value
+
+    def limits(self, model: str) -> tuple[int | None, int | None]:
+        """(output cap, context window) of `model`, the name this provider is asked for: its
+        `model_limits` entry where that sets them, else the provider's own."""
+        own = self.model_limits.get(model)
+        if own is None:
+            return self.max_output_tokens, self.context_window
+        return (
+            own.max_output_tokens or self.max_output_tokens,
+            own.context_window or self.context_window,
+        )
 
     @property
     def budgets(self) -> tuple[quota.Budget, ...]:

@@ -892,7 +892,14 @@ def estimate_tokens(request: Any) -> int:
     image or document counts 1,600 (Anthropic's cost of a ~1.15 megapixel image); each message
     adds 3 for its framing. Tokenizers differ, so this is an estimate, within about ±20% for
     English prose and code."""
-    messages = _checked(request, ("messages",))
+    _checked(request, ("messages",))
+    return input_tokens(request)
+
+
+def input_tokens(request: Mapping[str, Any]) -> int:
+    """`estimate_tokens`' count of a request that is known to be well formed: a Messages one,
+    or a chat one (its system messages are among its `messages`)."""
+    messages = request.get("messages") or ()
     total = _tokens(request.get("system"), False) + _tokens(messages, False)
     total += _tokens(request.get("tools"), True)
     return max(1, math.ceil(total) + MESSAGE_TOKENS * len(messages))

@@ -668,6 +668,8 @@ def request_in(body: dict[str, Any]) -> Inbound:
     for key in ("stream", "agent_reach"):
         if key in body:
             chat[key] = body[key]
+    if body.get("stream") is True:  # so that `response.completed` carries the usage
+        chat["stream_options"] = {"include_usage": True}
     return Inbound(chat, tuple(sorted(reader.dropped)))
 
 

@@ -1,6 +1,6 @@
-"""Where remembered provider state lives (protocol §12): circuits, quota counters, alert claims,
-stored Responses-API responses and the attempt log. The engine talks to the small async
-`StateStore` interface only.
+"""Where remembered provider state lives (protocol §12): circuits, quota counters, learned output
+caps, alert claims, stored Responses-API responses and the attempt log. The engine talks to the
+small async `StateStore` interface only.
 
 `open_store(url)` picks the prepared from the config's `state:`:
 - `memory://`          this process only;
@@ -74,6 +74,15 @@ class StateStore(Protocol):
 
     async def add_usage(self, provider: str, key: str, amount: int, ttl_s: float) -> int:
         """Count `amount` into a budget window; the total as far as this process knows."""
+        ...
+
+    async def cap(self, key: str) -> int | None:
+        """The output cap a provider's model stated in a refusal (`PreparedProvider.cap_key`),
+        if one was learned."""
+        ...
+
+    async def set_cap(self, key: str, tokens: int) -> None:
+        """Remember a learned output cap; of two, the lower is kept."""
         ...
 
     async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:

@@ -17,7 +17,7 @@ CircuitChanged = Callable[[str, CircuitState, CircuitState], None]
 
 
 class MemoryStore:
-    """Circuits, health results, budget counters, claims, stored responses (the latest
+    """Circuits, health results, budget counters, learned caps, claims, stored responses (the latest
     `responses_kept`) and a bounded attempt log, in dicts."""
 
     responses_kept = 1000
@@ -26,6 +26,7 @@ class MemoryStore:
         self.circuits: dict[str, CircuitState] = {}
         self.healths: dict[str, Health] = {}
         self.used: dict[tuple[str, str], int] = {}
+        self.caps: dict[str, int] = {}
         self.claims: dict[str, float] = {}
         self.log: deque[LoggedAttempt] = deque(maxlen=log_size)
         self.responses: OrderedDict[str, tuple[float, str]] = OrderedDict()  # id → expiry, JSON
@@ -61,6 +62,12 @@ class MemoryStore:
         total = self.used.get((provider, key), 0) + amount
         self.used[(provider, key)] = total
         return total
+
+    async def cap(self, key: str) -> int | None:
+        return self.caps.get(key)
+
+    async def set_cap(self, key: str, tokens: int) -> None:
+        self.caps[key] = min(tokens, self.caps.get(key, tokens))
 
     async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
         return dict(self.circuits), dict(self.used)
