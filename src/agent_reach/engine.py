@@ -68,6 +68,7 @@ class Engine:
                 env,
                 config.hook(p.name, "preprocess_hook"),
                 config.hook(p.name, "post_process_hook"),
+                config.circuit.rate_limit_window_s,
             )
             for p in config.providers
         }

@@ -6,6 +6,7 @@ in); it does run the provider's hooks, which are user code.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
@@ -49,6 +50,7 @@ class PreparedProvider:
     # endpoint and key; budget counters by name and key. Fingerprints only, never the key.
     state_key: str = ""
     quota_key: str = ""
+    rate_limit_window_s: float = 60.0  # a longer stated wait is a used-up window (protocol §5)
 
     @classmethod
     def prepare(
@@ -57,6 +59,7 @@ class PreparedProvider:
         environ: os._Environ[str] | dict[str, str],
         preprocess: Hook | None = None,
         postprocess: Hook | None = None,
+        rate_limit_window_s: float = 60.0,
     ) -> PreparedProvider:
         """Resolve everything that does not change between requests."""
         dialect = dialects.get(spec.format).for_endpoint(spec.endpoint)
@@ -87,6 +90,7 @@ class PreparedProvider:
             needs_model=postprocess is None and dialect.needs_model(spec.endpoint),
             state_key=identity.state_key(spec.name, spec.endpoint, key),
             quota_key=identity.quota_key(spec.name, key),
+            rate_limit_window_s=rate_limit_window_s,
         )
 
     @property
@@ -168,7 +172,7 @@ class PreparedProvider:
         status: int,
         content_type: str,
         raw: bytes,
-        retry_after: str | None,
+        headers: Mapping[str, str],
         model: str,
         requested: str | None,
         raw_response: bool,
@@ -176,7 +180,7 @@ class PreparedProvider:
     ) -> tuple[Outcome, dict[str, Any] | None]:
         """The outcome of a complete (non-streamed) answer, and the response to return."""
         if not 200 <= status < 300:
-            return self._refusal(status, raw, retry_after, now), None
+            return self._refusal(status, raw, headers, now), None
         if "html" in content_type or raw.lstrip()[:1] == b"<":
             return mismatch(f"HTML page ({content_type or 'no content type'})", status), None
         try:
@@ -185,7 +189,7 @@ class PreparedProvider:
             return mismatch(str(exc), status), None
         error = self.dialect.error_of(body)
         if error is not None:
-            return classify(status=status, error=error, now=now), None
+            return self._classify(status=status, error=error, now=now), None
         try:
             body, normalized = self._transform(body, model, int(now))
         except HookError as exc:
@@ -224,13 +228,28 @@ class PreparedProvider:
         body = _json_or_none(raw)
         return Health(True, now, OK, _listed_models(body), ms=ms)
 
-    def _refusal(self, status: int, raw: bytes, retry_after: str | None, now: float) -> Outcome:
+    def _refusal(
+        self, status: int, raw: bytes, headers: Mapping[str, str] | None, now: float
+    ) -> Outcome:
         """The outcome of a non-2xx answer, refined by the error in its body."""
         body = _json_or_none(raw)
         error = self.dialect.error_of(body) if body is not None else None
         if error is None and raw.strip():
             error = ErrorInfo(_excerpt(raw))
-        return classify(status=status, error=error, retry_after=retry_after, now=now)
+        return self._classify(status=status, error=error, headers=headers, now=now)
+
+    def _classify(
+        self,
+        *,
+        status: int | None,
+        error: ErrorInfo | None,
+        now: float,
+        headers: Mapping[str, str] | None = None,
+    ) -> Outcome:
+        """`outcomes.classify` with this provider's `rate_limit_window_s`."""
+        return classify(
+            status=status, error=error, headers=headers, now=now, window_s=self.rate_limit_window_s
+        )
 
     def redact(self, text: str) -> str:
         """`text` with this provider's key replaced by `***`."""

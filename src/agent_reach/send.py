@@ -64,7 +64,7 @@ def _judge(
         status=resp.status,
         content_type=resp.content_type,
         raw=raw,
-        retry_after=resp.headers.get("Retry-After"),
+        headers=resp.headers,
         model=target.model,
         requested=target.req.model,
         raw_response=raw_body,

@@ -126,7 +126,12 @@ class Turn:
             exhausted=facts.exhausted,
         )
         if skip is not None:
-            wait = facts.reopens_in if skip.reason is Reason.QUOTA_EXHAUSTED else None
+            if skip.reason is Reason.QUOTA_EXHAUSTED:
+                wait = facts.reopens_in
+            elif skip.reason is Reason.QUOTA_EXHAUSTED_UPSTREAM:
+                wait = max(0.0, facts.circuit.open_until - now)
+            else:
+                wait = None
             return Skip(Outcome(skip.reason, None, skip.detail, wait))
         small = facts.context_window
         if facts.larger_than is not None and small is not None and small <= facts.larger_than:
@@ -156,9 +161,12 @@ class Turn:
         return Send(leased if leased != circuit else None)
 
     def lease_lost(self) -> Skip:
-        """The half-open trial went to another instance sharing the store."""
+        """The half-open trial went to another instance sharing the store (after a used-up
+        usage limit, no last resort follows it)."""
         detail = "half-open: the one trial is another instance's"
-        return Skip(Outcome(Reason.CIRCUIT_OPEN, None, detail))
+        out = self._facts is not None and self._facts.circuit.out
+        reason = Reason.QUOTA_EXHAUSTED_UPSTREAM if out else Reason.CIRCUIT_OPEN
+        return Skip(Outcome(reason, None, detail))
 
     def sent(self, outcome: Outcome, left_s: float) -> Sleep | Done:
         """After a try: done when it answered; a retry when its `retries` allow one and the
