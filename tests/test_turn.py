@@ -86,10 +86,12 @@ def test_a_used_up_usage_limit_has_one_trial_and_no_last_resort() -> None:
     turn = Turn("p", False, 0)
     early = turn.consider(replace(FACTS, circuit=out), NOW)
     assert reason(early) is Reason.QUOTA_EXHAUSTED_UPSTREAM
-    assert isinstance(early, Skip) and not early.deferrable
+    assert isinstance(early, Skip)
+    assert not early.deferrable
     assert early.outcome.retry_after == 3
     action = turn.consider(replace(FACTS, circuit=out), NOW + 3)
-    assert isinstance(action, Send) and action.lease is not None  # the one trial
+    assert isinstance(action, Send)
+    assert action.lease is not None
     lost = turn.lease_lost()
     assert reason(lost) is Reason.QUOTA_EXHAUSTED_UPSTREAM
     assert not lost.deferrable

@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import orjson
@@ -219,6 +221,10 @@ class Upstream:
     switch: str = "ok"  # what the `switch` scenario does: the name of another scenario
     cancelled: list[str] = field(default_factory=list)  # requests whose client went away
     firehose_bytes: int = 0  # content the `firehose` scenario got written
+    reopens_at: float = 0.0  # until when (unix s) `plan` and `balance` refuse: a used-up plan
+    probe_s: float = 0.0  # how long their first answer after `reopens_at` takes
+    probing: bool = False  # that first answer (the probe) is being made
+    beside_probe: int = 0  # requests they received while the probe was being made
 
     def url(self, scenario: str, kind: str = "openai") -> str:
         tail = {
@@ -247,6 +253,8 @@ class Upstream:
         self.health_hits.clear()
         self.cancelled.clear()
         self.switch = "ok"
+        self.reopens_at = self.probe_s = 0.0
+        self.probing, self.beside_probe = False, 0
 
     # -- handlers ----------------------------------------------------------------------------
 
@@ -366,6 +374,35 @@ class Upstream:
     ) -> web.StreamResponse:
         error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}
         return web.json_response({"error": error}, status=429, headers={"Retry-After": "7"})
+
+    async def s_plan(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A coding plan: Zhipu's 429 1308, with its reset in Beijing time, until `reopens_at`."""
+        if time.time() < self.reopens_at:
+            beijing = datetime.fromtimestamp(self.reopens_at, timezone(timedelta(hours=8)))
+            message = f"已达到 5 小时的使用上限。您的限额将在 {beijing:%Y-%m-%d %H:%M:%S} 重置。"
+            return web.json_response({"error": {"code": "1308", "message": message}}, status=429)
+        return await self._reopened(request, body, stream)
+
+    async def s_balance(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """DeepSeek's 402 (it states no reset) until `reopens_at`."""
+        if time.time() < self.reopens_at:
+            error = {
+                "message": "Insufficient Balance",
+                "type": "unknown_error",
+                "param": None,
+                "code": "invalid_request_error",
+            }
+            return web.json_response({"error": error}, status=402)
+        return await self._reopened(request, body, stream)
+
+    async def _reopened(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        if self.probing:
+            self.beside_probe += 1
+        elif self.probe_s:
+            self.probing = True
+            await asyncio.sleep(self.probe_s)
+            self.probe_s, self.probing = 0.0, False
+        return await self.s_ok(request, body, stream)
 
     async def s_server(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         return web.json_response(
