@@ -77,6 +77,25 @@ NOW = 1_800_000_000.0
         ({"status": 529}, Reason.SERVER_ERROR, None),
         ({"status": 408}, Reason.TIMEOUT, None),
         ({"status": 400}, Reason.BAD_REQUEST, None),
+        (
+            {
+                "status": 400,
+                "error": ErrorInfo("messages.1.content.0: Invalid `signature` in `thinking` block"),
+            },
+            Reason.ARTIFACT_REJECTED,
+            None,
+        ),
+        (
+            {
+                "status": 400,
+                "error": ErrorInfo(
+                    "The encrypted content for item rs_1 could not be verified.",
+                    "invalid_encrypted_content",
+                ),
+            },
+            Reason.ARTIFACT_REJECTED,
+            None,
+        ),
         ({"status": 422}, Reason.BAD_REQUEST, None),
         ({"status": 301}, Reason.BAD_REQUEST, None),
         (

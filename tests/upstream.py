@@ -655,6 +655,16 @@ class Upstream:
         self.received.append(Received(scenario, request.path, dict(request.headers), body))
         if scenario == "auth":
             return await self.s_auth(request, body, False)
+        for item in body.get("input") if isinstance(body.get("input"), list) else []:
+            blob = item.get("encrypted_content") if item.get("type") == "reasoning" else None
+            if scenario == "verifier" and blob and blob != "opaque-blob":  # not its own
+                error = {
+                    "message": f"The encrypted content for item {item.get('id')} could not be verified.",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "invalid_encrypted_content",
+                }
+                return web.json_response({"error": error}, status=400)
         answer = responses_answer(body.get("model") or "gpt-test")
         if not body.get("stream"):
             return web.json_response(answer)
@@ -667,6 +677,22 @@ class Upstream:
 
     async def s_claude(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """A native Anthropic provider: a thinking block with its signature, then text."""
+        return await self._claude(request, body, stream, cut=False)
+
+    async def s_minter(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A native Anthropic provider that refuses any thinking signature it did not mint."""
+        for n, m in enumerate(body.get("messages") or []):
+            for i, block in enumerate(
+                m.get("content") if isinstance(m.get("content"), list) else []
+            ):
+                signature = block.get("signature") if block.get("type") == "thinking" else None
+                if signature and signature != CLAUDE_THINKING["signature"]:
+                    where = f"messages.{n}.content.{i}"
+                    error = {
+                        "type": "invalid_request_error",
+                        "message": f"{where}: Invalid `signature` in `thinking` block",
+                    }
+                    return web.json_response({"type": "error", "error": error}, status=400)
         return await self._claude(request, body, stream, cut=False)
 
     async def s_claudecut(

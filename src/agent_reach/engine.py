@@ -245,6 +245,8 @@ class Engine:
                 ):
                     action = turn.lease_lost()
                     continue
+                if action.bare:
+                    target = replace(target, bare=True)
                 tried = await self._try(run, target, send, pick[1])
                 if tried.outcome.reason is Reason.OK:
                     return tried.payload

@@ -121,6 +121,16 @@ _QUOTA_WORDS = (
     "使用上限",
     "调用次数限额",
 )
+# The provider refused a reasoning artifact it did not mint: Anthropic's "Invalid `signature`
+# in `thinking` block", OpenAI's `invalid_encrypted_content` ("The encrypted content for item
+# rs_… could not be verified").
+_ARTIFACT_WORDS = (
+    "invalid `signature`",
+    "invalid signature",
+    "invalid_encrypted_content",
+    "encrypted content",
+    "could not be verified",
+)
 _SERVER_WORDS = ("server_error", "internal", "api_error", "overloaded", "unavailable")
 # The request is too long for the model: OpenAI and DeepSeek ("maximum context length"),
 # Anthropic ("prompt is too long"), Gemini ("exceeds the maximum number of tokens"), Kimi
@@ -295,6 +305,8 @@ def _status_reason(
         return Reason.SERVER_ERROR
     if status == 408:
         return Reason.TIMEOUT
+    if status == 400 and _mentions(error, _ARTIFACT_WORDS):
+        return Reason.ARTIFACT_REJECTED
     refused = _refused_request(error)
     if refused is not None:
         return refused

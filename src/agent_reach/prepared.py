@@ -147,10 +147,13 @@ class PreparedProvider:
             url = f"{url}{sep}{self.spec.auth_query}={quote(self.key, safe='')}"
         return url
 
-    def body(self, req: ChatRequest, model: str, stream: bool) -> bytes:
-        """The serialized request body for this provider."""
+    def body(self, req: ChatRequest, model: str, stream: bool, bare: bool = False) -> bytes:
+        """The serialized request body for this provider; `bare`: without the reasoning
+        artifacts of earlier turns (it refused them as another provider's)."""
         if req.native is not None and self.speaks(req):
             body = self.dialect.native_body(req.native, model, stream)
+            if bare:
+                body = self.dialect.without_artifacts(body)
         else:
             cap_field = self.spec.max_tokens_field or "max_tokens"
             request = req.body

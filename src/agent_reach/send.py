@@ -39,6 +39,7 @@ class Target:
     model: str
     raw_body: bool = False
     first_token_s: float | None = None  # a stream's first content must come within this
+    bare: bool = False  # without reasoning artifacts: the provider refused them (protocol §5)
 
     @classmethod
     def of(
@@ -80,7 +81,7 @@ async def fetch(
     try:
         async with session.post(
             prepared.url(target.model, False),
-            data=prepared.body(req, target.model, False),
+            data=prepared.body(req, target.model, False, target.bare),
             headers=prepared.headers_for(req, False),
             timeout=whole(prepared.connect_s, prepared.read_s, remaining_s),
             allow_redirects=False,
@@ -113,7 +114,7 @@ async def open_stream(
         async with limit, first:
             resp = await session.post(
                 prepared.url(target.model, True),
-                data=prepared.body(target.req, target.model, True),
+                data=prepared.body(target.req, target.model, True, target.bare),
                 headers=prepared.headers_for(target.req, True),
                 timeout=timeouts(prepared.connect_s, prepared.read_s, remaining_s),
                 allow_redirects=False,

@@ -23,6 +23,7 @@ class Reason(StrEnum):
     CONTEXT_EXCEEDED = "context_exceeded"
     CONTENT_BLOCKED = "content_blocked"
     BAD_REQUEST = "bad_request"
+    ARTIFACT_REJECTED = "artifact_rejected"  # a reasoning artifact another provider minted
     SCHEMA_MISMATCH = "schema_mismatch"
     HOOK_ERROR = "hook_error"
     UNHEALTHY = "unhealthy"

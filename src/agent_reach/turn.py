@@ -11,7 +11,8 @@ in as arguments, so the machine is tested by tables of cases, stepping time by h
     consider(facts, now)       -> Skip | Check | Send    (protocol §4 step 1, §5.1 windows)
     checked(health, checked_now, now) -> Skip | Send          (its health check, cached or run now)
     lease_lost()               -> Skip                   (another instance holds the trial)
-    sent(outcome, left_s)      -> Sleep | Done           (a retry, or the end of the turn)
+    sent(outcome, left_s)      -> Sleep | Send | Done    (a retry; once without refused
+                                                          reasoning artifacts; or the end)
     woke(left_s)               -> Send | Skip            (after the retry's wait)
 
 A `Send` carries the half-open lease to take first, when the circuit's cooldown has passed
@@ -75,9 +76,11 @@ class Check:
 
 @dataclass(frozen=True, slots=True)
 class Send:
-    """Send one try, after taking `lease` (the half-open trial) when there is one."""
+    """Send one try, after taking `lease` (the half-open trial) when there is one; `bare`:
+    without the reasoning artifacts of earlier turns (the provider refused them)."""
 
     lease: CircuitState | None = None
+    bare: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,13 +104,14 @@ DEADLINE = Outcome(Reason.TIMEOUT, None, "deadline")
 class Turn:
     """One provider's turn: its checks (unless it is a last resort), then its tries."""
 
-    __slots__ = ("_facts", "last_resort", "provider", "retries", "tries")
+    __slots__ = ("_facts", "bare", "last_resort", "provider", "retries", "tries")
 
     def __init__(self, provider: str, last_resort: bool, retries: int) -> None:
         self.provider = provider
         self.last_resort = last_resort
         self.retries = retries
         self.tries = 0
+        self.bare = False  # its reasoning artifacts were refused and are left out
         self._facts: Facts | None = None
 
     def begin(self) -> Gather | Send:
@@ -168,11 +172,14 @@ class Turn:
         reason = Reason.QUOTA_EXHAUSTED_UPSTREAM if out else Reason.CIRCUIT_OPEN
         return Skip(Outcome(reason, None, detail))
 
-    def sent(self, outcome: Outcome, left_s: float) -> Sleep | Done:
+    def sent(self, outcome: Outcome, left_s: float) -> Sleep | Send | Done:
         """After a try: done when it answered; a retry when its `retries` allow one and the
         wait leaves time before the deadline; else the walk moves on at once."""
         if outcome.reason is Reason.OK:
             return Done(True)
+        if outcome.reason is Reason.ARTIFACT_REJECTED and not self.bare:
+            self.bare = True  # once: the same provider, without what it refused
+            return Send(bare=True)
         delay = retry_delay(outcome, tries=self.tries, retries=self.retries, remaining_s=left_s)
         if delay is None:
             return Done(False)

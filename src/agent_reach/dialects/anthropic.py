@@ -175,6 +175,17 @@ def _without_unsigned(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "content": [b for b in message["content"] if not _is_unsigned(b)]}
 
 
+_ARTIFACTS = frozenset({"thinking", "redacted_thinking"})
+
+
+def _without_thinking(message: Any) -> Any:
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return message
+    kept = [b for b in content if not (isinstance(b, dict) and b.get("type") in _ARTIFACTS)]
+    return message if len(kept) == len(content) else {**message, "content": kept}
+
+
 def _tool_choice(request: dict[str, Any]) -> dict[str, Any] | None:
     choice = tool_choice_of(request)
     out: dict[str, Any] | None = None
@@ -269,6 +280,14 @@ class Anthropic(Dialect):
         if isinstance(messages, list) and any(_unsigned(m) for m in messages):
             body["messages"] = [_without_unsigned(m) if _unsigned(m) else m for m in messages]
         return body
+
+    def without_artifacts(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Without `thinking` and `redacted_thinking` blocks: their signatures are another
+        provider's."""
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            return body
+        return {**body, "messages": [_without_thinking(m) for m in messages]}
 
     def error_of(self, body: Any) -> ErrorInfo | None:
         err = body.get("error") if isinstance(body, dict) else None

@@ -208,6 +208,11 @@ class Dialect(ABC):
         body["stream"] = stream
         return body
 
+    def without_artifacts(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A native body with the reasoning artifacts of earlier turns removed (signatures,
+        encrypted reasoning), for a provider that refused them (`artifact_rejected`)."""
+        return body
+
     def error_of(self, body: Any) -> ErrorInfo | None:
         """The error a provider reported in `body`, if any."""
         return openai_error(body)

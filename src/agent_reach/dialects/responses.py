@@ -183,6 +183,14 @@ class Responses(Dialect):
         body.pop("previous_response_id", None)  # the proxy's own ids, already expanded
         return body
 
+    def without_artifacts(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Without `reasoning` input items: their `encrypted_content` is another provider's."""
+        items = body.get("input")
+        if not isinstance(items, list):
+            return body
+        kept = [i for i in items if not (isinstance(i, dict) and i.get("type") == "reasoning")]
+        return {**body, "input": kept}
+
     def error_of(self, body: Any) -> ErrorInfo | None:
         if isinstance(body, dict) and body.get("status") == "failed":
             err = object_at(body, "error")
