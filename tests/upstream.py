@@ -20,12 +20,24 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from agent_reach.dialects import artifacts
+
 ECHOED_KEY_PREFIX = "Incorrect API key provided: "
 # What the `claude` scenario (a native Anthropic provider) answers.
 CLAUDE_THINKING = {"type": "thinking", "thinking": "Hmm.", "signature": "sig-EqQBCkYIBxgC"}
 CLAUDE_TEXT = "hello from claude"
+MINTER_THINKING = {"type": "thinking", "thinking": "Hmm.", "signature": "sig-MinterOwn"}
 CLAUDE_USAGE = {"input_tokens": 11, "cache_read_input_tokens": 5, "output_tokens": 7}
+VERIFIER_BLOB = "verifier-own-blob"  # the only encrypted reasoning `verifier` takes
 KEYED_GOOD = "sk-keyed-good-5e6f7a8b"  # the one key the `keyed` scenario accepts
+
+
+def own_bytes(value: str) -> str:
+    """A reasoning artifact as a client got it through agent-reach: tagged with its origin;
+    the provider's own bytes."""
+    origin, own = artifacts.origin_of(value)
+    assert origin is not None, f"not tagged: {value!r}"
+    return own
 
 
 def completion(content: str, model: str = "gpt-test") -> dict[str, Any]:
@@ -655,9 +667,11 @@ class Upstream:
         self.received.append(Received(scenario, request.path, dict(request.headers), body))
         if scenario == "auth":
             return await self.s_auth(request, body, False)
+        if scenario == "switch" and self.switch == "server":  # a Responses provider that is down
+            return await self.s_server(request, body, False)
         for item in body.get("input") if isinstance(body.get("input"), list) else []:
             blob = item.get("encrypted_content") if item.get("type") == "reasoning" else None
-            if scenario == "verifier" and blob and blob != "opaque-blob":  # not its own
+            if scenario == "verifier" and blob and blob != VERIFIER_BLOB:  # not its own
                 error = {
                     "message": f"The encrypted content for item {item.get('id')} could not be verified.",
                     "type": "invalid_request_error",
@@ -666,6 +680,8 @@ class Upstream:
                 }
                 return web.json_response({"error": error}, status=400)
         answer = responses_answer(body.get("model") or "gpt-test")
+        if scenario == "verifier":
+            answer["output"][0]["encrypted_content"] = VERIFIER_BLOB
         if not body.get("stream"):
             return web.json_response(answer)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -680,20 +696,21 @@ class Upstream:
         return await self._claude(request, body, stream, cut=False)
 
     async def s_minter(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
-        """A native Anthropic provider that refuses any thinking signature it did not mint."""
+        """A native Anthropic provider that refuses any thinking signature it did not mint
+        (its own is `MINTER_THINKING`'s)."""
         for n, m in enumerate(body.get("messages") or []):
             for i, block in enumerate(
                 m.get("content") if isinstance(m.get("content"), list) else []
             ):
                 signature = block.get("signature") if block.get("type") == "thinking" else None
-                if signature and signature != CLAUDE_THINKING["signature"]:
+                if signature and signature != MINTER_THINKING["signature"]:
                     where = f"messages.{n}.content.{i}"
                     error = {
                         "type": "invalid_request_error",
                         "message": f"{where}: Invalid `signature` in `thinking` block",
                     }
                     return web.json_response({"type": "error", "error": error}, status=400)
-        return await self._claude(request, body, stream, cut=False)
+        return await self._claude(request, body, stream, cut=False, thinking=MINTER_THINKING)
 
     async def s_claudecut(
         self, request: web.Request, body: Any, stream: bool
@@ -702,13 +719,19 @@ class Upstream:
         return await self._claude(request, body, stream, cut=True)
 
     async def _claude(
-        self, request: web.Request, body: Any, stream: bool, *, cut: bool
+        self,
+        request: web.Request,
+        body: Any,
+        stream: bool,
+        *,
+        cut: bool,
+        thinking: dict[str, str] = CLAUDE_THINKING,
     ) -> web.StreamResponse:
         message = {
             "id": "msg_01ClaudeNative",
             "type": "message",
             "role": "assistant",
-            "content": [CLAUDE_THINKING, {"type": "text", "text": CLAUDE_TEXT}],
+            "content": [thinking, {"type": "text", "text": CLAUDE_TEXT}],
             "model": body.get("model") or "claude-test",
             "stop_reason": "end_turn",
             "stop_sequence": None,
@@ -720,17 +743,17 @@ class Upstream:
         await resp.prepare(request)
         start = {**message, "content": [], "stop_reason": None, "usage": {**CLAUDE_USAGE}}
         start["usage"]["output_tokens"] = 1
-        thinking = {**CLAUDE_THINKING, "thinking": "", "signature": ""}
+        started = {**thinking, "thinking": "", "signature": ""}
         for name, data in (
             ("message_start", {"message": start}),
-            ("content_block_start", {"index": 0, "content_block": thinking}),
+            ("content_block_start", {"index": 0, "content_block": started}),
             ("ping", {}),
             ("content_block_delta", {"index": 0, "delta": _delta("thinking", "Hmm.")}),
             (
                 "content_block_delta",
                 {
                     "index": 0,
-                    "delta": {"type": "signature_delta", "signature": CLAUDE_THINKING["signature"]},
+                    "delta": {"type": "signature_delta", "signature": thinking["signature"]},
                 },
             ),
             ("content_block_stop", {"index": 0}),

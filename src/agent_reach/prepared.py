@@ -15,7 +15,7 @@ import orjson
 
 from . import completion, dialects, hooks, identity, validation
 from .config import Provider
-from .dialects import Context, Dialect, Mismatch, Shape
+from .dialects import Context, Dialect, Mismatch, Shape, artifacts
 from .dialects.convert import continued
 from .hooks import Hook, HookError
 from .outcomes import OK, ErrorInfo, Outcome, classify, filtered, mismatch
@@ -51,6 +51,8 @@ class PreparedProvider:
     state_key: str = ""
     quota_key: str = ""
     rate_limit_window_s: float = 60.0  # a longer stated wait is a used-up window (protocol §5)
+    # What its reasoning artifacts are tagged with: the fingerprint of its identity.
+    origin: str = ""
 
     @classmethod
     def prepare(
@@ -72,6 +74,7 @@ class PreparedProvider:
         same_origin = health_url is not None and _origin(health_url) == _origin(spec.endpoint)
         sc = spec.schema_compatibility
         scale = spec.fallback_weight if spec.timeout_scaling == "weight" else 1.0
+        state_key = identity.state_key(spec.name, spec.endpoint, key)
         return cls(
             spec=spec,
             dialect=dialect,
@@ -88,9 +91,10 @@ class PreparedProvider:
             postprocess=postprocess,
             budgets=spec.budgets,
             needs_model=postprocess is None and dialect.needs_model(spec.endpoint),
-            state_key=identity.state_key(spec.name, spec.endpoint, key),
+            state_key=state_key,
             quota_key=identity.quota_key(spec.name, key),
             rate_limit_window_s=rate_limit_window_s,
+            origin=identity.split(state_key)[1] or "",
         )
 
     @property
@@ -151,9 +155,8 @@ class PreparedProvider:
         """The serialized request body for this provider; `bare`: without the reasoning
         artifacts of earlier turns (it refused them as another provider's)."""
         if req.native is not None and self.speaks(req):
-            body = self.dialect.native_body(req.native, model, stream)
-            if bare:
-                body = self.dialect.without_artifacts(body)
+            native = self.dialect.native_body(req.native, model, stream)
+            body = self.dialect.home(native, None if bare else self.origin)
         else:
             cap_field = self.spec.max_tokens_field or "max_tokens"
             request = req.body
@@ -163,6 +166,19 @@ class PreparedProvider:
         if self.spec.extra_body:
             body = _merge(body, self.spec.extra_body)
         return orjson.dumps(body)
+
+    def tag_frame(self, frame: tuple[str | None, bytes]) -> tuple[str | None, bytes]:
+        """One of its own stream frames, kept for a client that speaks its API, with the
+        artifacts in it tagged as its own (only a frame that may hold one is parsed)."""
+        event, data = frame
+        if not any(marker in data for marker in artifacts.MARKERS):
+            return frame
+        try:
+            parsed = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return frame
+        marked = artifacts.tagged(parsed, self.origin)
+        return frame if marked is parsed else (event, orjson.dumps(marked))
 
     def context(self, model: str, created: int) -> Context:
         return Context(model, created, self.shape)
@@ -205,7 +221,9 @@ class PreparedProvider:
         problem = validation.check(self.spec.validation, normalized, body, accepted)
         if problem:
             return mismatch(problem, status), None
-        return Outcome(OK.reason, status), body if raw_response else normalized
+        if raw_response:  # as the provider gave it: its artifacts tagged as its own
+            return Outcome(OK.reason, status), artifacts.tagged(body, self.origin)
+        return Outcome(OK.reason, status), normalized
 
     def _transform(self, body: Any, model: str, created: int) -> tuple[Any, dict[str, Any]]:
         """(raw body after `preprocess_hook`, normalized completion): the dialect normalizes,

@@ -134,6 +134,7 @@ async def open_stream(
                 framer(prepared.dialect.framing),
                 prepared.dialect.decoder(ctx),
                 keep_frames=prepared.speaks(target.req),
+                mark=prepared.tag_frame,
             )
             if not await live.first_content():
                 return Tried(_empty(live, status))

@@ -10,7 +10,7 @@ and raises `StreamInterrupted`.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .prepared import PreparedProvider
 
 STREAM_FAILURES = (*CLIENT_ERRORS, ProviderError, Mismatch)
+Frame = tuple[str | None, bytes]  # (event, data) of one SSE frame
 
 
 class LiveStream:
@@ -39,13 +40,15 @@ class LiveStream:
         pending: list[dict[str, Any]] | None = None,
         *,
         keep_frames: bool = False,
+        mark: Callable[[Frame], Frame] | None = None,
     ) -> None:
         self.resp = resp
         self.frames = frames
         self.decoder = decoder
         self.pending: list[dict[str, Any]] = pending or []
         # The provider's own frames, kept for a client that speaks its API (`take_frames`).
-        self.kept: list[tuple[str | None, bytes]] | None = [] if keep_frames else None
+        self.kept: list[Frame] | None = [] if keep_frames else None
+        self.mark = mark  # what a kept frame becomes (its artifacts tagged), if anything
         self._chunks = self._read() if resp is not None else None
         self._complete = False
 
@@ -61,18 +64,18 @@ class LiveStream:
 
     async def _read(self) -> AsyncGenerator[dict[str, Any], None]:
         assert self.resp is not None
-        kept = self.kept
+        kept, mark = self.kept, self.mark
         async for line in self.resp.content:
             frame = self.frames.line(line)
             if frame is not None:
                 if kept is not None:
-                    kept.append(frame)
+                    kept.append(frame if mark is None else mark(frame))
                 for chunk in self.decoder.feed(*frame):
                     yield chunk
         frame = self.frames.flush()
         if frame is not None:
             if kept is not None:
-                kept.append(frame)
+                kept.append(frame if mark is None else mark(frame))
             for chunk in self.decoder.feed(*frame):
                 yield chunk
         if not self.decoder.finished:
@@ -156,7 +159,7 @@ class ChatStream:
         speaks the API the request arrived in, and this is a live stream, not a replay."""
         return self.live.kept is not None
 
-    def take_frames(self) -> list[tuple[str | None, bytes]]:
+    def take_frames(self) -> list[Frame]:
         """The provider's (event, data) frames read since the last call, in order; the
         chunks yielded so far came from them (or from frames before them)."""
         kept = self.live.kept

@@ -208,9 +208,10 @@ class Dialect(ABC):
         body["stream"] = stream
         return body
 
-    def without_artifacts(self, body: dict[str, Any]) -> dict[str, Any]:
-        """A native body with the reasoning artifacts of earlier turns removed (signatures,
-        encrypted reasoning), for a provider that refused them (`artifact_rejected`)."""
+    def home(self, body: dict[str, Any], origin: str | None) -> dict[str, Any]:
+        """A native body with the reasoning artifacts of earlier turns sorted for the provider
+        whose origin is `origin` (`artifacts.homed`); None: all left out, for a provider that
+        refused them (`artifact_rejected`)."""
         return body
 
     def error_of(self, body: Any) -> ErrorInfo | None:

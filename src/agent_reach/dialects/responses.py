@@ -50,6 +50,7 @@ from ..checks import (
     tagged,
 )
 from ..outcomes import ErrorInfo
+from .artifacts import homed
 from .base import (
     Context,
     Decoder,
@@ -183,13 +184,12 @@ class Responses(Dialect):
         body.pop("previous_response_id", None)  # the proxy's own ids, already expanded
         return body
 
-    def without_artifacts(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Without `reasoning` input items: their `encrypted_content` is another provider's."""
+    def home(self, body: dict[str, Any], origin: str | None) -> dict[str, Any]:
+        """The `reasoning` input items, sorted by their `encrypted_content`."""
         items = body.get("input")
         if not isinstance(items, list):
             return body
-        kept = [i for i in items if not (isinstance(i, dict) and i.get("type") == "reasoning")]
-        return {**body, "input": kept}
+        return {**body, "input": homed(items, origin)}
 
     def error_of(self, body: Any) -> ErrorInfo | None:
         if isinstance(body, dict) and body.get("status") == "failed":
