@@ -79,3 +79,24 @@ def test_a_tag_is_recoverable() -> None:
     assert artifacts.origin_of(mint("EqQB", A)) == (A, "EqQB")
     assert artifacts.origin_of("EqQB") == (None, "EqQB")
     assert artifacts.origin_of("ar~broken") == (None, "ar~broken")
+
+
+def test_chat_reasoning_is_known_by_its_digest() -> None:
+    origins = artifacts.Origins(size=2)
+    said = {"role": "assistant", "content": "x", "reasoning_content": "because"}
+    messages = [{"role": "user", "content": "hi"}, said]
+    assert artifacts.home_reasoning(messages, A, origins) is messages  # nothing known yet
+    running = artifacts.reasoning_digest()
+    for piece in ("bec", "ause"):  # as a stream hands it out
+        running.update(piece.encode())
+    origins.note(running.digest(), B)
+    assert origins.of("because") == B
+    assert artifacts.home_reasoning(messages, B, origins) is messages  # home
+    assert artifacts.home_reasoning(messages, A, origins)[1] == {
+        "role": "assistant",
+        "content": "x",
+    }
+    origins.note(artifacts.reasoning_digest("one").digest(), A)
+    origins.note(artifacts.reasoning_digest("two").digest(), A)
+    assert origins.of("because") is None  # the oldest is forgotten
+    assert len(origins) == 2

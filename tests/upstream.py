@@ -28,6 +28,7 @@ CLAUDE_THINKING = {"type": "thinking", "thinking": "Hmm.", "signature": "sig-EqQ
 CLAUDE_TEXT = "hello from claude"
 MINTER_THINKING = {"type": "thinking", "thinking": "Hmm.", "signature": "sig-MinterOwn"}
 CLAUDE_USAGE = {"input_tokens": 11, "cache_read_input_tokens": 5, "output_tokens": 7}
+REASONING_PIECES = ("The user ", "greets me; ", "I greet back.")
 VERIFIER_BLOB = "verifier-own-blob"  # the only encrypted reasoning `verifier` takes
 KEYED_GOOD = "sk-keyed-good-5e6f7a8b"  # the one key the `keyed` scenario accepts
 
@@ -415,6 +416,25 @@ class Upstream:
             await asyncio.sleep(self.probe_s)
             self.probe_s, self.probing = 0.0, False
         return await self.s_ok(request, body, stream)
+
+    async def s_reasoner(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A chat provider that reasons (DeepSeek's `reasoning_content`), in pieces when streamed."""
+        if stream:
+            pieces = [
+                {
+                    **chunk(role=True),
+                    "choices": [
+                        {"index": 0, "delta": {"reasoning_content": p}, "finish_reason": None}
+                    ],
+                }
+                for p in REASONING_PIECES
+            ]
+            return await self._stream_chunks(
+                request, [*pieces, chunk("hello from reasoner"), chunk(finish="stop")]
+            )
+        answer = completion("hello from reasoner", body.get("model") or "gpt-test")
+        answer["choices"][0]["message"]["reasoning_content"] = "".join(REASONING_PIECES)
+        return web.json_response(answer)
 
     async def s_server(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         return web.json_response(

@@ -24,6 +24,7 @@ import aiohttp
 
 from . import hedge, quota
 from .config import Config
+from .dialects import artifacts
 from .errors import AllProvidersFailed
 from .events import AttemptEvent, Event, Observer, RequestEvent
 from .health import CheckResult, HealthMonitor, check_provider
@@ -86,6 +87,7 @@ class Engine:
         self.ledger.observers = self.observers
         self.store.follow(config.circuit, self.ledger.changed)
         self._session: aiohttp.ClientSession | None = None
+        self.origins = artifacts.Origins()  # who wrote the reasoning handed to chat clients
         self._ids = itertools.count(1)
         self._id_prefix = os.urandom(4).hex()
 
@@ -138,7 +140,10 @@ class Engine:
     async def chat(self, req: ChatRequest) -> Result:
         """One non-streamed request with failover."""
         response, provider, run = await self._drive(self._run(req), fetch)
-        return Result(response, provider, run.trace, self.prepared[provider].speaks(req))
+        native = self.prepared[provider].speaks(req)
+        if not native and not req.raw_response:
+            self._reasoned(provider, response)
+        return Result(response, provider, run.trace, native)
 
     async def stream(self, req: ChatRequest) -> ChatStream:
         """A streamed request, returned once a provider has produced its first content chunk
@@ -161,6 +166,14 @@ class Engine:
         except AllProvidersFailed as exc:
             return exc.attempts[-1], None
         return run.trace[-1], response
+
+    def _reasoned(self, provider: str, response: dict[str, Any]) -> None:
+        """Remember who wrote the reasoning of a chat answer (`artifacts.Origins`)."""
+        for choice in response.get("choices") or ():
+            text = (choice.get("message") or {}).get("reasoning_content")
+            if isinstance(text, str) and text:
+                digest = artifacts.reasoning_digest(text).digest()
+                self.origins.note(digest, self.prepared[provider].origin)
 
     def _run(self, req: ChatRequest, only: str | None = None) -> Run:
         """A request's run: its walk (`only` one provider, in step mode), its deadline."""
@@ -225,7 +238,8 @@ class Engine:
         """Do what the provider's `Turn` decides until it is done: the payload, or None."""
         prepared = self.prepared[pick[0]]
         turn = Turn(prepared.name, pick[1], prepared.spec.retries)
-        target = Target.of(prepared, run.req, run.first_token_s(prepared.spec.first_token_ms))
+        first_token_s = run.first_token_s(prepared.spec.first_token_ms)
+        target = Target.of(prepared, run.req, first_token_s, self.origins)
         action: Action = turn.begin()
         while True:
             if isinstance(action, Gather):

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 import aiohttp
 
 from . import completion
-from .dialects import Mismatch, ProviderError
+from .dialects import Mismatch, ProviderError, artifacts
 from .dialects.framing import framer
 from .outcomes import Outcome, classify, filtered, mismatch
 from .prepared import PreparedProvider
@@ -43,9 +43,20 @@ class Target:
 
     @classmethod
     def of(
-        cls, prepared: PreparedProvider, req: ChatRequest, first_token_s: float | None = None
+        cls,
+        prepared: PreparedProvider,
+        req: ChatRequest,
+        first_token_s: float | None = None,
+        origins: artifacts.Origins | None = None,
     ) -> Target:
+        """The try of `req` on `prepared`; `origins`: who wrote the reasoning of its earlier
+        turns, so that another provider's is left out."""
         raw = req.raw_response or prepared.speaks(req)
+        messages = req.body.get("messages")
+        if origins and isinstance(messages, list) and not prepared.speaks(req):
+            homed = artifacts.home_reasoning(messages, prepared.origin, origins)
+            if homed is not messages:
+                req = replace(req, body={**req.body, "messages": homed})
         return cls(prepared, req, prepared.model_for(req.model), raw, first_token_s)
 
 

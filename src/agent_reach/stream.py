@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import aiohttp
 
 from . import completion
-from .dialects import Mismatch, ProviderError
+from .dialects import Mismatch, ProviderError, artifacts
 from .errors import StreamInterrupted
 from .routing import Run
 from .trace import Attempt
@@ -112,7 +112,10 @@ class LiveStream:
 
 
 class Recorder(Protocol):
-    """Who ran the request: told when its stream fails after the first chunk."""
+    """Who ran the request: told when its stream fails after the first chunk; `origins`
+    learns who wrote the reasoning a chat stream carried."""
+
+    origins: artifacts.Origins
 
     async def cut(
         self, run: Run, prepared: PreparedProvider, exc: BaseException, ms: float
@@ -177,6 +180,8 @@ class ChatStream:
                 try:
                     async for chunk in self.live.rest():
                         yield said.passed(chunk)
+                    if said.reasoning is not None and not self.native:
+                        self.recorder.origins.note(said.reasoning.digest(), self.prepared.origin)
                     return
                 except STREAM_FAILURES as exc:
                     ms = (time.perf_counter() - start) * 1000
@@ -212,7 +217,16 @@ class Said:
     too; and the first chunk's id, model and time, which a continuation's chunks take so that
     the client sees one stream."""
 
-    __slots__ = ("_blocks", "_recent", "continuing", "head", "keep", "other", "texted")
+    __slots__ = (
+        "_blocks",
+        "_recent",
+        "continuing",
+        "head",
+        "keep",
+        "other",
+        "reasoning",
+        "texted",
+    )
 
     def __init__(self, keep: bool) -> None:
         self.keep = keep
@@ -222,6 +236,7 @@ class Said:
         self.other = False
         self.head: dict[str, Any] | None = None
         self.continuing = False
+        self.reasoning: Any = None  # a running digest of the reasoning sent (`artifacts`)
 
     @property
     def text(self) -> str:
@@ -246,6 +261,9 @@ class Said:
             delta = c.get("delta") or {}
             if delta.get("content"):
                 self._note(delta["content"])
+            if isinstance(delta.get("reasoning_content"), str):
+                self.reasoning = self.reasoning or artifacts.reasoning_digest()
+                self.reasoning.update(delta["reasoning_content"].encode())
             if (
                 delta.get("tool_calls")
                 or delta.get("reasoning_content")

@@ -20,6 +20,7 @@ from ..upstream import (
     CLAUDE_TEXT,
     CLAUDE_THINKING,
     MINTER_THINKING,
+    REASONING_PIECES,
     VERIFIER_BLOB,
     Upstream,
     own_bytes,
@@ -186,3 +187,63 @@ def test_tags_are_recoverable() -> None:
     tagged = artifacts.mint("EqQBCkYIBxgC", "0123456789ab")
     assert artifacts.origin_of(tagged) == ("0123456789ab", "EqQBCkYIBxgC")
     assert artifacts.origin_of("EqQBCkYIBxgC") == (None, "EqQBCkYIBxgC")
+
+
+@pytest.fixture(scope="module")
+def chats(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
+    providers = [
+        {**upstream.provider("switch"), "name": "a"},
+        {**upstream.provider("backup"), "name": "b"},
+    ]
+    p = start(proxy_config(providers), tmp_path_factory.mktemp("reasoning"), upstream)
+    yield p
+    stop(p)
+
+
+def chat_turn(proxy: Proxy, messages: list[dict[str, Any]], stream: bool) -> tuple[str, str]:
+    """(the reasoning of the answer, the trace)."""
+    client = proxy.client()
+    if not stream:
+        raw = client.chat.completions.with_raw_response.create(
+            model="m",
+            messages=messages,  # type: ignore[arg-type]
+            **order("a", "b"),
+        )
+        message = json.loads(raw.http_response.text)["choices"][0]["message"]
+        return message.get("reasoning_content") or "", raw.headers["X-Agent-Reach-Trace"]
+    with client.chat.completions.with_streaming_response.create(
+        model="m",
+        messages=messages,  # type: ignore[arg-type]
+        stream=True,
+        **order("a", "b"),
+    ) as resp:
+        trace = resp.headers["X-Agent-Reach-Trace"]
+        pieces = [
+            c.choices[0].delta.model_extra.get("reasoning_content") or ""
+            for c in resp.parse()
+            if c.choices and c.choices[0].delta.model_extra
+        ]
+    return "".join(pieces), trace
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_chat_reasoning_goes_only_home(chats: Proxy, up: Upstream, stream: bool) -> None:
+    up.switch = "reasoner"
+    hi = {"role": "user", "content": "hi"}
+    reasoning, _ = chat_turn(chats, [hi], stream)
+    assert reasoning == "".join(REASONING_PIECES)
+    said = {"role": "assistant", "content": "hello", "reasoning_content": reasoning}
+    messages = [hi, said, {"role": "user", "content": "and now?"}]
+
+    up.switch = "server"
+    _, trace = chat_turn(chats, messages, stream)
+    assert trace.startswith("a:server_error:"), trace
+    assert up.bodies("backup")[-1]["messages"][1] == {"role": "assistant", "content": "hello"}
+    someone_elses = {**said, "reasoning_content": "not handed out here"}
+    chat_turn(chats, [hi, someone_elses, messages[-1]], stream)
+    assert up.bodies("backup")[-1]["messages"][1] == someone_elses  # unknown: as it came
+
+    up.switch = "reasoner"
+    chat_turn(chats, messages, stream)
+    to_a = [r.body for r in up.received if r.scenario == "switch"][-1]
+    assert to_a["messages"][1] == said

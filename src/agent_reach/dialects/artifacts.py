@@ -8,11 +8,14 @@ provider's bytes (`tagged`; `~` is in no base64 alphabet, so no provider's value
 On the way back, a request's artifacts are sorted for the provider it goes to (`homed`): its
 own lose the tag and pass as the exact bytes it minted; another's are left out; an untagged
 one (not minted through agent-reach) passes as it came, unless the provider already refused
-artifacts (`origin` None: all are left out).
+artifacts (`origin` None: all are left out). A chat answer's `reasoning_content` is text a
+client shows, so it is not tagged: its origin is remembered by digest (`Origins`).
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from typing import Any
 
 PREFIX = "ar~"
@@ -87,3 +90,49 @@ def homed(items: list[Any], origin: str | None) -> list[Any]:
         else:
             out.append(item)
     return out if changed else items
+
+
+class Origins:
+    """Who wrote each chat `reasoning_content` a client was given, by a digest of its text:
+    plain text cannot carry a tag, so this process remembers the newest `size` of them. A
+    chat request's assistant turns then keep their reasoning only for the provider that wrote
+    it (`home_reasoning`); reasoning this process did not hand out passes as it came."""
+
+    __slots__ = ("_by_digest", "size")
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._by_digest: OrderedDict[bytes, str] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._by_digest)
+
+    def note(self, digest: bytes, origin: str) -> None:
+        """`origin` wrote the reasoning whose `reasoning_digest` is `digest`."""
+        self._by_digest[digest] = origin
+        self._by_digest.move_to_end(digest)
+        if len(self._by_digest) > self.size:
+            self._by_digest.popitem(last=False)
+
+    def of(self, text: str) -> str | None:
+        """The origin of a reasoning text, when this process handed it out."""
+        return self._by_digest.get(reasoning_digest(text).digest())
+
+
+def reasoning_digest(text: str = "") -> Any:
+    """A running digest of reasoning text (`update` it with each streamed piece)."""
+    return hashlib.blake2b(text.encode(), digest_size=16)
+
+
+def home_reasoning(messages: list[Any], origin: str, origins: Origins) -> list[Any]:
+    """A chat request's messages without the `reasoning_content` another provider wrote
+    (`messages` itself when none is)."""
+    if not origins:
+        return messages
+    out: list[Any] | None = None
+    for i, m in enumerate(messages):
+        text = m.get("reasoning_content") if isinstance(m, dict) else None
+        if isinstance(text, str) and origins.of(text) not in (None, origin):
+            out = out or list(messages)
+            out[i] = {k: v for k, v in m.items() if k != "reasoning_content"}
+    return messages if out is None else out
