@@ -102,6 +102,10 @@ def out_of_its_window(
     reopens = up.reopens_at if scenario == "plan" else time.time() + window_s
     assert len(up.bodies(scenario)) == 1
     time.sleep(0.3)  # a fleet: the other instance hears of the circuit
+    for proxy in proxies:
+        _, view = proxy.get("/agent-reach/v1/status")
+        rows = {r["provider"]: r for r in view["providers"]}
+        assert rows["capped"]["circuit"]["note"].endswith(" (usage limit)")
     with ThreadPoolExecutor(1) as side:
         cli = side.submit(cli_runs, config, reopens) if config is not None else None
         seen = hammer(proxies, reopens - 0.6)
@@ -160,3 +164,24 @@ def test_a_fleet_keeps_a_used_up_plan_out(
     finally:
         for p in proxies:
             stop(p)
+
+
+def test_a_restart_remembers_the_window(up: Upstream, tmp_path: Path) -> None:
+    """DeepSeek's 402 with a cooldown longer than a restart: the new process keeps it out."""
+    config = limits_config(up, "balance", f"sqlite:///{tmp_path}/state.db", window_s=60)
+    up.reopens_at = time.time() + 60
+    proxy = start(config, tmp_path, up)
+    try:
+        assert answerer(proxy) == "backup"
+    finally:
+        stop(proxy)
+    proxy = start(config, tmp_path, up)
+    try:
+        assert answerer(proxy) == "backup"
+        _, view = proxy.get("/agent-reach/v1/status")
+        rows = {r["provider"]: r for r in view["providers"]}
+        assert rows["capped"]["circuit"]["cause"] == "quota_exhausted_upstream"
+        assert 50 < rows["capped"]["circuit"]["open_for_s"] <= 60
+    finally:
+        stop(proxy)
+    assert len(up.bodies("balance")) == 1
