@@ -76,14 +76,33 @@ NOW = 1_800_000_000.0
         ({"transport": Transport.DISCONNECTED}, Reason.SERVER_ERROR, None),
         ({"status": 401}, Reason.AUTH_FAILED, None),
         ({"status": 403}, Reason.AUTH_FAILED, None),
-        ({"status": 429, "retry_after": "12"}, Reason.RATE_LIMITED, 12.0),
+        ({"status": 429, "headers": {"Retry-After": "12"}}, Reason.RATE_LIMITED, 12.0),
         ({"status": 429}, Reason.RATE_LIMITED, None),
-        ({"status": 402}, Reason.RATE_LIMITED, None),
+        ({"status": 402}, Reason.QUOTA_EXHAUSTED_UPSTREAM, None),
         ({"status": 500}, Reason.SERVER_ERROR, None),
-        ({"status": 503, "retry_after": "3"}, Reason.SERVER_ERROR, 3.0),
+        ({"status": 503, "headers": {"Retry-After": "3"}}, Reason.SERVER_ERROR, 3.0),
         ({"status": 529}, Reason.SERVER_ERROR, None),
         ({"status": 408}, Reason.TIMEOUT, None),
         ({"status": 400}, Reason.BAD_REQUEST, None),
+        (
+            {
+                "status": 400,
+                "error": ErrorInfo("messages.1.content.0: Invalid `signature` in `thinking` block"),
+            },
+            Reason.ARTIFACT_REJECTED,
+            None,
+        ),
+        (
+            {
+                "status": 400,
+                "error": ErrorInfo(
+                    "The encrypted content for item rs_1 could not be verified.",
+                    "invalid_encrypted_content",
+                ),
+            },
+            Reason.ARTIFACT_REJECTED,
+            None,
+        ),
         ({"status": 422}, Reason.BAD_REQUEST, None),
         ({"status": 301}, Reason.BAD_REQUEST, None),
         (
@@ -189,7 +208,100 @@ def test_retry_after_http_date() -> None:
     assert parse_retry_after(None, NOW) is None
 
 
-POLICY = CircuitConfig(failures=3, cooldown_s=30, auth_cooldown_s=300)
+# The usage-limit answers of docs/providers.md ("Usage limits"), as the dialects see them.
+ZHIPU_1308 = ErrorInfo("已达到 5 小时的使用上限。您的限额将在 2027-01-16 06:00:00 重置。", "1308")
+MINIMAX_2056 = ErrorInfo(
+    "usage limit exceeded, 5-hour usage limit reached for Token Plan Starter (0/0 used), "
+    "resets at 2027-01-15T22:00:00Z (2056)",
+    "rate_limit_error",
+    429,
+)
+RESET = 1_800_050_400.0  # 2027-01-15T22:00:00Z, 14 h after NOW
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason", "wait"),
+    [
+        ({"status": 402, "error": ErrorInfo("Insufficient Balance")}, "quota", None),
+        (
+            {
+                "status": 429,
+                "error": ErrorInfo("You exceeded your current quota", "insufficient_quota"),
+            },
+            "quota",
+            None,
+        ),
+        ({"status": 429, "error": ZHIPU_1308}, "quota", RESET - NOW),  # Beijing time
+        ({"status": 429, "error": ErrorInfo("您的账户已欠费,请充值后重试", "1113")}, "quota", None),
+        ({"status": 429, "error": ErrorInfo("每周/每月使用上限", "1310")}, "quota", None),
+        ({"status": 200, "error": MINIMAX_2056}, "quota", RESET - NOW),
+        (
+            {"status": 429, "error": ErrorInfo("x", "exceeded_current_quota_error")},
+            "quota",
+            None,
+        ),
+        ({"status": 403, "error": ErrorInfo("insufficient balance")}, "quota", None),
+        # a 429 that says to wait longer than `rate_limit_window_s` is a used-up window
+        ({"status": 429, "headers": {"Retry-After": "61"}}, "quota", 61.0),
+        ({"status": 429, "headers": {"Retry-After": "60"}}, "rate", 60.0),
+        ({"status": 429, "headers": {"retry-after-ms": "1500"}}, "rate", 1.5),
+        (
+            {
+                "status": 429,
+                "headers": {
+                    "anthropic-ratelimit-tokens-remaining": "0",
+                    "anthropic-ratelimit-tokens-reset": "2027-01-15T22:00:00Z",
+                    "anthropic-ratelimit-requests-remaining": "40",
+                    "anthropic-ratelimit-requests-reset": "2027-01-16T22:00:00Z",
+                },
+            },
+            "quota",
+            RESET - NOW,
+        ),
+        (
+            {
+                "status": 429,
+                "headers": {
+                    "anthropic-ratelimit-unified-status": "rejected",
+                    "anthropic-ratelimit-unified-reset": str(int(RESET)),
+                    "anthropic-ratelimit-unified-7d-status": "allowed",
+                    "anthropic-ratelimit-unified-7d-reset": str(int(RESET) + 86400),
+                },
+            },
+            "quota",
+            RESET - NOW,
+        ),
+        (
+            {
+                "status": 429,
+                "headers": {"anthropic-ratelimit-requests-reset": "2027-01-15T08:00:05Z"},
+            },
+            "rate",
+            None,
+        ),
+        (
+            {"status": 429, "error": ErrorInfo("Rate limit reached", "rate_limit_exceeded")},
+            "rate",
+            None,
+        ),
+        ({"status": 401, "error": ErrorInfo("Incorrect API key provided")}, "auth", None),
+    ],
+)
+def test_usage_limits_are_told_from_rate_limits(
+    kwargs: dict[str, Any], reason: str, wait: float | None
+) -> None:
+    reasons = {
+        "quota": Reason.QUOTA_EXHAUSTED_UPSTREAM,
+        "rate": Reason.RATE_LIMITED,
+        "auth": Reason.AUTH_FAILED,
+    }
+    outcome = classify(**{"now": NOW, **kwargs})
+    assert outcome.reason is reasons[reason]
+    if wait is not None:
+        assert outcome.retry_after == pytest.approx(wait)
+
+
+POLICY = CircuitConfig(failures=3, cooldown_s=30, auth_cooldown_s=300, quota_cooldown_s=3600)
 
 
 def run_breaker(events: list[tuple[float, Reason | str]]) -> CircuitState:
@@ -210,6 +322,14 @@ def run_breaker(events: list[tuple[float, Reason | str]]) -> CircuitState:
         ([(0, "server_error"), (1, "ok"), (2, "server_error"), (3, "server_error")], None, True),
         ([(0, "auth_failed")], 300, False),
         ([(0, "rate_limited")], 30, False),
+        ([(0, "quota_exhausted_upstream")], 3600, False),
+        # its trial after the window: ok closes it, another usage-limit answer opens it again
+        ([(0, "quota_exhausted_upstream"), (3601, "admit"), (3602, "ok")], None, True),
+        (
+            [(0, "quota_exhausted_upstream"), (3601, "admit"), (3602, "quota_exhausted_upstream")],
+            3602 + 3600,
+            False,
+        ),
         ([(0, "bad_request")], None, True),
         # open, cooldown passes, a trial is admitted and fails: open again for the cooldown
         ([(0, "auth_failed"), (301, "admit"), (302, "server_error")], 302 + 30, False),
@@ -234,6 +354,24 @@ def test_a_last_resort_401_never_restarts_a_cooldown() -> None:
     assert cooled.open_until == NOW + 400  # a 401 in the first pass (a trial) does restart it
     # a circuit closed until now (deferred as unhealthy) opens on a last resort's 401
     assert record(CLOSED, Reason.AUTH_FAILED, NOW, POLICY, last_resort=True).is_open(NOW + 1)
+
+
+def test_a_used_up_usage_limit_keeps_out_until_its_reset() -> None:
+    state = record(CLOSED, Reason.QUOTA_EXHAUSTED_UPSTREAM, NOW, POLICY, retry_after=3)
+    assert state.out
+    assert state.open_until == NOW + 3
+    skip = precheck(serves_model=True, model="m", circuit=state, missing_key=None, now=NOW + 1)
+    assert skip is not None
+    assert skip.reason is Reason.QUOTA_EXHAUSTED_UPSTREAM
+    assert not skip.deferrable  # not a last resort
+    assert skip.detail == "usage limit used up, out for 2 s"
+    view = state.view(NOW + 1)
+    assert view["out_until"] == NOW + 3
+    assert view["note"] == "out until 08:00 (usage limit)"  # NOW + 3 s, in UTC
+    allowed, leased = admit(state, NOW + 3, 5)
+    assert allowed
+    assert leased.out  # its trial in flight: still out for everyone else
+    assert not record(state, Reason.RATE_LIMITED, NOW, POLICY).out
 
 
 def test_breaker_rate_limit_uses_retry_after() -> None:

@@ -90,6 +90,30 @@ def test_a_cooled_down_circuit_admits_one_trial_with_its_lease() -> None:
     lost = turn.lease_lost()  # another instance took the trial
     assert reason(lost) is Reason.CIRCUIT_OPEN
     assert "another instance" in lost.outcome.detail
+    assert lost.deferrable
+
+
+def test_refused_artifacts_are_left_out_once() -> None:
+    refused = Outcome(Reason.ARTIFACT_REJECTED, 400, "Invalid `signature` in `thinking` block")
+    turn = Turn("p", False, 0)  # no retries configured: this one is not a retry
+    assert turn.sent(refused, 10.0) == Send(bare=True)
+    assert turn.sent(refused, 10.0) == Done(False)
+
+
+def test_a_used_up_usage_limit_has_one_trial_and_no_last_resort() -> None:
+    out = CircuitState(1, NOW + 3, False, Reason.QUOTA_EXHAUSTED_UPSTREAM)
+    turn = Turn("p", False, 0)
+    early = turn.consider(replace(FACTS, circuit=out), NOW)
+    assert reason(early) is Reason.QUOTA_EXHAUSTED_UPSTREAM
+    assert isinstance(early, Skip)
+    assert not early.deferrable
+    assert early.outcome.retry_after == 3
+    action = turn.consider(replace(FACTS, circuit=out), NOW + 3)
+    assert isinstance(action, Send)
+    assert action.lease is not None
+    lost = turn.lease_lost()
+    assert reason(lost) is Reason.QUOTA_EXHAUSTED_UPSTREAM
+    assert not lost.deferrable
 
 
 @pytest.mark.parametrize(

@@ -12,22 +12,37 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from agent_reach.dialects import artifacts
+
 ECHOED_KEY_PREFIX = "Incorrect API key provided: "
 # What the `claude` scenario (a native Anthropic provider) answers.
 CLAUDE_THINKING = {"type": "thinking", "thinking": "Hmm.", "signature": "sig-EqQBCkYIBxgC"}
 CLAUDE_TEXT = "hello from claude"
+MINTER_THINKING = {"type": "thinking", "thinking": "Hmm.", "signature": "sig-MinterOwn"}
 CLAUDE_USAGE = {"input_tokens": 11, "cache_read_input_tokens": 5, "output_tokens": 7}
 GEMINI_SIGNATURE = "CiQBVKhcZ2VtaW5pLW5hdGl2ZS1zaWduYXR1cmU="  # the `gemini` provider's thought
+REASONING_PIECES = ("The user ", "greets me; ", "I greet back.")
+VERIFIER_BLOB = "verifier-own-blob"  # the only encrypted reasoning `verifier` takes
 KEYED_GOOD = "sk-keyed-good-5e6f7a8b"  # the one key the `keyed` scenario accepts
 # DeepSeek's own 400 for `max_tokens` above what `deepseek-chat` allows (docs/providers.md).
 DEEPSEEK_MAX_TOKENS = 8192
 DEEPSEEK_RANGE = "Invalid max_tokens value, the valid range of max_tokens is [1, 8192]"
+
+
+def own_bytes(value: str) -> str:
+    """A reasoning artifact as a client got it through agent-reach: tagged with its origin;
+    the provider's own bytes."""
+    origin, own = artifacts.origin_of(value)
+    assert origin is not None, f"not tagged: {value!r}"
+    return own
 
 
 def completion(content: str, model: str = "gpt-test") -> dict[str, Any]:
@@ -253,6 +268,10 @@ class Upstream:
     switch: str = "ok"  # what the `switch` scenario does: the name of another scenario
     cancelled: list[str] = field(default_factory=list)  # requests whose client went away
     firehose_bytes: int = 0  # content the `firehose` scenario got written
+    reopens_at: float = 0.0  # until when (unix s) `plan` and `balance` refuse: a used-up plan
+    probe_s: float = 0.0  # how long their first answer after `reopens_at` takes
+    probing: bool = False  # that first answer (the probe) is being made
+    beside_probe: int = 0  # requests they received while the probe was being made
 
     def url(self, scenario: str, kind: str = "openai") -> str:
         tail = {
@@ -282,6 +301,8 @@ class Upstream:
         self.health_hits.clear()
         self.cancelled.clear()
         self.switch = "ok"
+        self.reopens_at = self.probe_s = 0.0
+        self.probing, self.beside_probe = False, 0
 
     # -- handlers ----------------------------------------------------------------------------
 
@@ -401,6 +422,54 @@ class Upstream:
     ) -> web.StreamResponse:
         error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}
         return web.json_response({"error": error}, status=429, headers={"Retry-After": "7"})
+
+    async def s_plan(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A coding plan: Zhipu's 429 1308, with its reset in Beijing time, until `reopens_at`."""
+        if time.time() < self.reopens_at:
+            beijing = datetime.fromtimestamp(self.reopens_at, timezone(timedelta(hours=8)))
+            message = f"已达到 5 小时的使用上限。您的限额将在 {beijing:%Y-%m-%d %H:%M:%S} 重置。"
+            return web.json_response({"error": {"code": "1308", "message": message}}, status=429)
+        return await self._reopened(request, body, stream)
+
+    async def s_balance(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """DeepSeek's 402 (it states no reset) until `reopens_at`."""
+        if time.time() < self.reopens_at:
+            error = {
+                "message": "Insufficient Balance",
+                "type": "unknown_error",
+                "param": None,
+                "code": "invalid_request_error",
+            }
+            return web.json_response({"error": error}, status=402)
+        return await self._reopened(request, body, stream)
+
+    async def _reopened(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        if self.probing:
+            self.beside_probe += 1
+        elif self.probe_s:
+            self.probing = True
+            await asyncio.sleep(self.probe_s)
+            self.probe_s, self.probing = 0.0, False
+        return await self.s_ok(request, body, stream)
+
+    async def s_reasoner(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A chat provider that reasons (DeepSeek's `reasoning_content`), in pieces when streamed."""
+        if stream:
+            pieces = [
+                {
+                    **chunk(role=True),
+                    "choices": [
+                        {"index": 0, "delta": {"reasoning_content": p}, "finish_reason": None}
+                    ],
+                }
+                for p in REASONING_PIECES
+            ]
+            return await self._stream_chunks(
+                request, [*pieces, chunk("hello from reasoner"), chunk(finish="stop")]
+            )
+        answer = completion("hello from reasoner", body.get("model") or "gpt-test")
+        answer["choices"][0]["message"]["reasoning_content"] = "".join(REASONING_PIECES)
+        return web.json_response(answer)
 
     async def s_server(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         return web.json_response(
@@ -699,7 +768,21 @@ class Upstream:
         self.received.append(Received(scenario, request.path, dict(request.headers), body))
         if scenario == "auth":
             return await self.s_auth(request, body, False)
+        if scenario == "switch" and self.switch == "server":  # a Responses provider that is down
+            return await self.s_server(request, body, False)
+        for item in body.get("input") if isinstance(body.get("input"), list) else []:
+            blob = item.get("encrypted_content") if item.get("type") == "reasoning" else None
+            if scenario == "verifier" and blob and blob != VERIFIER_BLOB:  # not its own
+                error = {
+                    "message": f"The encrypted content for item {item.get('id')} could not be verified.",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "invalid_encrypted_content",
+                }
+                return web.json_response({"error": error}, status=400)
         answer = responses_answer(body.get("model") or "gpt-test")
+        if scenario == "verifier":
+            answer["output"][0]["encrypted_content"] = VERIFIER_BLOB
         if not body.get("stream"):
             return web.json_response(answer)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -751,6 +834,23 @@ class Upstream:
         """A native Anthropic provider: a thinking block with its signature, then text."""
         return await self._claude(request, body, stream, cut=False)
 
+    async def s_minter(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A native Anthropic provider that refuses any thinking signature it did not mint
+        (its own is `MINTER_THINKING`'s)."""
+        for n, m in enumerate(body.get("messages") or []):
+            for i, block in enumerate(
+                m.get("content") if isinstance(m.get("content"), list) else []
+            ):
+                signature = block.get("signature") if block.get("type") == "thinking" else None
+                if signature and signature != MINTER_THINKING["signature"]:
+                    where = f"messages.{n}.content.{i}"
+                    error = {
+                        "type": "invalid_request_error",
+                        "message": f"{where}: Invalid `signature` in `thinking` block",
+                    }
+                    return web.json_response({"type": "error", "error": error}, status=400)
+        return await self._claude(request, body, stream, cut=False, thinking=MINTER_THINKING)
+
     async def s_claudecut(
         self, request: web.Request, body: Any, stream: bool
     ) -> web.StreamResponse:
@@ -758,13 +858,19 @@ class Upstream:
         return await self._claude(request, body, stream, cut=True)
 
     async def _claude(
-        self, request: web.Request, body: Any, stream: bool, *, cut: bool
+        self,
+        request: web.Request,
+        body: Any,
+        stream: bool,
+        *,
+        cut: bool,
+        thinking: dict[str, str] = CLAUDE_THINKING,
     ) -> web.StreamResponse:
         message = {
             "id": "msg_01ClaudeNative",
             "type": "message",
             "role": "assistant",
-            "content": [CLAUDE_THINKING, {"type": "text", "text": CLAUDE_TEXT}],
+            "content": [thinking, {"type": "text", "text": CLAUDE_TEXT}],
             "model": body.get("model") or "claude-test",
             "stop_reason": "end_turn",
             "stop_sequence": None,
@@ -776,17 +882,17 @@ class Upstream:
         await resp.prepare(request)
         start = {**message, "content": [], "stop_reason": None, "usage": {**CLAUDE_USAGE}}
         start["usage"]["output_tokens"] = 1
-        thinking = {**CLAUDE_THINKING, "thinking": "", "signature": ""}
+        started = {**thinking, "thinking": "", "signature": ""}
         for name, data in (
             ("message_start", {"message": start}),
-            ("content_block_start", {"index": 0, "content_block": thinking}),
+            ("content_block_start", {"index": 0, "content_block": started}),
             ("ping", {}),
             ("content_block_delta", {"index": 0, "delta": _delta("thinking", "Hmm.")}),
             (
                 "content_block_delta",
                 {
                     "index": 0,
-                    "delta": {"type": "signature_delta", "signature": CLAUDE_THINKING["signature"]},
+                    "delta": {"type": "signature_delta", "signature": thinking["signature"]},
                 },
             ),
             ("content_block_stop", {"index": 0}),

@@ -24,6 +24,7 @@ import aiohttp
 
 from . import hedge, quota
 from .config import Config
+from .dialects import artifacts
 from .dialects.anthropic import input_tokens
 from .errors import AllProvidersFailed
 from .events import AttemptEvent, Event, Observer, RequestEvent
@@ -69,6 +70,7 @@ class Engine:
                 env,
                 config.hook(p.name, "preprocess_hook"),
                 config.hook(p.name, "post_process_hook"),
+                config.circuit.rate_limit_window_s,
             )
             for p in config.providers
         }
@@ -86,6 +88,7 @@ class Engine:
         self.ledger.observers = self.observers
         self.store.follow(config.circuit, self.ledger.changed)
         self._session: aiohttp.ClientSession | None = None
+        self.origins = artifacts.Origins()  # who wrote the reasoning handed to chat clients
         self._ids = itertools.count(1)
         self._id_prefix = os.urandom(4).hex()
 
@@ -138,7 +141,10 @@ class Engine:
     async def chat(self, req: ChatRequest) -> Result:
         """One non-streamed request with failover."""
         response, provider, run = await self._drive(self._run(req), fetch)
-        return Result(response, provider, run.trace, self.prepared[provider].speaks(req))
+        native = self.prepared[provider].speaks(req)
+        if not native and not req.raw_response:
+            self._reasoned(provider, response)
+        return Result(response, provider, run.trace, native)
 
     async def stream(self, req: ChatRequest) -> ChatStream:
         """A streamed request, returned once a provider has produced its first content chunk
@@ -161,6 +167,14 @@ class Engine:
         except AllProvidersFailed as exc:
             return exc.attempts[-1], None
         return run.trace[-1], response
+
+    def _reasoned(self, provider: str, response: dict[str, Any]) -> None:
+        """Remember who wrote the reasoning of a chat answer (`artifacts.Origins`)."""
+        for choice in response.get("choices") or ():
+            text = (choice.get("message") or {}).get("reasoning_content")
+            if isinstance(text, str) and text:
+                digest = artifacts.reasoning_digest(text).digest()
+                self.origins.note(digest, self.prepared[provider].origin)
 
     def _run(self, req: ChatRequest, only: str | None = None) -> Run:
         """A request's run: its walk (`only` one provider, in step mode), its deadline."""
@@ -225,7 +239,8 @@ class Engine:
         """Do what the provider's `Turn` decides until it is done: the payload, or None."""
         prepared = self.prepared[pick[0]]
         turn = Turn(prepared.name, pick[1], prepared.spec.retries)
-        target = Target.of(prepared, run.req, run.first_token_s(prepared.spec.first_token_ms))
+        first_token_s = run.first_token_s(prepared.spec.first_token_ms)
+        target = Target.of(prepared, run.req, first_token_s, self.origins)
         target = replace(target, max_output=await self._output_cap(prepared, target.model))
         action: Action = turn.begin()
         while True:
@@ -246,6 +261,8 @@ class Engine:
                 ):
                     action = turn.lease_lost()
                     continue
+                if action.bare:
+                    target = replace(target, bare=True)
                 tried = await self._try(run, target, send, pick[1])
                 if tried.outcome.reason is Reason.OK:
                     return tried.payload
@@ -253,7 +270,7 @@ class Engine:
             elif isinstance(action, Clamp):
                 await self.store.set_cap(prepared.cap_key(target.model), action.tokens)
                 target = replace(target, max_output=action.tokens)
-                action = Send()
+                action = Send(bare=turn.bare)
             elif isinstance(action, Sleep):
                 await asyncio.sleep(action.seconds)
                 action = turn.woke(run.left(self.monotonic()))

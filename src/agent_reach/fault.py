@@ -38,7 +38,9 @@ class Fault:
     retry_after: float | None = None  # seconds, for a 429
 
 
-_QUOTA = frozenset({Reason.RATE_LIMITED, Reason.QUOTA_EXHAUSTED})  # "come back later"
+# "come back later"
+_QUOTA = frozenset({Reason.RATE_LIMITED, Reason.QUOTA_EXHAUSTED, Reason.QUOTA_EXHAUSTED_UPSTREAM})
+_QUOTA_SKIPS = frozenset({Reason.QUOTA_EXHAUSTED, Reason.QUOTA_EXHAUSTED_UPSTREAM})
 
 
 def fault_of(attempts: Sequence[Attempt], stopped: bool = False) -> Fault:
@@ -58,7 +60,7 @@ def fault_of(attempts: Sequence[Attempt], stopped: bool = False) -> Fault:
         return Fault(400, "context_length_exceeded", _said(attempts[0]))
     if real and all(a.reason is Reason.BAD_REQUEST for a in real):
         return Fault(400, "bad_request", _said(real[0]))
-    considered = real + [a for a in attempts if a.reason is Reason.QUOTA_EXHAUSTED and not a.sent]
+    considered = real + [a for a in attempts if a.reason in _QUOTA_SKIPS and not a.sent]
     if considered and all(a.reason in _QUOTA for a in considered):
         waits = [a.retry_after for a in considered if a.retry_after is not None]
         message = "every provider is rate limited or out of quota"

@@ -6,6 +6,7 @@ in); it does run the provider's hooks, which are user code.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
@@ -14,7 +15,7 @@ import orjson
 
 from . import completion, dialects, hooks, identity, validation
 from .config import Provider
-from .dialects import Context, Dialect, Mismatch, Shape
+from .dialects import Context, Dialect, Mismatch, Shape, artifacts
 from .dialects.convert import continued
 from .hooks import Hook, HookError
 from .outcomes import OK, ErrorInfo, Outcome, classify, filtered, mismatch
@@ -49,6 +50,9 @@ class PreparedProvider:
     # endpoint and key; budget counters by name and key. Fingerprints only, never the key.
     state_key: str = ""
     quota_key: str = ""
+    rate_limit_window_s: float = 60.0  # a longer stated wait is a used-up window (protocol §5)
+    # What its reasoning artifacts are tagged with: the fingerprint of its identity.
+    origin: str = ""
 
     @classmethod
     def prepare(
@@ -57,6 +61,7 @@ class PreparedProvider:
         environ: os._Environ[str] | dict[str, str],
         preprocess: Hook | None = None,
         postprocess: Hook | None = None,
+        rate_limit_window_s: float = 60.0,
     ) -> PreparedProvider:
         """Resolve everything that does not change between requests."""
         dialect = dialects.get(spec.format).for_endpoint(spec.endpoint)
@@ -69,6 +74,7 @@ class PreparedProvider:
         same_origin = health_url is not None and _origin(health_url) == _origin(spec.endpoint)
         sc = spec.schema_compatibility
         scale = spec.fallback_weight if spec.timeout_scaling == "weight" else 1.0
+        state_key = identity.state_key(spec.name, spec.endpoint, key)
         return cls(
             spec=spec,
             dialect=dialect,
@@ -85,8 +91,10 @@ class PreparedProvider:
             postprocess=postprocess,
             budgets=spec.budgets,
             needs_model=postprocess is None and dialect.needs_model(spec.endpoint),
-            state_key=identity.state_key(spec.name, spec.endpoint, key),
+            state_key=state_key,
             quota_key=identity.quota_key(spec.name, key),
+            rate_limit_window_s=rate_limit_window_s,
+            origin=identity.split(state_key)[1] or "",
         )
 
     @property
@@ -148,12 +156,19 @@ class PreparedProvider:
         return url
 
     def body(
-        self, req: ChatRequest, model: str, stream: bool, max_output: int | None = None
+        self,
+        req: ChatRequest,
+        model: str,
+        stream: bool,
+        max_output: int | None = None,
+        bare: bool = False,
     ) -> bytes:
         """The serialized request body for this provider; the request's output cap lowered
-        to `max_output` when it asks for more (never raised, never added)."""
+        to `max_output` when it asks for more (never raised, never added); `bare`: without
+        the reasoning artifacts of earlier turns (it refused them as another provider's)."""
         if req.native is not None and self.speaks(req):
-            body = self.dialect.native_body(req.native, model, stream)
+            native = self.dialect.native_body(req.native, model, stream)
+            body = self.dialect.home(native, None if bare else self.origin)
             if max_output is not None:
                 body = _clamped(body, (self.dialect.max_tokens_field,), max_output)
         else:
@@ -170,6 +185,19 @@ class PreparedProvider:
             body = _merge(body, self.spec.extra_body)
         return orjson.dumps(body)
 
+    def tag_frame(self, frame: tuple[str | None, bytes]) -> tuple[str | None, bytes]:
+        """One of its own stream frames, kept for a client that speaks its API, with the
+        artifacts in it tagged as its own (only a frame that may hold one is parsed)."""
+        event, data = frame
+        if not any(marker in data for marker in artifacts.MARKERS):
+            return frame
+        try:
+            parsed = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return frame
+        marked = artifacts.tagged(parsed, self.origin)
+        return frame if marked is parsed else (event, orjson.dumps(marked))
+
     def context(self, model: str, created: int) -> Context:
         return Context(model, created, self.shape)
 
@@ -181,7 +209,7 @@ class PreparedProvider:
         status: int,
         content_type: str,
         raw: bytes,
-        retry_after: str | None,
+        headers: Mapping[str, str],
         model: str,
         requested: str | None,
         raw_response: bool,
@@ -189,7 +217,7 @@ class PreparedProvider:
     ) -> tuple[Outcome, dict[str, Any] | None]:
         """The outcome of a complete (non-streamed) answer, and the response to return."""
         if not 200 <= status < 300:
-            return self._refusal(status, raw, retry_after, now), None
+            return self._refusal(status, raw, headers, now), None
         if "html" in content_type or raw.lstrip()[:1] == b"<":
             return mismatch(f"HTML page ({content_type or 'no content type'})", status), None
         try:
@@ -198,7 +226,7 @@ class PreparedProvider:
             return mismatch(str(exc), status), None
         error = self.dialect.error_of(body)
         if error is not None:
-            return classify(status=status, error=error, now=now), None
+            return self._classify(status=status, error=error, now=now), None
         try:
             body, normalized = self._transform(body, model, int(now))
         except HookError as exc:
@@ -211,7 +239,9 @@ class PreparedProvider:
         problem = validation.check(self.spec.validation, normalized, body, accepted)
         if problem:
             return mismatch(problem, status), None
-        return Outcome(OK.reason, status), body if raw_response else normalized
+        if raw_response:  # as the provider gave it: its artifacts tagged as its own
+            return Outcome(OK.reason, status), artifacts.tagged(body, self.origin)
+        return Outcome(OK.reason, status), normalized
 
     def _transform(self, body: Any, model: str, created: int) -> tuple[Any, dict[str, Any]]:
         """(raw body after `preprocess_hook`, normalized completion): the dialect normalizes,
@@ -237,13 +267,28 @@ class PreparedProvider:
         body = _json_or_none(raw)
         return Health(True, now, OK, _listed_models(body), ms=ms)
 
-    def _refusal(self, status: int, raw: bytes, retry_after: str | None, now: float) -> Outcome:
+    def _refusal(
+        self, status: int, raw: bytes, headers: Mapping[str, str] | None, now: float
+    ) -> Outcome:
         """The outcome of a non-2xx answer, refined by the error in its body."""
         body = _json_or_none(raw)
         error = self.dialect.error_of(body) if body is not None else None
         if error is None and raw.strip():
             error = ErrorInfo(_excerpt(raw))
-        return classify(status=status, error=error, retry_after=retry_after, now=now)
+        return self._classify(status=status, error=error, headers=headers, now=now)
+
+    def _classify(
+        self,
+        *,
+        status: int | None,
+        error: ErrorInfo | None,
+        now: float,
+        headers: Mapping[str, str] | None = None,
+    ) -> Outcome:
+        """`outcomes.classify` with this provider's `rate_limit_window_s`."""
+        return classify(
+            status=status, error=error, headers=headers, now=now, window_s=self.rate_limit_window_s
+        )
 
     def redact(self, text: str) -> str:
         """`text` with this provider's key replaced by `***`."""

@@ -12,7 +12,9 @@ all the I/O and reads all the clocks; nothing in this module sends a byte or rea
    last health check say) and asks `precheck` / `health_verdict` whether to skip it (protocol §4
    step 1). A provider skipped for `circuit_open` or `unhealthy` is deferred: when the first
    pass ends without an answer, the `Walk` hands the deferred ones out again as last resort
-   (protocol §4.2), so that remembered state alone never refuses a request.
+   (protocol §4.2), so that remembered state alone never refuses a request. A provider whose
+   usage limit is used up (`quota_exhausted_upstream`, `CircuitState.out`) is the exception:
+   it said when it takes requests again, so no last resort reaches it before then.
 3. After a failed try, `retry_delay` says whether to try the same provider again and after how
    long (its `retries`, backoff, `Retry-After`, the time left); else the walk moves on at once.
 
@@ -240,7 +242,8 @@ def precheck(
             return Skip(Reason.MODEL_UNAVAILABLE, "no model given")
         return Skip(Reason.MODEL_UNAVAILABLE, f"does not serve model {model!r}")
     if circuit.is_open(now):
-        return Skip(Reason.CIRCUIT_OPEN, opened_detail(circuit, now))
+        reason = Reason.QUOTA_EXHAUSTED_UPSTREAM if circuit.out else Reason.CIRCUIT_OPEN
+        return Skip(reason, opened_detail(circuit, now))
     if exhausted:
         return Skip(Reason.QUOTA_EXHAUSTED, exhausted)
     if missing_key:

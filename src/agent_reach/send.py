@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 import aiohttp
 
 from . import completion
-from .dialects import Mismatch, ProviderError
+from .dialects import Mismatch, ProviderError, artifacts
 from .dialects.convert import max_tokens_of
 from .dialects.framing import framer
 from .outcomes import Outcome, classify, filtered, mismatch
@@ -41,6 +41,7 @@ class Target:
     raw_body: bool = False
     first_token_s: float | None = None  # a stream's first content must come within this
     max_output: int | None = None  # the output cap it takes (configured or learned)
+    bare: bool = False  # without reasoning artifacts: the provider refused them (protocol §5)
 
     @property
     def sent_cap(self) -> int | None:
@@ -52,9 +53,20 @@ class Target:
 
     @classmethod
     def of(
-        cls, prepared: PreparedProvider, req: ChatRequest, first_token_s: float | None = None
+        cls,
+        prepared: PreparedProvider,
+        req: ChatRequest,
+        first_token_s: float | None = None,
+        origins: artifacts.Origins | None = None,
     ) -> Target:
+        """The try of `req` on `prepared`; `origins`: who wrote the reasoning of its earlier
+        turns, so that another provider's is left out."""
         raw = req.raw_response or prepared.speaks(req)
+        messages = req.body.get("messages")
+        if origins and isinstance(messages, list) and not prepared.speaks(req):
+            homed = artifacts.home_reasoning(messages, prepared.origin, origins)
+            if homed is not messages:
+                req = replace(req, body={**req.body, "messages": homed})
         return cls(prepared, req, prepared.model_for(req.model), raw, first_token_s)
 
 
@@ -74,7 +86,7 @@ def _judge(
         status=resp.status,
         content_type=resp.content_type,
         raw=raw,
-        retry_after=resp.headers.get("Retry-After"),
+        headers=resp.headers,
         model=target.model,
         requested=target.req.model,
         raw_response=raw_body,
@@ -90,7 +102,7 @@ async def fetch(
     try:
         async with session.post(
             prepared.url(target.model, False),
-            data=prepared.body(req, target.model, False, target.max_output),
+            data=prepared.body(req, target.model, False, target.max_output, target.bare),
             headers=prepared.headers_for(req, False),
             timeout=whole(prepared.connect_s, prepared.read_s, remaining_s),
             allow_redirects=False,
@@ -123,7 +135,7 @@ async def open_stream(
         async with limit, first:
             resp = await session.post(
                 prepared.url(target.model, True),
-                data=prepared.body(target.req, target.model, True, target.max_output),
+                data=prepared.body(target.req, target.model, True, target.max_output, target.bare),
                 headers=prepared.headers_for(target.req, True),
                 timeout=timeouts(prepared.connect_s, prepared.read_s, remaining_s),
                 allow_redirects=False,
@@ -143,6 +155,7 @@ async def open_stream(
                 framer(prepared.dialect.framing),
                 prepared.dialect.decoder(ctx),
                 keep_frames=prepared.speaks(target.req),
+                mark=prepared.tag_frame,
             )
             if not await live.first_content():
                 return Tried(_empty(live, status))

@@ -10,13 +10,13 @@ and raises `StreamInterrupted`.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
 
 from . import completion
-from .dialects import Mismatch, ProviderError
+from .dialects import Mismatch, ProviderError, artifacts
 from .errors import StreamInterrupted
 from .routing import Run
 from .trace import Attempt
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .prepared import PreparedProvider
 
 STREAM_FAILURES = (*CLIENT_ERRORS, ProviderError, Mismatch)
+Frame = tuple[str | None, bytes]  # (event, data) of one SSE frame
 
 
 class LiveStream:
@@ -39,13 +40,15 @@ class LiveStream:
         pending: list[dict[str, Any]] | None = None,
         *,
         keep_frames: bool = False,
+        mark: Callable[[Frame], Frame] | None = None,
     ) -> None:
         self.resp = resp
         self.frames = frames
         self.decoder = decoder
         self.pending: list[dict[str, Any]] = pending or []
         # The provider's own frames, kept for a client that speaks its API (`take_frames`).
-        self.kept: list[tuple[str | None, bytes]] | None = [] if keep_frames else None
+        self.kept: list[Frame] | None = [] if keep_frames else None
+        self.mark = mark  # what a kept frame becomes (its artifacts tagged), if anything
         self._chunks = self._read() if resp is not None else None
         self._complete = False
 
@@ -61,18 +64,18 @@ class LiveStream:
 
     async def _read(self) -> AsyncGenerator[dict[str, Any], None]:
         assert self.resp is not None
-        kept = self.kept
+        kept, mark = self.kept, self.mark
         async for line in self.resp.content:
             frame = self.frames.line(line)
             if frame is not None:
                 if kept is not None:
-                    kept.append(frame)
+                    kept.append(frame if mark is None else mark(frame))
                 for chunk in self.decoder.feed(*frame):
                     yield chunk
         frame = self.frames.flush()
         if frame is not None:
             if kept is not None:
-                kept.append(frame)
+                kept.append(frame if mark is None else mark(frame))
             for chunk in self.decoder.feed(*frame):
                 yield chunk
         if not self.decoder.finished:
@@ -109,7 +112,10 @@ class LiveStream:
 
 
 class Recorder(Protocol):
-    """Who ran the request: told when its stream fails after the first chunk."""
+    """Who ran the request: told when its stream fails after the first chunk; `origins`
+    learns who wrote the reasoning a chat stream carried."""
+
+    origins: artifacts.Origins
 
     async def cut(
         self, run: Run, prepared: PreparedProvider, exc: BaseException, ms: float
@@ -156,7 +162,7 @@ class ChatStream:
         speaks the API the request arrived in, and this is a live stream, not a replay."""
         return self.live.kept is not None
 
-    def take_frames(self) -> list[tuple[str | None, bytes]]:
+    def take_frames(self) -> list[Frame]:
         """The provider's (event, data) frames read since the last call, in order; the
         chunks yielded so far came from them (or from frames before them)."""
         kept = self.live.kept
@@ -174,6 +180,8 @@ class ChatStream:
                 try:
                     async for chunk in self.live.rest():
                         yield said.passed(chunk)
+                    if said.reasoning is not None and not self.native:
+                        self.recorder.origins.note(said.reasoning.digest(), self.prepared.origin)
                     return
                 except STREAM_FAILURES as exc:
                     ms = (time.perf_counter() - start) * 1000
@@ -209,7 +217,16 @@ class Said:
     too; and the first chunk's id, model and time, which a continuation's chunks take so that
     the client sees one stream."""
 
-    __slots__ = ("_blocks", "_recent", "continuing", "head", "keep", "other", "texted")
+    __slots__ = (
+        "_blocks",
+        "_recent",
+        "continuing",
+        "head",
+        "keep",
+        "other",
+        "reasoning",
+        "texted",
+    )
 
     def __init__(self, keep: bool) -> None:
         self.keep = keep
@@ -219,6 +236,7 @@ class Said:
         self.other = False
         self.head: dict[str, Any] | None = None
         self.continuing = False
+        self.reasoning: Any = None  # a running digest of the reasoning sent (`artifacts`)
 
     @property
     def text(self) -> str:
@@ -243,6 +261,9 @@ class Said:
             delta = c.get("delta") or {}
             if delta.get("content"):
                 self._note(delta["content"])
+            if isinstance(delta.get("reasoning_content"), str):
+                self.reasoning = self.reasoning or artifacts.reasoning_digest()
+                self.reasoning.update(delta["reasoning_content"].encode())
             if (
                 delta.get("tool_calls")
                 or delta.get("reasoning_content")

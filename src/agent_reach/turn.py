@@ -12,7 +12,9 @@ in as arguments, so the machine is tested by tables of cases, stepping time by h
                                                           a bad key's circuit is no last resort)
     checked(health, checked_now, now) -> Skip | Send          (its health check, cached or run now)
     lease_lost()               -> Skip                   (another instance holds the trial)
-    sent(outcome, left_s, cap) -> Clamp | Sleep | Done   (a retry, or the end of the turn)
+    sent(outcome, left_s, cap) -> Clamp | Sleep | Send | Done   (a retry; once with a lower
+                                                          cap; once without refused reasoning
+                                                          artifacts; or the end of the turn)
     woke(left_s)               -> Send | Skip            (after the retry's wait)
 
 A refusal that states the provider's output cap, below the cap that was sent (`cap`), is a
@@ -82,9 +84,11 @@ class Check:
 
 @dataclass(frozen=True, slots=True)
 class Send:
-    """Send one try, after taking `lease` (the half-open trial) when there is one."""
+    """Send one try, after taking `lease` (the half-open trial) when there is one; `bare`:
+    without the reasoning artifacts of earlier turns (the provider refused them)."""
 
     lease: CircuitState | None = None
+    bare: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +124,7 @@ def _bad_key(facts: Facts) -> bool:
 class Turn:
     """One provider's turn: its checks (unless it is a last resort), then its tries."""
 
-    __slots__ = ("_facts", "clamped", "last_resort", "provider", "retries", "tries")
+    __slots__ = ("_facts", "bare", "clamped", "last_resort", "provider", "retries", "tries")
 
     def __init__(self, provider: str, last_resort: bool, retries: int) -> None:
         self.provider = provider
@@ -128,6 +132,7 @@ class Turn:
         self.retries = retries
         self.tries = 0
         self.clamped = False
+        self.bare = False  # its reasoning artifacts were refused and are left out
         self._facts: Facts | None = None
 
     def begin(self) -> Gather | Send:
@@ -146,7 +151,12 @@ class Turn:
             exhausted=facts.exhausted,
         )
         if skip is not None:
-            wait = facts.reopens_in if skip.reason is Reason.QUOTA_EXHAUSTED else None
+            if skip.reason is Reason.QUOTA_EXHAUSTED:
+                wait = facts.reopens_in
+            elif skip.reason is Reason.QUOTA_EXHAUSTED_UPSTREAM:
+                wait = max(0.0, facts.circuit.open_until - now)
+            else:
+                wait = None
             final = skip.reason is Reason.CIRCUIT_OPEN and _bad_key(facts)
             return Skip(Outcome(skip.reason, None, skip.detail, wait), final=final)
         small = facts.context_window
@@ -180,20 +190,29 @@ class Turn:
         return Send(leased if leased != circuit else None)
 
     def lease_lost(self) -> Skip:
-        """The half-open trial went to another instance sharing the store."""
+        """The half-open trial went to another instance sharing the store (after a used-up
+        usage limit, no last resort follows it)."""
         detail = "half-open: the one trial is another instance's"
-        return Skip(Outcome(Reason.CIRCUIT_OPEN, None, detail))
+        out = self._facts is not None and self._facts.circuit.out
+        reason = Reason.QUOTA_EXHAUSTED_UPSTREAM if out else Reason.CIRCUIT_OPEN
+        return Skip(Outcome(reason, None, detail))
 
-    def sent(self, outcome: Outcome, left_s: float, cap: int | None = None) -> Clamp | Sleep | Done:
+    def sent(
+        self, outcome: Outcome, left_s: float, cap: int | None = None
+    ) -> Clamp | Sleep | Send | Done:
         """After a try: done when it answered; once per turn a `Clamp` when it refused the
-        output cap sent (`cap`) and said what it takes; a retry when its `retries` allow one
-        and the wait leaves time before the deadline; else the walk moves on at once."""
+        output cap sent (`cap`) and said what it takes; once a `Send` without the reasoning
+        artifacts it refused; a retry when its `retries` allow one and the wait leaves time
+        before the deadline; else the walk moves on at once."""
         if outcome.reason is Reason.OK:
             return Done(True)
         allowed = outcome.output_cap  # lowers only a cap that was sent
         if allowed is not None and allowed < (cap or 0) and left_s > 0 and not self.clamped:
             self.clamped = True
             return Clamp(allowed)
+        if outcome.reason is Reason.ARTIFACT_REJECTED and not self.bare:
+            self.bare = True  # once: the same provider, without what it refused
+            return Send(bare=True)
         delay = retry_delay(outcome, tries=self.tries, retries=self.retries, remaining_s=left_s)
         if delay is None:
             return Done(False)
@@ -202,4 +221,4 @@ class Turn:
 
     def woke(self, left_s: float) -> Send | Skip:
         """After a retry's wait: send again, unless the deadline is spent."""
-        return Send() if left_s > 0 else Skip(DEADLINE)
+        return Send(bare=self.bare) if left_s > 0 else Skip(DEADLINE)

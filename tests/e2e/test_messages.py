@@ -23,6 +23,7 @@ from ..upstream import (
     CLAUDE_USAGE,
     TOOL_WORD,
     Upstream,
+    own_bytes,
     proxy_config,
     refused_url,
 )
@@ -437,11 +438,15 @@ def test_native_passthrough_keeps_everything(client: anthropic.Anthropic, up: Up
         },
     )
     body = message(raw)
+    assert own_bytes(body["content"][0].pop("signature")) == CLAUDE_THINKING["signature"]
     assert body == {
         "id": "msg_01ClaudeNative",
         "type": "message",
         "role": "assistant",
-        "content": [CLAUDE_THINKING, {"type": "text", "text": CLAUDE_TEXT}],
+        "content": [
+            {"type": "thinking", "thinking": CLAUDE_THINKING["thinking"]},
+            {"type": "text", "text": CLAUDE_TEXT},
+        ],
         "model": "claude-upstream-model",
         "stop_reason": "end_turn",
         "stop_sequence": None,
@@ -463,16 +468,21 @@ def test_native_stream_is_forwarded_as_sent(client: anthropic.Anthropic, proxy: 
         extra_headers={"X-Agent-Reach-Fallback-Order": "dead,auth,claude"},
     ) as stream:
         final = stream.get_final_message()
-    assert [b.model_dump(exclude_none=True) for b in final.content] == [
-        CLAUDE_THINKING,
+    blocks = [b.model_dump(exclude_none=True) for b in final.content]
+    assert own_bytes(blocks[0].pop("signature")) == CLAUDE_THINKING["signature"]
+    assert blocks == [
+        {"type": "thinking", "thinking": CLAUDE_THINKING["thinking"]},
         {"type": "text", "text": CLAUDE_TEXT},
     ]
     assert final.usage.cache_read_input_tokens == 5
     _, events = sse(proxy, NATIVE, "claude")
     assert [e for e, _ in events][:3] == ["message_start", "content_block_start", "ping"]
-    assert {"type": "signature_delta", "signature": CLAUDE_THINKING["signature"]} in [
-        d.get("delta") for _, d in events
+    [signature] = [
+        d["delta"]["signature"]
+        for _, d in events
+        if (d.get("delta") or {}).get("type") == "signature_delta"
     ]
+    assert own_bytes(signature) == CLAUDE_THINKING["signature"]
     assert events[-1] == ("message_stop", {"type": "message_stop"})
 
 

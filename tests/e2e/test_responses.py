@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from ..conftest import RESPONSE, RESPONSE_ERROR, assert_valid, assert_valid_event
-from ..upstream import DEEPSEEK_MAX_TOKENS, TOOL_WORD, Upstream
+from ..upstream import DEEPSEEK_MAX_TOKENS, TOOL_WORD, Upstream, own_bytes
 from .test_proxy import PROVIDER_KEY, Proxy, base_config, chain, start, stop
 
 EXEC = {
@@ -341,7 +341,7 @@ def test_native_provider_gets_the_request_as_it_came(proxy: Proxy) -> None:
     )
     answer = json.loads(raw.http_response.text)
     assert answer["id"] == "resp_upstream1"
-    assert answer["output"][0]["encrypted_content"] == "opaque-blob"  # nothing lost
+    assert own_bytes(answer["output"][0]["encrypted_content"]) == "opaque-blob"  # tagged
     assert "X-Agent-Reach-Dropped" not in raw.headers
     sent = proxy.upstream.bodies("resp")[-1]
     assert sent["tools"][0] == {"type": "web_search"}
@@ -353,7 +353,8 @@ def test_native_provider_gets_the_request_as_it_came(proxy: Proxy) -> None:
 def test_native_stream_is_forwarded_as_it_came(proxy: Proxy) -> None:
     _, events = post_events(proxy, {"model": "gpt-test", "input": "hi"}, order("native"))
     assert events[0]["response"]["id"] == "resp_upstream1"
-    assert events[2]["item"]["encrypted_content"] == "opaque-blob"
+    assert own_bytes(events[2]["item"]["encrypted_content"]) == "opaque-blob"
+    assert own_bytes(events[-1]["response"]["output"][0]["encrypted_content"]) == "opaque-blob"
     assert events[-1]["type"] == "response.completed"
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
 

@@ -73,6 +73,9 @@ class CircuitConfig(Section):
     failures: Annotated[int, Field(ge=1)] = 3
     cooldown_s: Annotated[float, Field(ge=0)] = 30.0
     auth_cooldown_s: Annotated[float, Field(ge=0)] = 300.0
+    # A 429 that says to wait longer than this is a used-up window, not a rate limit.
+    rate_limit_window_s: Annotated[float, Field(ge=0)] = 60.0
+    quota_cooldown_s: Annotated[float, Field(ge=0)] = 3600.0  # a used-up plan that names no reset
 
 
 Threshold = Annotated[float, Field(gt=0, le=1)]

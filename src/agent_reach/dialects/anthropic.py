@@ -59,6 +59,7 @@ from ..checks import (
 )
 from ..errors import RequestError
 from ..outcomes import ErrorInfo
+from .artifacts import homed
 from .base import (
     Context,
     Decoder,
@@ -175,6 +176,14 @@ def _without_unsigned(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "content": [b for b in message["content"] if not _is_unsigned(b)]}
 
 
+def _homed(message: Any, origin: str | None) -> Any:
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return message
+    kept = homed(content, origin)
+    return message if kept is content else {**message, "content": kept}
+
+
 def _tool_choice(request: dict[str, Any]) -> dict[str, Any] | None:
     choice = tool_choice_of(request)
     out: dict[str, Any] | None = None
@@ -269,6 +278,13 @@ class Anthropic(Dialect):
         if isinstance(messages, list) and any(_unsigned(m) for m in messages):
             body["messages"] = [_without_unsigned(m) if _unsigned(m) else m for m in messages]
         return body
+
+    def home(self, body: dict[str, Any], origin: str | None) -> dict[str, Any]:
+        """The `thinking` and `redacted_thinking` blocks of every turn, sorted."""
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            return body
+        return {**body, "messages": [_homed(m, origin) for m in messages]}
 
     def error_of(self, body: Any) -> ErrorInfo | None:
         err = body.get("error") if isinstance(body, dict) else None

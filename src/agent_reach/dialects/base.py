@@ -208,6 +208,12 @@ class Dialect(ABC):
         body["stream"] = stream
         return body
 
+    def home(self, body: dict[str, Any], origin: str | None) -> dict[str, Any]:
+        """A native body with the reasoning artifacts of earlier turns sorted for the provider
+        whose origin is `origin` (`artifacts.homed`); None: all left out, for a provider that
+        refused them (`artifact_rejected`)."""
+        return body
+
     def error_of(self, body: Any) -> ErrorInfo | None:
         """The error a provider reported in `body`, if any."""
         return openai_error(body)

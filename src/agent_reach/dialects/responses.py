@@ -50,6 +50,7 @@ from ..checks import (
     tagged,
 )
 from ..outcomes import ErrorInfo
+from .artifacts import homed
 from .base import (
     Context,
     Decoder,
@@ -182,6 +183,13 @@ class Responses(Dialect):
         body = super().native_body(request, model, stream)
         body.pop("previous_response_id", None)  # the proxy's own ids, already expanded
         return body
+
+    def home(self, body: dict[str, Any], origin: str | None) -> dict[str, Any]:
+        """The `reasoning` input items, sorted by their `encrypted_content`."""
+        items = body.get("input")
+        if not isinstance(items, list):
+            return body
+        return {**body, "input": homed(items, origin)}
 
     def error_of(self, body: Any) -> ErrorInfo | None:
         if isinstance(body, dict) and body.get("status") == "failed":
