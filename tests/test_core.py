@@ -656,6 +656,12 @@ def test_counted_failure() -> None:
             32768,
         ),
         ("max_tokens must be less than or equal to 16384, the maximum value for max_tokens", 16384),
+        (  # Anthropic
+            "max_tokens: 16000 > 8192, which is the maximum allowed number of output tokens for "
+            "claude-3-5-sonnet-20241022",
+            8192,
+        ),
+        ("max_tokens: 64000 > 8192, which exceeds the remaining prompt budget", None),
         ("max_tokens参数非法。请检查文档。", None),  # Zhipu 1214: no number
         ("temperature must be <= 2", None),  # not about the output cap
         ("Invalid request: Your request exceeded model token limit: 8192", None),  # Kimi: context

@@ -174,13 +174,15 @@ _CONTENT_CODES = frozenset(
 # A refused output cap (docs/providers.md lists the wordings): the field named, and the most it
 # allows stated as DeepSeek's "the valid range of max_tokens is [1, 8192]", DashScope's "Range of
 # max_tokens should be [1, 8192]", OpenAI's "This model supports at most 4096 completion
-# tokens", Volcengine's "expected a value <= 32768", Groq's "must be less than or equal to 16384".
+# tokens", Volcengine's "expected a value <= 32768", Groq's "must be less than or equal to 16384",
+# Anthropic's "max_tokens: 64000 > 8192, which is the maximum allowed number of output tokens".
 _CAP_FIELDS = re.compile(
     r"max_tokens|max_completion_tokens|max_output_tokens|max_new_tokens|maxoutputtokens"
     r"|completion tokens"
 )
 _CAP_VALUE = re.compile(
     r"\[\s*[01]\s*,\s*(\d+)\s*\]|at most (\d+)|<=\s*(\d+)|less than or equal to (\d+)"
+    r"|>\s*(\d+),? which is the maximum allowed"
 )
 
 
