@@ -40,6 +40,7 @@ class Entry:
     health_check: str = ""
     models: tuple[str, ...] = ()
     max_tokens_field: str = ""
+    assistant_prefill: bool | None = None  # None: the format's default (protocol §2.3)
     local: bool = False  # a server on this machine
     notes: str = ""
 
@@ -72,6 +73,8 @@ class Entry:
             out["max_tokens_field"] = self.max_tokens_field
         if self.models:
             out["models"] = list(self.models)
+        if self.assistant_prefill is not None:
+            out["assistant_prefill"] = self.assistant_prefill
         out.update(overrides)
         return out
 
@@ -149,6 +152,8 @@ def _check(entry: Entry, where: str) -> None:
             ok = isinstance(value, bool)
         elif f.name == "auth_scheme":
             ok = value is None or isinstance(value, str)
+        elif f.name == "assistant_prefill":
+            ok = value is None or isinstance(value, bool)
         else:
             ok = isinstance(value, str)
         if not ok:
