@@ -376,8 +376,8 @@ class Seam:
     A continuation asked with an instruction may start over, from the beginning or from the
     last sentence or word; one continuing a prefill carries on from it, and may only repeat
     the trailing whitespace that was left out of the prefill. An overlap counts from a word
-    boundary (or is at least `LONG` characters): "wor" + "world" drops "wor", but "is 1" +
-    "1." keeps both ones."""
+    boundary (or is at least `LONG` characters): "a wor" + "world" drops "wor", but "a bana" +
+    "na split" keeps both "na"."""
 
     LONG = 8
 
