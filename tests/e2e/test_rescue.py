@@ -197,3 +197,20 @@ def test_a_messages_stream_is_rescued(proxy: Proxy, route: str) -> None:
     assert final.content[0].text == RESCUED
     assert final.stop_reason == "end_turn"
     assert final.usage.output_tokens == 2 + ASKED_USAGE["completion_tokens"]
+
+
+def test_a_refused_continuation_ends_a_responses_stream_with_the_cut(proxy: Proxy) -> None:
+    _, events = post_events(
+        proxy, {"model": "m", "input": "hi"}, {"X-Agent-Reach-Route": "refused"}
+    )
+    assert events[-1]["type"] == "response.failed"
+    assert events[-1]["response"]["error"]["message"].startswith("cutclose failed mid-stream")
+
+
+def test_a_refused_continuation_ends_a_messages_stream_with_the_cut(proxy: Proxy) -> None:
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        messages(proxy, "refused")
+    body = caught.value.body
+    assert isinstance(body, dict)
+    assert body["error"]["message"].startswith("cutclose failed mid-stream: server_error")
+    assert body["error"]["attempts"][-1]["reason"] == "bad_request"  # the refusal, kept apart
