@@ -38,7 +38,7 @@ import openai
 import yaml
 from aiohttp import web
 
-from common import Processes, agent_reach_serve, free_port
+from common import Processes, agent_reach_serve, free_port, sse_chunk
 
 FAILURES = ("cut", "stall", "garbage", "one-bad")
 STYLES = ("exact", "top", "word", "prefill")
@@ -104,15 +104,7 @@ def pieces(text: str, rng: random.Random) -> list[str]:
 
 
 def chunk(content: str | None = None, finish: str | None = None) -> bytes:
-    delta = {"content": content} if content is not None else {}
-    body = {
-        "id": "chatcmpl-bench",
-        "object": "chat.completion.chunk",
-        "created": 1_700_000_000,
-        "model": "bench",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
-    return b"data: " + json.dumps(body).encode() + b"\n\n"
+    return sse_chunk(content, finish, "bench")
 
 
 BAD = b'data: {"choices": [\n\n'
