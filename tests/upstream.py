@@ -538,10 +538,12 @@ class Upstream:
     # `cut*` scenarios send the first words of `RESCUED` as `model-a`, usage on every chunk (as
     # vLLM's continuous usage stats do), then fail; `resumes`/`rewords` finish it as `model-b`.
 
-    async def _cut(self, request: web.Request, then: str) -> web.StreamResponse:
+    async def _cut(
+        self, request: web.Request, then: str, words: tuple[str, ...] = RESCUED_CUT
+    ) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        for n, word in enumerate(RESCUED_CUT, 1):
+        for n, word in enumerate(words, 1):
             piece = {**chunk(word, role=n == 1), "model": "model-a"}
             await resp.write(sse({**piece, "usage": cut_usage(n)}))
         if then == "garbage":  # two malformed frames in a row, and no end
@@ -559,6 +561,9 @@ class Upstream:
 
     async def s_cutclose(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         return await self._cut(request, "close")
+
+    async def s_cutspace(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        return await self._cut(request, "close", RESCUED_CUT[:1])  # "partial ", then closed
 
     async def s_cutstall(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         return await self._cut(request, "stall")
@@ -594,6 +599,58 @@ class Upstream:
             error = {"message": "messages: unexpected role", "type": "invalid_request_error"}
             return web.json_response({"error": error}, status=400)
         return await self.s_ok(request, body, stream)
+
+    async def s_claudeprefill(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        """A native Anthropic provider finishing `RESCUED` from a prefill, which it refuses,
+        as Anthropic does, when it ends in whitespace."""
+        last = (body.get("messages") or [{}])[-1]
+        content = last.get("content")
+        prefill = (
+            content
+            if isinstance(content, str)
+            else "".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
+        )
+        if last.get("role") != "assistant":
+            prefill = ""
+        if prefill != prefill.rstrip():
+            error = {
+                "type": "invalid_request_error",
+                "message": "final assistant content cannot end with trailing whitespace",
+            }
+            return web.json_response({"type": "error", "error": error}, status=400)
+        rest = RESCUED[len(prefill) :]
+        message = {
+            "id": "msg_01Prefill",
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "model": "model-b",
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 11, "output_tokens": 1},
+        }
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        text_block = {"type": "text", "text": ""}
+        events = [
+            ("message_start", {"message": message}),
+            ("content_block_start", {"index": 0, "content_block": text_block}),
+            *(
+                ("content_block_delta", {"index": 0, "delta": _delta("text", rest[i : i + 5])})
+                for i in range(0, len(rest), 5)
+            ),
+            ("content_block_stop", {"index": 0}),
+            (
+                "message_delta",
+                {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 7}},
+            ),
+            ("message_stop", {}),
+        ]
+        for name, data in events:
+            await resp.write(anthropic_event(name, data))
+        return resp
 
     async def _resume(self, request: web.Request, body: Any, restart: str) -> web.StreamResponse:
         messages = body.get("messages") or []

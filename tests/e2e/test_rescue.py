@@ -39,6 +39,8 @@ def proxy(upstream: Upstream, workdir: Path) -> Iterator[Proxy]:
         upstream.provider("rewords"),
         upstream.provider("resumes", name="prefixed", assistant_prefill=True),
         upstream.provider("refuses"),
+        upstream.provider("cutspace"),
+        upstream.provider("claudeprefill", "anthropic"),
         upstream.provider("backup"),
     ]
     on = {"continue_on_cut": True}
@@ -53,6 +55,7 @@ def proxy(upstream: Upstream, workdir: Path) -> Iterator[Proxy]:
         "garbage-alone": ["cutgarbage"],
         "onebad": ["onebad", "backup"],
         "refused": {"providers": ["cutclose", "refuses"], **on},
+        "to-claude": {"providers": ["cutspace", "claudeprefill"], **on},
     }
     p = start(proxy_config(providers, routes=routes), workdir, upstream)
     yield p
@@ -127,6 +130,20 @@ def test_without_a_prefill_the_continuation_is_asked_with_an_instruction(proxy: 
     assert sent[-2] == {"role": "assistant", "content": "partial answer"}
     assert sent[-1]["role"] == "user"
     assert "Continue" in sent[-1]["content"]
+
+
+def test_an_anthropic_provider_continues_a_prefill_without_its_trailing_whitespace(
+    proxy: Proxy,
+) -> None:
+    # The text sent ends in "partial "; Anthropic refuses a prefill that ends in whitespace,
+    # so it gets "partial", and its continuation's opening space is not read twice.
+    proxy.upstream.clear()
+    text, _ = chat(proxy, "to-claude")
+    assert text == RESCUED
+    sent = proxy.upstream.bodies("claudeprefill")[-1]["messages"][-1]
+    assert sent["role"] == "assistant"
+    assert "partial" in json.dumps(sent["content"])
+    assert "partial " not in json.dumps(sent["content"])
 
 
 @pytest.mark.parametrize("route", ["stall", "stall-own"])  # the route's stall_ms, the provider's
