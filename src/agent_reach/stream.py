@@ -137,11 +137,11 @@ class LiveStream:
         return False
 
     async def rest(
-        self, stall_s: float | None = None, skipped: Callable[[Mismatch], None] | None = None
+        self, stall_s: float | None, skipped: Callable[[Mismatch], None]
     ) -> AsyncIterator[dict[str, Any]]:
         """Every chunk: the buffered ones, then the rest as they arrive, each line within
-        `stall_s`; a malformed frame followed by a sound one is skipped, and told to
-        `skipped` (without it, every malformed frame fails the stream)."""
+        `stall_s` (None: the read timeout alone); a malformed frame followed by a sound one is
+        skipped, and told to `skipped`."""
         self._stall_s, self._skipped = stall_s, skipped
         pending, self.pending = self.pending, []
         for chunk in pending:
@@ -245,8 +245,7 @@ class ChatStream:
                     ms = (time.perf_counter() - start) * 1000
                     attempt = await self.recorder.cut(self.run, self.prepared, exc, ms)
                     first_cut = first_cut or attempt
-                    if seam is not None:  # what it held never reached the client
-                        seam = None
+                    seam = None  # what it held never reached the client
                     if not await self._continue(said):
                         detail = f"{first_cut.reason} ({first_cut.detail})"
                         message = f"{first_cut.provider} failed mid-stream: {detail}"
