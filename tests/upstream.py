@@ -93,6 +93,13 @@ def chunk(
 
 
 TOOL_WORD = "agent-reach-tool-ok"
+RESCUED = "partial answer, finished by another provider."  # the `cut*` scenarios' answer
+RESCUED_CUT = ("partial ", "answer")  # what of it they send before they fail
+
+
+def cut_usage(n: int) -> dict[str, int]:
+    """The usage a `cut*` scenario reports with its `n`th chunk."""
+    return {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": 5 + n}
 
 
 def tool_chunk(calls: list[dict[str, Any]]) -> dict[str, Any]:
@@ -630,6 +637,141 @@ class Upstream:
         assert request.transport is not None
         request.transport.close()  # the connection dies mid-answer
         return resp
+
+    # -- streams rescued (protocol §10, continuation) ---------------------------------------
+    # `cut*` scenarios send the first words of `RESCUED` as `model-a`, usage on every chunk (as
+    # vLLM's continuous usage stats do), then fail; `resumes`/`rewords` finish it as `model-b`.
+
+    async def _cut(
+        self, request: web.Request, then: str, words: tuple[str, ...] = RESCUED_CUT
+    ) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for n, word in enumerate(words, 1):
+            piece = {**chunk(word, role=n == 1), "model": "model-a"}
+            await resp.write(sse({**piece, "usage": cut_usage(n)}))
+        if then == "garbage":  # two malformed frames in a row, and no end
+            await resp.write(b'data: {"choices": [\n\n' * 2)
+        elif then == "stall":
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                self.cancelled.append("cutstall")
+                raise
+        await asyncio.sleep(0.05)
+        assert request.transport is not None
+        request.transport.close()
+        return resp
+
+    async def s_cutclose(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        return await self._cut(request, "close")
+
+    async def s_cutspace(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        return await self._cut(request, "close", RESCUED_CUT[:1])  # "partial ", then closed
+
+    async def s_cutstall(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        return await self._cut(request, "stall")
+
+    async def s_cutgarbage(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        return await self._cut(request, "garbage")
+
+    async def s_onebad(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        # One malformed frame in the middle of an otherwise sound stream.
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(sse(chunk("partial ", role=True)))
+        await resp.write(b'data: {"choices": [\n\n')
+        await resp.write(sse(chunk("answer")))
+        await resp.write(sse(chunk(finish="stop")))
+        await resp.write(sse(b"[DONE]"))
+        return resp
+
+    async def s_resumes(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """Finishes `RESCUED` as a model does: a prefill (a trailing assistant turn) it
+        continues where it stops; asked with an instruction, it starts over from the top."""
+        return await self._resume(request, body, restart="top")
+
+    async def s_rewords(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """Like `resumes`, but asked with an instruction it starts over at the last word."""
+        return await self._resume(request, body, restart="word")
+
+    async def s_refuses(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """Refuses any request with an assistant turn (a continuation request)."""
+        if any(m.get("role") == "assistant" for m in body.get("messages") or []):
+            error = {"message": "messages: unexpected role", "type": "invalid_request_error"}
+            return web.json_response({"error": error}, status=400)
+        return await self.s_ok(request, body, stream)
+
+    async def s_claudeprefill(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        """A native Anthropic provider finishing `RESCUED` from a prefill, which it refuses,
+        as Anthropic does, when it ends in whitespace."""
+        last = (body.get("messages") or [{}])[-1]
+        content = last.get("content")
+        prefill = (
+            content
+            if isinstance(content, str)
+            else "".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
+        )
+        if last.get("role") != "assistant":
+            prefill = ""
+        if prefill != prefill.rstrip():
+            error = {
+                "type": "invalid_request_error",
+                "message": "final assistant content cannot end with trailing whitespace",
+            }
+            return web.json_response({"type": "error", "error": error}, status=400)
+        rest = RESCUED[len(prefill) :]
+        message = {
+            "id": "msg_01Prefill",
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "model": "model-b",
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 11, "output_tokens": 1},
+        }
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        text_block = {"type": "text", "text": ""}
+        events = [
+            ("message_start", {"message": message}),
+            ("content_block_start", {"index": 0, "content_block": text_block}),
+            *(
+                ("content_block_delta", {"index": 0, "delta": _delta("text", rest[i : i + 5])})
+                for i in range(0, len(rest), 5)
+            ),
+            ("content_block_stop", {"index": 0}),
+            (
+                "message_delta",
+                {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 7}},
+            ),
+            ("message_stop", {}),
+        ]
+        for name, data in events:
+            await resp.write(anthropic_event(name, data))
+        return resp
+
+    async def _resume(self, request: web.Request, body: Any, restart: str) -> web.StreamResponse:
+        messages = body.get("messages") or []
+        said = [m.get("content") or "" for m in messages if m.get("role") == "assistant"]
+        partial = said[-1] if said else ""
+        if messages and messages[-1].get("role") == "assistant":
+            start = len(partial)  # a prefill: carry on from it
+        elif restart == "top" or " " not in partial:
+            start = 0
+        else:
+            start = partial.rstrip().rfind(" ") + 1
+        rest = RESCUED[start:] if RESCUED.startswith(partial.rstrip()) else RESCUED
+        pieces = [rest[i : i + 5] for i in range(0, len(rest), 5)]
+        chunks = [chunk(p, role=n == 0) for n, p in enumerate(pieces)]
+        chunks.append(chunk(finish="stop"))
+        chunks += usage_asked(body)
+        return await self._stream_chunks(request, [{**c, "model": "model-b"} for c in chunks])
 
     async def s_cutbody(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         # A whole answer announced with its length, and the connection closed halfway through.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -24,7 +25,7 @@ import aiohttp
 
 from . import hedge, quota
 from .config import Config
-from .dialects import artifacts
+from .dialects import Mismatch, artifacts
 from .dialects.anthropic import input_tokens
 from .errors import AllProvidersFailed
 from .events import AttemptEvent, Event, Observer, RequestEvent
@@ -45,6 +46,7 @@ from .turn import DEADLINE, Action, Check, Clamp, Done, Facts, Gather, Send, Ski
 
 T = TypeVar("T")
 Sender = Callable[[aiohttp.ClientSession, Target, float, float], Awaitable[Tried[T]]]
+log = logging.getLogger("agent_reach")
 LOST = Outcome(Reason.TIMEOUT, None, "hedged: cancelled, another provider answered first")
 
 
@@ -342,6 +344,13 @@ class Engine:
         if prepared.budgets and quota.counts(tried.outcome.reason):
             await self.ledger.count(prepared, tried.payload)
         return tried
+
+    def skipped(self, run: Run, prepared: PreparedProvider, exc: Mismatch) -> None:
+        """A malformed frame skipped mid-stream (the stream's `Recorder`): a warning."""
+        detail = prepared.redact(str(exc))
+        log.warning(
+            "%s: skipped a malformed frame mid-stream (%s): %s", prepared.name, run.id, detail
+        )
 
     async def cut(
         self, run: Run, prepared: PreparedProvider, exc: BaseException, ms: float

@@ -139,6 +139,13 @@ class PreparedProvider:
         goes to it as it came, and its answer comes back as it is."""
         return req.native is not None and req.api == self.dialect.speaks and not req.continuing
 
+    @property
+    def prefill(self) -> bool:
+        """Whether it continues a trailing assistant turn (a prefill) rather than answering it:
+        `assistant_prefill`, else what its format does (protocol §10, continuation)."""
+        own = self.spec.assistant_prefill
+        return self.dialect.prefill if own is None else own
+
     def headers_for(self, req: ChatRequest, stream: bool) -> dict[str, str]:
         """The request headers: the provider's own, plus the client's API headers
         (`native_headers`) when the request goes to it natively."""
@@ -179,7 +186,7 @@ class PreparedProvider:
             if not self.spec.stream_usage and "stream_options" in request:
                 request = {k: v for k, v in request.items() if k != "stream_options"}
             if req.continuing is not None:
-                request = continued(request, req.continuing, self.dialect.prefill)
+                request = continued(request, req.continuing, self.prefill, not self.dialect.prefill)
             body = self.dialect.body(request, model, stream, cap_field)
         if self.spec.extra_body:
             body = _merge(body, self.spec.extra_body)

@@ -179,13 +179,14 @@ class Walk:
 @dataclass(frozen=True, slots=True)
 class Policy:
     """What a request's route (or the config, for requests on no named route) says about
-    failures: blocked content, cut streams, silent streams and hedging (protocol §4.3, §5.1,
-    §10)."""
+    failures: blocked content, cut and stalled streams, silent streams and hedging (protocol
+    §4.3, §5.1, §10)."""
 
     stop_on_blocked: bool = True  # `on_content_blocked: stop`
     continue_on_cut: bool = False
     first_token_ms: float | None = None
     hedge_after_ms: float | None = None
+    stall_ms: float | None = None
 
 
 @dataclass(slots=True)

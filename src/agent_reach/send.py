@@ -22,7 +22,7 @@ from .dialects.framing import framer
 from .outcomes import Outcome, classify, filtered, mismatch
 from .prepared import PreparedProvider
 from .request import ChatRequest
-from .stream import STREAM_FAILURES, LiveStream
+from .stream import STREAM_FAILURES, LiveStream, Stalled
 from .trace import Reason
 from .transport import CLIENT_ERRORS, kind_of, past_deadline, timeouts, transport_failure, whole
 
@@ -191,6 +191,8 @@ def stream_failure(
         return classify(status=status, error=exc.info, now=now)
     if isinstance(exc, Mismatch):
         return mismatch(str(exc), status)
+    if isinstance(exc, Stalled):
+        return Outcome(Reason.TIMEOUT, status, str(exc))
     if limit is None:
         kind, text = kind_of(exc)
         return classify(transport=kind, transport_detail=text)

@@ -44,6 +44,7 @@ class Entry:
     # The published output cap and context window of models it names (sources in
     # docs/providers.md): model → {max_output_tokens, context_window}.
     limits: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    assistant_prefill: bool | None = None  # None: the format's default (protocol §2.3)
     local: bool = False  # a server on this machine
     notes: str = ""
 
@@ -78,6 +79,8 @@ class Entry:
             out["models"] = list(self.models)
         if self.limits:
             out["model_limits"] = {m: dict(v) for m, v in self.limits.items()}
+        if self.assistant_prefill is not None:
+            out["assistant_prefill"] = self.assistant_prefill
         out.update(overrides)
         return out
 
@@ -172,6 +175,8 @@ def _check(entry: Entry, where: str) -> None:
             ok = value is None or isinstance(value, str)
         elif f.name == "limits":
             ok = _limits_ok(value, entry.models)
+        elif f.name == "assistant_prefill":
+            ok = value is None or isinstance(value, bool)
         else:
             ok = isinstance(value, str)
         if not ok:

@@ -41,6 +41,7 @@ class RouteConfig(Section):
     providers: list[Name] = Field(min_length=1)
     hedge_after_ms: Ms | None = None
     first_token_ms: Ms | None = None
+    stall_ms: Ms | None = None
     on_content_blocked: OnBlocked | None = None
     continue_on_cut: bool | None = None
 
@@ -244,7 +245,9 @@ class Config(Section):
         for name, route in self.routes.items():
             blocked = route.on_content_blocked or self.on_content_blocked
             cut = self.continue_on_cut if route.continue_on_cut is None else route.continue_on_cut
-            out[name] = Policy(blocked == "stop", cut, route.first_token_ms, route.hedge_after_ms)
+            out[name] = Policy(
+                blocked == "stop", cut, route.first_token_ms, route.hedge_after_ms, route.stall_ms
+            )
         return out
 
     def hook(self, provider: str, field: str) -> Any:

@@ -95,6 +95,8 @@ class Provider(Section):
     retries: Annotated[int, Field(ge=0, le=10)] = 0
     hedge_after_ms: Ms | None = None
     first_token_ms: Ms | None = None  # no content this long after sending: fail over
+    stall_ms: Ms | None = None  # no line this long after the first content: a cut
+    assistant_prefill: bool | None = None  # continues a trailing assistant turn (None: format's)
     context_window: Tokens | None = None  # input tokens it accepts
     max_output_tokens: Tokens | None = None  # a request's output cap is clamped to this
     model_limits: dict[str, Limits] = {}  # by the model it is asked for, over the two above

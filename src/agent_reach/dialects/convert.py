@@ -274,13 +274,25 @@ CONTINUE = (
 )
 
 
-def continued(request: dict[str, Any], partial: str, prefill: bool) -> dict[str, Any]:
+def continued(
+    request: dict[str, Any], partial: str, prefill: bool, mark: bool = False
+) -> dict[str, Any]:
     """`request` asking for the rest of an answer cut after `partial` (protocol §10, continuation):
-    the partial answer as the last assistant message, which a format that takes a prefill
-    continues; for the others, followed by an explicit instruction to continue."""
-    messages = [*request.get("messages", ()), {"role": "assistant", "content": partial}]
-    if not prefill:
-        messages.append({"role": "user", "content": CONTINUE})
+    for a provider that takes a prefill, the partial answer as the last assistant message, less
+    its trailing whitespace (Anthropic refuses a prefill ending in it), `mark`ed `prefix: true`
+    where the format needs it said (DeepSeek's prefix completion, Mistral's); for the others,
+    the partial answer followed by an explicit instruction to continue."""
+    messages = [*request.get("messages", ())]
+    if prefill:
+        turn: dict[str, Any] = {"role": "assistant", "content": partial.rstrip()}
+        if mark:
+            turn["prefix"] = True
+        messages.append(turn)
+    else:
+        messages += [
+            {"role": "assistant", "content": partial},
+            {"role": "user", "content": CONTINUE},
+        ]
     return {**request, "messages": messages}
 
 

@@ -43,7 +43,7 @@ async def _stream(proxy: Proxy, request: web.Request, req: ChatRequest) -> web.S
                 await resp.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
         except StreamInterrupted as exc:
             attempts = [a.to_dict() for a in exc.attempts]
-            reason = str(exc.attempts[-1].reason)
+            reason = str(exc.cut.reason)
             body = completion.error(str(exc), "stream_interrupted", reason, attempts=attempts)
             await resp.write(b"data: " + orjson.dumps(body) + b"\n\n")
         else:
