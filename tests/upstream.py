@@ -219,6 +219,7 @@ class Upstream:
     switch: str = "ok"  # what the `switch` scenario does: the name of another scenario
     cancelled: list[str] = field(default_factory=list)  # requests whose client went away
     firehose_bytes: int = 0  # content the `firehose` scenario got written
+    cached: list[bytes] = field(default_factory=list)  # the bodies the `caching` scenario saw
 
     def url(self, scenario: str, kind: str = "openai") -> str:
         tail = {
@@ -246,6 +247,7 @@ class Upstream:
         self.received.clear()
         self.health_hits.clear()
         self.cancelled.clear()
+        self.cached.clear()
         self.switch = "ok"
 
     # -- handlers ----------------------------------------------------------------------------
@@ -565,6 +567,45 @@ class Upstream:
         await resp.write(sse(b"[DONE]"))
         return resp
 
+    async def s_caching(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A provider that caches prompts by byte prefix, as DeepSeek and Kimi do: a request's
+        input is a token per 4 bytes of its body, and the longest prefix it shares with a body
+        seen before counts as cached, reported in DeepSeek's words. It asks for a tool call
+        until the conversation has 9 messages, then answers with a text."""
+        raw = await request.read()
+        hit = max((_shared(raw, seen) for seen in self.cached), default=0) // 4
+        self.cached.append(raw)
+        prompt = len(raw) // 4
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": 12,
+            "total_tokens": prompt + 12,
+            "prompt_cache_hit_tokens": hit,
+            "prompt_cache_miss_tokens": prompt - hit,
+        }
+        turn = len(body.get("messages") or [])
+        message: dict[str, Any] = {"role": "assistant", "content": f"Step {turn}."}
+        if turn < 9:
+            args = orjson.dumps({"command": f"ls {turn}"}).decode()
+            function = {"name": "Bash", "arguments": args}
+            message["tool_calls"] = [
+                {"id": f"call_{turn}", "type": "function", "function": function}
+            ]
+        if stream:
+            delta = {k: v for k, v in message.items() if k != "tool_calls"}
+            pieces = [{**chunk(), "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}]
+            if "tool_calls" in message:
+                pieces.append(tool_chunk([{"index": 0, **message["tool_calls"][0]}]))
+            pieces.append(chunk(finish="tool_calls" if "tool_calls" in message else "stop"))
+            if (body.get("stream_options") or {}).get("include_usage"):
+                pieces.append({**chunk(), "choices": [], "usage": usage})
+            return await self._stream_chunks(request, pieces)
+        answer = completion("", body.get("model") or "gpt-test")
+        answer["choices"][0]["message"] = message
+        answer["choices"][0]["finish_reason"] = "tool_calls" if turn < 9 else "stop"
+        answer["usage"] = usage
+        return web.json_response(answer)
+
     async def s_toolcall(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """An agent's model: asks to run a shell command with the first shell-like tool it is
         offered, then, given the command's output, answers with a text that quotes it."""
@@ -731,6 +772,12 @@ class Upstream:
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(10)
+
+
+def _shared(a: bytes, b: bytes) -> int:
+    """How many bytes `a` and `b` share from the start."""
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
 
 
 def proxy_config(providers: list[dict[str, Any]], **top: Any) -> dict[str, Any]:

@@ -88,6 +88,7 @@ from .convert import (
     text_of,
     tool_call,
     tool_choice_of,
+    turns_last,
 )
 
 VERSION = "2023-06-01"
@@ -188,6 +189,14 @@ def _tool_choice(request: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
+# Messages usage's cache counts → chat usage's `prompt_tokens_details` (`cache_write_tokens` is
+# the Responses API's name; chat has none of its own).
+_CACHE_FIELDS = {
+    "cache_read_input_tokens": "cached_tokens",
+    "cache_creation_input_tokens": "cache_write_tokens",
+}
+
+
 def _usage(value: Any) -> dict[str, Any] | None:
     """Anthropic usage: `input_tokens` leaves out cached tokens, which OpenAI counts."""
     if not isinstance(value, dict):
@@ -200,9 +209,13 @@ def _usage(value: Any) -> dict[str, Any] | None:
     out: dict[str, Any] | None = completion.usage(
         sum(inputs) if inputs else None, value.get("output_tokens")
     )
-    cached = value.get("cache_read_input_tokens")
-    if out is not None and isinstance(cached, int) and cached:
-        out["prompt_tokens_details"] = {"cached_tokens": cached}
+    details = {
+        chat: value[key]
+        for key, chat in _CACHE_FIELDS.items()
+        if isinstance(value.get(key), int) and value[key]
+    }
+    if out is not None and details:
+        out["prompt_tokens_details"] = details
     return out
 
 
@@ -258,7 +271,7 @@ class Anthropic(Dialect):
                 body["tool_choice"] = choice
         if isinstance(request.get("user"), str):
             body["metadata"] = {"user_id": request["user"]}
-        return body
+        return turns_last(body)
 
     def native_body(self, request: dict[str, Any], model: str, stream: bool) -> dict[str, Any]:
         """The Messages request as it came, except thinking blocks without a signature: those
@@ -716,19 +729,22 @@ def stop_reason(finish: Any, tool_calls: bool) -> str:
 
 
 def message_usage(value: Any) -> dict[str, int]:
-    """Chat usage as Messages usage: cached prompt tokens are not `input_tokens` there."""
+    """Chat usage as Messages usage: prompt tokens read from or written to the cache are not
+    `input_tokens` there but `cache_read_input_tokens` and `cache_creation_input_tokens`."""
     usage = value if isinstance(value, dict) else {}
     prompt = usage.get("prompt_tokens")
     output = usage.get("completion_tokens")
-    cached = object_at(usage, "prompt_tokens_details").get("cached_tokens")
-    cached = cached if isinstance(cached, int) and cached > 0 else 0
+    details = object_at(usage, "prompt_tokens_details")
+    cache = {
+        key: n
+        for key, chat in _CACHE_FIELDS.items()
+        if isinstance(n := details.get(chat), int) and n > 0
+    }
     out = {
-        "input_tokens": max((prompt if isinstance(prompt, int) else 0) - cached, 0),
+        "input_tokens": max((prompt if isinstance(prompt, int) else 0) - sum(cache.values()), 0),
         "output_tokens": output if isinstance(output, int) else 0,
     }
-    if cached:
-        out["cache_read_input_tokens"] = cached
-    return out
+    return out | cache
 
 
 def _message_id() -> str:

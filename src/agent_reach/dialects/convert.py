@@ -43,6 +43,15 @@ def put_max_tokens(
         target[field] = cap
 
 
+def turns_last(body: dict[str, Any], key: str = "messages") -> dict[str, Any]:
+    """`body` with its conversation (`key`) as the last field: what stays the same from turn to
+    turn (model, system prompt, tools, settings) comes first, so one more turn only appends to
+    the bytes a provider cached (protocol §10.1, cache-stable translation)."""
+    if key in body:
+        body[key] = body.pop(key)
+    return body
+
+
 def text_of(content: Any) -> str | None:
     """Message content as text: a string as is, a list of parts joined by their text (parts
     without a `type`, as DashScope's `[{"text": …}]`, count as text)."""
