@@ -759,8 +759,36 @@ def test_native_body_keeps_all_but_unsigned_thinking() -> None:
     rest = {k: v for k, v in request.items() if k not in ("agent_reach", "messages", "model")}
     assert {k: v for k, v in body.items() if k not in ("messages", "model")} == rest
     assert body["model"] == "claude-x"
-    plain = {**CLAUDE_CODE_REQUEST, "stream": False}
+    turns = [m for m in CLAUDE_CODE_REQUEST["messages"] if m["role"] != "system"]
+    plain = {**CLAUDE_CODE_REQUEST, "stream": False, "messages": turns}
     assert DIALECT.native_body(plain, "", False) == plain
+
+
+def test_native_body_folds_system_turns_and_leaves_out_a_refused_user_id() -> None:
+    """Claude Code's `system` turns inside `messages` go to the end of the top-level `system`
+    (Anthropic and vLLM refuse them); its JSON `metadata.user_id` goes to Anthropic only, as
+    DeepSeek's endpoint refuses anything but `[A-Za-z0-9_-]+` (issue 19, item 7)."""
+    compatible = get("anthropic").for_endpoint("https://api.deepseek.com/anthropic/v1/messages")
+    official = get("anthropic").for_endpoint("https://api.anthropic.com/v1/messages")
+    for dialect in (compatible, official):
+        body = dialect.native_body(CLAUDE_CODE_REQUEST, "m", True)
+        assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+        assert body["system"] == [
+            *CLAUDE_CODE_REQUEST["system"],
+            {"type": "text", "text": "Available agent types: …"},
+        ]
+    assert official.native_body(CLAUDE_CODE_REQUEST, "m", True)["metadata"] == {
+        "user_id": '{"device_id":"8c08","session_id":"a1dc"}'
+    }
+    assert official.left_out(CLAUDE_CODE_REQUEST) == ()
+    assert "metadata" not in compatible.native_body(CLAUDE_CODE_REQUEST, "m", True)
+    assert compatible.left_out(CLAUDE_CODE_REQUEST) == ("metadata.user_id",)
+    fine = {**CLAUDE_CODE_REQUEST, "metadata": {"user_id": "user_8c08-a1dc"}}
+    assert compatible.native_body(fine, "m", True)["metadata"] == fine["metadata"]
+    # the same rule when a chat request becomes a Messages one
+    chat = {"messages": [{"role": "user", "content": "hi"}], "user": '{"a":1}'}
+    assert "metadata" not in compatible.body(chat, "m", False, "max_tokens")
+    assert official.body(chat, "m", False, "max_tokens")["metadata"] == {"user_id": '{"a":1}'}
 
 
 def test_rendered_message_and_stream_validate_against_the_sdk() -> None:

@@ -20,7 +20,7 @@ from .hooks import Hook, HookError
 from .outcomes import OK, ErrorInfo, Outcome, classify, filtered, mismatch
 from .quota import Budget
 from .request import ChatRequest
-from .routing import Health
+from .routing import Health, Patterns
 from .trace import Reason
 
 REDACTED = "***"
@@ -49,6 +49,8 @@ class PreparedProvider:
     # endpoint and key; budget counters by name and key. Fingerprints only, never the key.
     state_key: str = ""
     quota_key: str = ""
+    model_map: Patterns[str] = field(default_factory=lambda: Patterns({}))
+    no_tool_choice: Patterns[bool] = field(default_factory=lambda: Patterns({}))
 
     @classmethod
     def prepare(
@@ -87,6 +89,8 @@ class PreparedProvider:
             needs_model=postprocess is None and dialect.needs_model(spec.endpoint),
             state_key=identity.state_key(spec.name, spec.endpoint, key),
             quota_key=identity.quota_key(spec.name, key),
+            model_map=Patterns.of(spec.model_map),
+            no_tool_choice=Patterns.of(dict.fromkeys(spec.drop_tool_choice or (), True)),
         )
 
     @property
@@ -100,13 +104,13 @@ class PreparedProvider:
     # -- the request -----------------------------------------------------------------------
 
     def model_for(self, requested: str | None) -> str:
-        """The model name this provider is asked for (protocol §3): `model_map` (its `"*"` key
-        for any model the map does not name), else as requested; with no model requested,
-        the first of its `models`, else its `"*"` mapping, else "" (no model in the body)."""
-        mapping = self.spec.model_map
+        """The model name this provider is asked for (protocol §3): `model_map` (a key with
+        `*` wildcards for the models it matches, `"*"` for any model the map does not name),
+        else as requested; with no model requested, the first of its `models`, else its `"*"`
+        mapping, else "" (no model in the body)."""
         if requested:
-            return mapping.get(requested) or mapping.get("*") or requested
-        return self.spec.models[0] if self.spec.models else mapping.get("*", "")
+            return self.model_map.get(requested) or requested
+        return self.spec.models[0] if self.spec.models else self.spec.model_map.get("*", "")
 
     def serves(self, requested: str | None) -> bool:
         """Whether a request for `requested` may go to this provider (its `models`). A request
@@ -149,13 +153,30 @@ class PreparedProvider:
             body = self.dialect.native_body(req.native, model, stream)
         else:
             cap_field = self.spec.max_tokens_field or "max_tokens"
-            request = req.body
+            request = req.marked if req.marked is not None and self.spec.cache_control else req.body
             if req.continuing is not None:
                 request = continued(request, req.continuing, self.dialect.prefill)
             body = self.dialect.body(request, model, stream, cap_field)
+        if "tool_choice" in body and self.no_tool_choice.get(model):
+            del body["tool_choice"]
         if self.spec.extra_body:
             body = _merge(body, self.spec.extra_body)
         return orjson.dumps(body)
+
+    def dropped(self, req: ChatRequest, translated: tuple[str, ...]) -> tuple[str, ...]:
+        """What this provider is not sent of a request from a client of another API, whose
+        translation to chat leaves out `translated` (for `X-Agent-Reach-Dropped`): those,
+        unless the request goes natively or `cache_control` goes with its marks; what its
+        native body leaves out; a `tool_choice` its model refuses (`drop_tool_choice`)."""
+        if self.speaks(req):
+            names = list(self.dialect.left_out(req.native or {}))
+        else:
+            marked = req.marked is not None and self.spec.cache_control
+            names = [n for n in translated if not (marked and n == "cache_control")]
+        sent = req.native if self.speaks(req) else req.body
+        if "tool_choice" in (sent or {}) and self.no_tool_choice.get(self.model_for(req.model)):
+            names.append("tool_choice")
+        return tuple(names)
 
     def context(self, model: str, created: int) -> Context:
         return Context(model, created, self.shape)

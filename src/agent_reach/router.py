@@ -105,6 +105,13 @@ class Router:
         """Provider `name`'s health URL (resolved against its endpoint), or None."""
         return self.engine.prepared[name].health_url
 
+    def dropped(
+        self, provider: str, req: ChatRequest, translated: tuple[str, ...]
+    ) -> tuple[str, ...]:
+        """What provider `provider` was not sent of `req`, whose translation from the client's
+        API left out `translated` (protocol §10.1, `X-Agent-Reach-Dropped`)."""
+        return self.engine.prepared[provider].dropped(req, translated)
+
     @property
     def store(self) -> StateStore:
         """The state store (circuits, budgets, health, stored responses, the attempt log)."""

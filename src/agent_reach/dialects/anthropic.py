@@ -37,6 +37,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from .. import completion
 from ..checks import (
@@ -176,6 +177,29 @@ def _without_unsigned(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "content": [b for b in message["content"] if not _is_unsigned(b)]}
 
 
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, dict) else None
+
+
+def _fold_system(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` with the text of its `system` turns appended to its top-level `system`."""
+    system = body.get("system")
+    blocks: list[Any] = list(system) if isinstance(system, list) else []
+    if isinstance(system, str) and system:
+        blocks.append({"type": "text", "text": system})
+    turns = []
+    for m in body["messages"]:
+        if _role(m) != "system":
+            turns.append(m)
+            continue
+        content = m.get("content")
+        if isinstance(content, str):
+            blocks.append({"type": "text", "text": content})
+        elif isinstance(content, list):
+            blocks += [b for b in content if isinstance(b, dict) and b.get("type") == "text"]
+    return {**body, "system": blocks, "messages": turns}
+
+
 def _tool_choice(request: dict[str, Any]) -> dict[str, Any] | None:
     choice = tool_choice_of(request)
     out: dict[str, Any] | None = None
@@ -220,7 +244,9 @@ def _usage(value: Any) -> dict[str, Any] | None:
 
 
 class Anthropic(Dialect):
-    """Anthropic's Messages format."""
+    """Anthropic's Messages format: Anthropic's own endpoint (`official`), or one of the
+    compatible endpoints (DeepSeek, Kimi, Z.ai, …), which refuse a `metadata.user_id` such as
+    Claude Code's (`for_endpoint`)."""
 
     name = "anthropic"
     auth_header = "x-api-key"
@@ -229,8 +255,23 @@ class Anthropic(Dialect):
     speaks = "messages"
     prefill = True
 
+    def __init__(self, official: bool = True) -> None:
+        self.official = official
+
+    def for_endpoint(self, endpoint: str) -> Dialect:
+        return DIALECT if urlsplit(endpoint).hostname == "api.anthropic.com" else COMPATIBLE
+
     def headers(self) -> dict[str, str]:
         return {"anthropic-version": VERSION}
+
+    def takes_user_id(self, user_id: Any) -> bool:
+        """Whether `metadata.user_id` may be sent: to Anthropic, any; elsewhere only one of
+        the characters DeepSeek's endpoint allows (Claude Code's JSON is refused)."""
+        return isinstance(user_id, str) and (self.official or bool(_USER_ID.fullmatch(user_id)))
+
+    def left_out(self, request: dict[str, Any]) -> tuple[str, ...]:
+        user_id = object_at(request, "metadata").get("user_id")
+        return () if user_id is None or self.takes_user_id(user_id) else ("metadata.user_id",)
 
     def body(
         self, request: dict[str, Any], model: str, stream: bool, max_tokens_field: str
@@ -269,18 +310,27 @@ class Anthropic(Dialect):
             choice = _tool_choice(request)
             if choice:
                 body["tool_choice"] = choice
-        if isinstance(request.get("user"), str):
+        if self.takes_user_id(request.get("user")):
             body["metadata"] = {"user_id": request["user"]}
         return turns_last(body)
 
     def native_body(self, request: dict[str, Any], model: str, stream: bool) -> dict[str, Any]:
-        """The Messages request as it came, except thinking blocks without a signature: those
-        are a chat provider's reasoning that `message_of` rendered, which Anthropic would
-        refuse as forged."""
+        """The Messages request as it came, except: thinking blocks without a signature (a
+        chat provider's reasoning that `message_of` rendered, which Anthropic would refuse as
+        forged) are left out; `system` turns inside `messages` (Claude Code's) go to the end of
+        the top-level `system`, as Anthropic and vLLM take only user and assistant turns; a
+        `metadata.user_id` the endpoint refuses is left out (`left_out`)."""
         body = super().native_body(request, model, stream)
         messages = body.get("messages")
         if isinstance(messages, list) and any(_unsigned(m) for m in messages):
             body["messages"] = [_without_unsigned(m) if _unsigned(m) else m for m in messages]
+        if isinstance(messages, list) and any(_role(m) == "system" for m in messages):
+            body = _fold_system(body)
+        if self.left_out(body):
+            metadata = {k: v for k, v in body["metadata"].items() if k != "user_id"}
+            body["metadata"] = metadata
+            if not metadata:
+                del body["metadata"]
         return body
 
     def error_of(self, body: Any) -> ErrorInfo | None:
@@ -406,6 +456,7 @@ class AnthropicDecoder(Decoder):
 
 
 DIALECT = Anthropic()
+COMPATIBLE = Anthropic(official=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -526,6 +577,7 @@ _STOP_REASON = {
     "content_filter": "refusal",
 }
 _UNSAFE_ID = re.compile(r"[^A-Za-z0-9_-]")
+_USER_ID = re.compile(r"[A-Za-z0-9_-]+")  # what DeepSeek's Anthropic endpoint allows
 _JOIN = "\n\n"  # text blocks of one turn become one chat text, as paragraphs
 ATTACHMENT_TOKENS = 1600  # count_tokens' estimate for an image or document
 MESSAGE_TOKENS = 3  # count_tokens' estimate of one message's framing
@@ -539,21 +591,7 @@ def read_request(request: Any) -> Inbound:
     tool_result parts as `tool_result:<what>`."""
     messages = _checked(request, ("messages", "max_tokens"))
     dropped: dict[str, None] = dict.fromkeys(k for k in request if k not in _READ)
-    chat: list[dict[str, Any]] = []
-    system = _system(request.get("system"), dropped)
-    if system:
-        chat.append({"role": "system", "content": system})
-    for m in messages:
-        content = m["content"]
-        if isinstance(content, str):
-            chat.append({"role": m["role"], "content": content})
-        elif m["role"] == "system":  # mid-conversation: kept in place (a cached prefix stays)
-            chat.append({"role": "system", "content": _texts(content, dropped)})
-        elif m["role"] == "assistant":
-            chat.append(_assistant(content, dropped))
-        else:
-            chat.extend(_user(content, dropped))
-    body: dict[str, Any] = {"messages": chat}
+    body: dict[str, Any] = {"messages": _conversation(request, messages, dropped, False)}
     for key in ("model", "max_tokens", "temperature", "top_p", "agent_reach"):
         if request.get(key) is not None:
             body[key] = request[key]
@@ -571,7 +609,32 @@ def read_request(request: Any) -> Inbound:
     if object_at(request, "thinking").get("type", "disabled") != "disabled":
         dropped["thinking"] = None
     _tools(request, body, dropped)
-    return Inbound(body, tuple(dropped))
+    marked = None
+    if "cache_control" in dropped:
+        marked = {**body, "messages": _conversation(request, messages, {}, True)}
+    return Inbound(body, tuple(dropped), marked)
+
+
+def _conversation(
+    request: dict[str, Any], messages: list[dict[str, Any]], dropped: dict[str, None], marks: bool
+) -> list[dict[str, Any]]:
+    """The system prompt and turns as chat messages; with `marks`, text keeps the client's
+    `cache_control` (as text parts), for a provider that takes it."""
+    chat: list[dict[str, Any]] = []
+    system = _system(request.get("system"), dropped, marks)
+    if system:
+        chat.append({"role": "system", "content": system})
+    for m in messages:
+        content = m["content"]
+        if isinstance(content, str):
+            chat.append({"role": m["role"], "content": content})
+        elif m["role"] == "system":  # mid-conversation: kept in place (a cached prefix stays)
+            chat.append({"role": "system", "content": _texts(content, dropped, "", marks)})
+        elif m["role"] == "assistant":
+            chat.append(_assistant(content, dropped, marks))
+        else:
+            chat.extend(_user(content, dropped, marks))
+    return chat
 
 
 def _checked(request: Any, required: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -587,22 +650,37 @@ def _checked(request: Any, required: tuple[str, ...]) -> list[dict[str, Any]]:
     return messages
 
 
-def _texts(blocks: list[Any], dropped: dict[str, None], where: str = "") -> str:
-    """The text of `text` blocks joined; other blocks named in `dropped` (with `where`)."""
-    texts = []
+def _part(block: dict[str, Any], marks: bool) -> dict[str, Any]:
+    """A text block as a chat text part, with its `cache_control` when `marks`."""
+    part = {"type": "text", "text": str(block.get("text", ""))}
+    if marks and "cache_control" in block:
+        part["cache_control"] = block["cache_control"]
+    return part
+
+
+def _plain(parts: list[dict[str, Any]]) -> bool:
+    return all(p["type"] == "text" and "cache_control" not in p for p in parts)
+
+
+def _texts(
+    blocks: list[Any], dropped: dict[str, None], where: str = "", marks: bool = False
+) -> str | list[dict[str, Any]]:
+    """The text of `text` blocks joined (as parts when `marks` keeps a `cache_control`);
+    other blocks named in `dropped` (with `where`)."""
+    parts = []
     for b in blocks:
         if not isinstance(b, dict):
             continue
         if "cache_control" in b:
             dropped["cache_control"] = None
         if b.get("type") == "text":
-            texts.append(str(b.get("text", "")))
+            parts.append(_part(b, marks))
         else:
             dropped[f"{where}{b.get('type')}"] = None
-    return _JOIN.join(texts)
+    return _JOIN.join(p["text"] for p in parts) if _plain(parts) else parts
 
 
-def _system(system: Any, dropped: dict[str, None]) -> str:
+def _system(system: Any, dropped: dict[str, None], marks: bool) -> str | list[dict[str, Any]]:
     """The system prompt as one text, without Claude Code's billing line (meant for
     Anthropic, noise to any other model)."""
     if isinstance(system, list):
@@ -611,7 +689,7 @@ def _system(system: Any, dropped: dict[str, None]) -> str:
             for b in system
             if not (isinstance(b, dict) and str(b.get("text", "")).startswith(_BILLING))
         ]
-        return _texts(blocks, dropped)
+        return _texts(blocks, dropped, "", marks)
     return system or ""
 
 
@@ -623,7 +701,9 @@ def _image_url(block: dict[str, Any]) -> str | None:
     return url if source.get("type") == "url" and isinstance(url, str) else None
 
 
-def _user(blocks: list[dict[str, Any]], dropped: dict[str, None]) -> list[dict[str, Any]]:
+def _user(
+    blocks: list[dict[str, Any]], dropped: dict[str, None], marks: bool
+) -> list[dict[str, Any]]:
     """A user turn: its tool results first (chat wants them right after the calls), then
     one user message with the rest."""
     out: list[dict[str, Any]] = []
@@ -634,42 +714,46 @@ def _user(blocks: list[dict[str, Any]], dropped: dict[str, None]) -> list[dict[s
         kind = b["type"]
         if kind == "tool_result":
             result = b.get("content")
-            text = result if isinstance(result, str) else ""
+            text: str | list[dict[str, Any]] = result if isinstance(result, str) else ""
             if isinstance(result, list):
-                text = _texts(result, dropped, "tool_result:")
+                text = _texts(result, dropped, "tool_result:", marks)
+            if marks and "cache_control" in b and isinstance(text, str):
+                text = [_part({"text": text, "cache_control": b["cache_control"]}, marks)]
             if b.get("is_error"):
                 dropped["tool_result:is_error"] = None
             out.append(
                 {"role": "tool", "tool_call_id": str(b.get("tool_use_id") or ""), "content": text}
             )
         elif kind == "text":
-            parts.append({"type": "text", "text": str(b.get("text", ""))})
+            parts.append(_part(b, marks))
         elif kind == "image" and (url := _image_url(b)):
             parts.append({"type": "image_url", "image_url": {"url": url}})
         else:
             dropped[kind] = None
     if parts or not out:  # a turn of dropped blocks only stays a turn: the roles still alternate
-        plain = all(p["type"] == "text" for p in parts)
-        content: Any = _JOIN.join(p["text"] for p in parts) if plain else parts
+        content: Any = _JOIN.join(p["text"] for p in parts) if _plain(parts) else parts
         out.append({"role": "user", "content": content})
     return out
 
 
-def _assistant(blocks: list[dict[str, Any]], dropped: dict[str, None]) -> dict[str, Any]:
-    texts, calls = [], []
+def _assistant(
+    blocks: list[dict[str, Any]], dropped: dict[str, None], marks: bool
+) -> dict[str, Any]:
+    parts, calls = [], []
     for b in blocks:
         if "cache_control" in b:
             dropped["cache_control"] = None
         kind = b["type"]
         if kind == "text":
-            texts.append(str(b.get("text", "")))
+            parts.append(_part(b, marks))
         elif kind == "tool_use":
             calls.append(tool_call(str(b.get("id") or ""), str(b.get("name", "")), b.get("input")))
         else:
             dropped[kind] = None  # thinking, redacted_thinking, server tool blocks, …
+    content: Any = _JOIN.join(p["text"] for p in parts) if _plain(parts) else parts
     message: dict[str, Any] = {
         "role": "assistant",
-        "content": _JOIN.join(texts) if texts else None if calls else "",
+        "content": content if parts else None if calls else "",
     }
     if calls:
         message["tool_calls"] = calls

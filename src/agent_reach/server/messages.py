@@ -45,6 +45,7 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
         api="messages",
         native=body,
         native_headers={"anthropic-beta": beta} if beta else None,
+        marked=inbound.marked,
         raw_response=False,  # a Messages client always gets a Messages body
     )
     if req.stream:
@@ -54,9 +55,9 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     headers = trace_headers(result.provider, result.trace)
+    headers |= dropped_header(proxy.router.dropped(result.provider, req, inbound.dropped))
     if result.native:
         return json_response(result.response, headers)
-    headers |= dropped_header(inbound.dropped)
     return json_response(anthropic.message_of(result.response), headers)
 
 
@@ -75,8 +76,7 @@ async def _stream(
         return all_failed(request.path, exc)
     try:
         headers = trace_headers(stream.provider, stream.trace)
-        if not stream.native:
-            headers |= dropped_header(inbound.dropped)
+        headers |= dropped_header(proxy.router.dropped(stream.provider, req, inbound.dropped))
         resp = web.StreamResponse(headers={**SSE_HEADERS, **headers})
         await resp.prepare(request)
         try:
