@@ -21,6 +21,7 @@ from agent_reach.prepared import PreparedProvider
 from agent_reach.request import ChatRequest
 
 MODEL = "claude-sonnet-4-5"
+MARK = {"type": "ephemeral"}
 
 
 @dataclass(frozen=True)
@@ -73,10 +74,15 @@ def as_messages(c: Conversation) -> dict[str, Any]:
         if t.user or not user:
             user.append({"type": "text", "text": t.user or "go on"})
         messages.append({"role": "user", "content": user})
+    # Claude Code marks the newest block for caching: the mark moves every turn.
+    last = messages[-1]["content"]
+    if isinstance(last, str):
+        last = [{"type": "text", "text": last}]
+    messages[-1] = {**messages[-1], "content": [*last[:-1], {**last[-1], "cache_control": MARK}]}
     return {
         "model": MODEL,
         "max_tokens": 32000,
-        "system": [{"type": "text", "text": c.system}],
+        "system": [{"type": "text", "text": c.system, "cache_control": MARK}],
         "messages": messages,
         "tools": [
             {"name": n, "description": f"The {n} tool", "input_schema": _schema(n)} for n in c.tools

@@ -1171,3 +1171,46 @@ messages_requests = st.fixed_dictionaries(
 @given(request=messages_requests)
 def test_what_the_messages_checks_accept_the_chat_checks_accept(request: dict[str, Any]) -> None:
     ChatRequest.parse(read_request(request).body)
+
+
+def test_cache_control_marks_of_a_chat_request_reach_anthropic() -> None:
+    """A chat client's `cache_control` marks (the OpenRouter/DashScope convention) become the
+    Messages blocks' marks: system, text, image and tool result (issue 19, item 5)."""
+    mark = {"type": "ephemeral"}
+    image = {"type": "image_url", "image_url": {"url": "https://x.example/a.png"}}
+    request = {
+        "messages": [
+            {
+                "role": "system",
+                "content": [{"type": "text", "text": "Be brief.", "cache_control": mark}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "q"}, {**image, "cache_control": mark}],
+            },
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [completion_call("c1", "f", "{}")],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "c1",
+                "content": [{"type": "text", "text": "r", "cache_control": mark}],
+            },
+        ]
+    }
+    body = DIALECT.body(request, "m", False, "max_tokens")
+    assert body["system"] == [{"type": "text", "text": "Be brief.", "cache_control": mark}]
+    first, _, last = body["messages"]
+    assert first["content"][0] == {"type": "text", "text": "q"}
+    assert first["content"][1]["cache_control"] == mark
+    assert last["content"][0]["cache_control"] == mark
+    plain = DIALECT.body(
+        {"messages": [{"role": "system", "content": "Be brief."}, HELLO["messages"][0]]},
+        "m",
+        False,
+        "max_tokens",
+    )
+    assert plain["system"] == "Be brief."
+    assert plain["messages"] == [{"role": "user", "content": "Hello"}]

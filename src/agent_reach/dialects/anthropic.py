@@ -73,15 +73,16 @@ from .base import (
 from .convert import (
     arguments_of,
     bounded,
+    cache_mark,
     content_at,
     data_url,
     functions_of,
     is_default_shape,
+    marked_parts,
     max_tokens_of,
     merge_turns,
     model_of,
     object_at,
-    parts_of,
     put_max_tokens,
     require_object,
     split_system,
@@ -112,17 +113,20 @@ _TOOL_CHOICE = {"auto": "auto", "required": "any", "none": "none", "function": "
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for kind, value in parts_of(content):
+    for kind, value, mark in marked_parts(content):
         if kind == "text":
-            out.append({"type": "text", "text": value})
-            continue
-        inline = data_url(value)
-        source: dict[str, str] = (
-            {"type": "base64", "media_type": inline[0], "data": inline[1]}
-            if inline
-            else {"type": "url", "url": value}
-        )
-        out.append({"type": "image", "source": source})
+            block: dict[str, Any] = {"type": "text", "text": value}
+        else:
+            inline = data_url(value)
+            source: dict[str, str] = (
+                {"type": "base64", "media_type": inline[0], "data": inline[1]}
+                if inline
+                else {"type": "url", "url": value}
+            )
+            block = {"type": "image", "source": source}
+        if mark is not None:
+            block["cache_control"] = mark
+        out.append(block)
     return out
 
 
@@ -135,6 +139,9 @@ def _turns(messages: list[dict[str, Any]]) -> Iterator[tuple[str, list[Any]]]:
                 "tool_use_id": str(m.get("tool_call_id") or ""),
                 "content": text_of(m.get("content")) or "",
             }
+            mark = cache_mark(m.get("content"))
+            if mark is not None:
+                result["cache_control"] = mark
             yield "user", [result]
         elif role == "assistant":
             blocks = _blocks(m.get("content"))
@@ -175,6 +182,18 @@ def _unsigned(message: Any) -> bool:
 
 def _without_unsigned(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "content": [b for b in message["content"] if not _is_unsigned(b)]}
+
+
+def _system_turns(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The system and developer messages of a chat request, marked for caching (newest first)."""
+    messages = request.get("messages")
+    for m in reversed(messages) if isinstance(messages, list) else ():
+        if _role(m) in ("system", "developer") and cache_mark(m.get("content")) is not None:
+            yield m
+
+
+def _marked(text: str, mark: Any) -> dict[str, Any]:
+    return {"type": "text", "text": text, "cache_control": mark}
 
 
 def _role(message: Any) -> Any:
@@ -287,7 +306,8 @@ class Anthropic(Dialect):
             body["model"] = model
         put_max_tokens(request, body, max_tokens_field, {"max_tokens": None})  # set above
         if system:
-            body["system"] = system
+            mark = next((cache_mark(m.get("content")) for m in _system_turns(request)), None)
+            body["system"] = system if mark is None else [_marked(system, mark)]
         for key in ("temperature", "top_p"):
             value = bounded(request.get(key), 0.0, 1.0)
             if value is not None:
