@@ -24,6 +24,7 @@ from agent_reach.dialects.anthropic import (
     message_of,
     read_request,
     stop_reason,
+    text_tokens,
     tool_use_id,
 )
 from agent_reach.request import ChatRequest
@@ -722,19 +723,24 @@ def test_count_tokens_estimate() -> None:
     def count(content: Any, **rest: Any) -> int:
         return estimate_tokens({"messages": [{"role": "user", "content": content}], **rest})
 
-    assert count("abcd" * 10) == 10 + MESSAGE_TOKENS
-    assert count("你好世界") == 4 + MESSAGE_TOKENS
+    assert text_tokens("Hello world") == pytest.approx(2 * 1.05)  # a word is a token
+    assert text_tokens("internationalization") == pytest.approx(1.05 + 0.2 * 14)
+    assert text_tokens("你好世界") == pytest.approx(4 * 0.7)
+    assert text_tokens("2026-12-01") == pytest.approx(8 * 0.7 + 2 * 0.4)
+    assert text_tokens("def f():\n    return 1") == pytest.approx(
+        1.05 + 1.05 + 3 * 0.4 + 1.35 + 1.05 + 0.9 + 0.7
+    )
+    assert count("Hello world") == 2 + MESSAGE_TOKENS
     image = {
         "type": "image",
         "source": {"type": "base64", "media_type": "image/png", "data": "A" * 9999},
     }
     assert count([image]) == ATTACHMENT_TOKENS + MESSAGE_TOKENS
-    assert count("abcd", system="abcdabcd") == 1 + 2 + MESSAGE_TOKENS
-    tool = {
-        "name": "abcd",
-        "input_schema": {"type": "object"},
-    }  # "name", "abcd", "input_schema" … count
-    assert count("abcd", tools=[tool]) > count("abcd")
+    assert count("Hello", system="Hello world") == 1 + 2 + MESSAGE_TOKENS
+    tool = {"name": "abcd", "input_schema": {"type": "object"}}  # counted as its JSON
+    assert count("abcd", tools=[tool]) == count("abcd") + round(
+        text_tokens(orjson.dumps(tool).decode())
+    )
     with pytest.raises(RequestError):
         estimate_tokens({"messages": "hi"})
 

