@@ -663,6 +663,20 @@ class Upstream:
         await resp.write(sse(b"[DONE]"))
         return resp
 
+    async def count_tokens(self, request: web.Request) -> web.StreamResponse:
+        """Messages' `count_tokens`: the `claude` scenario counts (a token per 4 bytes of the
+        body, plus 1000 to tell its count from an estimate); the others have none (404)."""
+        scenario = request.match_info["scenario"]
+        raw = await request.read()
+        self.received.append(
+            Received(scenario, request.path, dict(request.headers), orjson.loads(raw))
+        )
+        if scenario != "claude":
+            return web.json_response(
+                {"type": "error", "error": {"type": "not_found_error"}}, status=404
+            )
+        return web.json_response({"input_tokens": 1000 + len(raw) // 4})
+
     async def responses(self, request: web.Request) -> web.StreamResponse:
         """A provider that speaks the Responses API itself (`format: responses`)."""
         scenario = request.match_info["scenario"]
@@ -754,6 +768,7 @@ class Upstream:
         app.router.add_post("/s/{scenario}/api/chat", self.chat)
         app.router.add_post("/s/{scenario}/v1/responses", self.responses)
         app.router.add_post("/s/{scenario}/v1/messages", self.chat)
+        app.router.add_post("/s/{scenario}/v1/messages/count_tokens", self.count_tokens)
         return app
 
     def start(self) -> None:

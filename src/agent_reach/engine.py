@@ -33,7 +33,7 @@ from .outcomes import Outcome
 from .prepared import PreparedProvider
 from .request import ChatRequest
 from .routing import Expired, Pick, Run, Walk, attempt_order
-from .send import Target, Tried, fetch, open_stream, stream_failure
+from .send import Target, Tried, count_at, fetch, open_stream, stream_failure
 from .state import StateStore, open_store
 from .state.log import AttemptLog
 from .stream import ChatStream, LiveStream
@@ -131,6 +131,18 @@ class Engine:
             provider_route=req.provider_route,
             model=req.model,
         )
+
+    async def count_tokens(self, req: ChatRequest) -> tuple[str, int] | None:
+        """(provider, input tokens) of a request in a provider's own API, counted by the first
+        provider of its order that counts in that API (protocol §10.1 `count_tokens`), or None
+        when there is none or it gave no count. One try; no circuit, budget or event."""
+        for name in self.order(req):
+            prepared = self.prepared[name]
+            url = prepared.counts(req)
+            if url is not None:
+                counted = await count_at(self.session, prepared, req, url)
+                return None if counted is None else (name, counted)
+        return None
 
     # -- the three kinds of request ------------------------------------------------------------
 

@@ -178,6 +178,16 @@ class PreparedProvider:
             names.append("tool_choice")
         return tuple(names)
 
+    def counts(self, req: ChatRequest) -> str | None:
+        """Where this provider counts the tokens of `req`, a request in its own API (the
+        Messages `count_tokens` of a `format: anthropic` provider), if it can and is keyed."""
+        url = self.dialect.count_url(self.spec.endpoint) if self.speaks(req) else None
+        return None if url is None or self.missing_key or not self.serves(req.model) else url
+
+    def count_body(self, req: ChatRequest) -> bytes:
+        """The body that asks it to count `req`."""
+        return orjson.dumps(self.dialect.count_body(req.native or {}, self.model_for(req.model)))
+
     def context(self, model: str, created: int) -> Context:
         return Context(model, created, self.shape)
 

@@ -191,6 +191,11 @@ class Router:
         """`open_stream` for a request already parsed."""
         return await self.engine.stream(req)
 
+    async def count_tokens(self, req: ChatRequest) -> tuple[str, int] | None:
+        """(provider, input tokens) of `req` as the first provider of its route that speaks its
+        API counts them (a Messages `count_tokens`), or None: the caller estimates."""
+        return await self.engine.count_tokens(req)
+
     async def step(self, req: ChatRequest, provider: str) -> tuple[Attempt, dict[str, Any] | None]:
         """Step mode (protocol §9): one provider, no failover; its attempt and, when it answered,
         the response."""

@@ -284,6 +284,18 @@ class Anthropic(Dialect):
     def headers(self) -> dict[str, str]:
         return {"anthropic-version": VERSION}
 
+    def count_url(self, endpoint: str) -> str | None:
+        """`…/v1/messages/count_tokens` beside a `…/messages` endpoint."""
+        base, sep, query = endpoint.partition("?")
+        if not base.rstrip("/").endswith("/messages"):
+            return None
+        return base.rstrip("/") + "/count_tokens" + sep + query
+
+    def count_body(self, request: dict[str, Any], model: str) -> dict[str, Any]:
+        """The `count_tokens` body of a Messages request, as `native_body` would send it."""
+        body = self.native_body(request, model, False)
+        return {k: v for k, v in body.items() if k in _COUNTED}
+
     def takes_user_id(self, user_id: Any) -> bool:
         """Whether `metadata.user_id` may be sent: to Anthropic, any; elsewhere only one of
         the characters DeepSeek's endpoint allows (Claude Code's JSON is refused)."""
@@ -598,6 +610,8 @@ _STOP_REASON = {
     "content_filter": "refusal",
 }
 _UNSAFE_ID = re.compile(r"[^A-Za-z0-9_-]")
+# The fields `count_tokens` takes.
+_COUNTED = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking"})
 _USER_ID = re.compile(r"[A-Za-z0-9_-]+")  # what DeepSeek's Anthropic endpoint allows
 _JOIN = "\n\n"  # text blocks of one turn become one chat text, as paragraphs
 ATTACHMENT_TOKENS = 1600  # count_tokens' estimate for an image or document

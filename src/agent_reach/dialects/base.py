@@ -210,6 +210,15 @@ class Dialect(ABC):
         body["stream"] = stream
         return body
 
+    def count_url(self, endpoint: str) -> str | None:
+        """Where the format counts a request's input tokens (Messages' `count_tokens`), if
+        anywhere."""
+        return None
+
+    def count_body(self, request: dict[str, Any], model: str) -> dict[str, Any]:
+        """The body that asks `count_url` to count `request` (in the format's own API)."""
+        return self.native_body(request, model, False)
+
     def left_out(self, request: dict[str, Any]) -> tuple[str, ...]:
         """What `native_body` leaves out of `request` (names for `X-Agent-Reach-Dropped`)."""
         return ()
