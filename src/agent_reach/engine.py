@@ -134,12 +134,14 @@ class Engine:
 
     async def count_tokens(self, req: ChatRequest) -> tuple[str, int] | None:
         """(provider, input tokens) of a request in a provider's own API, counted by the first
-        provider of its order that counts in that API (protocol §10.1 `count_tokens`), or None
-        when there is none or it gave no count. One try; no circuit, budget or event."""
+        provider of its order that counts in that API and whose circuit is not open (protocol
+        §10.1 `count_tokens`), or None when there is none or it gave no count. One try; it
+        counts toward no circuit or budget, and makes no event."""
         for name in self.order(req):
             prepared = self.prepared[name]
             url = prepared.counts(req)
-            if url is not None:
+            circuit = await self.store.circuit(prepared.state_key) if url else None
+            if url is not None and circuit is not None and not circuit.is_open(self.clock()):
                 counted = await count_at(self.session, prepared, req, url)
                 return None if counted is None else (name, counted)
         return None
