@@ -26,8 +26,10 @@ The other direction, for clients that speak Messages to the proxy (Claude Code, 
 `read_request` reads a Messages request as the engine's chat request (an `Inbound` naming what
 a chat provider will not see), `message_of` renders a `chat.completion` as a Messages `message`,
 `MessageEvents` turns chat chunks into the Messages stream events, and `estimate_tokens` is the
-local count behind `count_tokens`. A provider of this format gets a Messages request natively
-(`native_body`): as it came, thinking blocks, `cache_control` and unknown fields kept.
+local count behind `count_tokens` (when no provider of this format counts, `count_body`). A
+provider of this format gets a Messages request natively (`native_body`): as it came, thinking
+blocks, `cache_control` and unknown fields kept, Claude Code's `system` turns folded into
+`system`, and a `metadata.user_id` only where the endpoint takes it.
 """
 
 from __future__ import annotations
