@@ -21,6 +21,7 @@ from agent_reach.dialects.anthropic import (
     MESSAGE_TOKENS,
     MessageEvents,
     estimate_tokens,
+    input_tokens,
     message_of,
     read_request,
     stop_reason,
@@ -1220,3 +1221,13 @@ def test_cache_control_marks_of_a_chat_request_reach_anthropic() -> None:
     )
     assert plain["system"] == "Be brief."
     assert plain["messages"] == [{"role": "user", "content": "Hello"}]
+
+
+def test_a_chat_request_is_estimated_as_its_messages_request() -> None:
+    """`input_tokens` counts a chat request (what a context window is checked against) about
+    as the Messages request it came from."""
+    from .token_corpus import corpus
+
+    request = corpus()["agent session"]
+    chat = read_request(request).body
+    assert abs(input_tokens(chat) - estimate_tokens(request)) <= 0.05 * estimate_tokens(request)

@@ -1027,7 +1027,14 @@ def estimate_tokens(request: Any) -> int:
     definitions as JSON (as providers render them) count by `text_tokens`; an image or
     document counts 1,600 (Anthropic's cost of a ~1.15 megapixel image); each message adds 3
     for its framing. Measured against DeepSeek V4's tokenizer by bench/count_tokens.py."""
-    messages = _checked(request, ("messages",))
+    _checked(request, ("messages",))
+    return input_tokens(request)
+
+
+def input_tokens(request: Mapping[str, Any]) -> int:
+    """`estimate_tokens`' count of a request that is known to be well formed: a Messages one,
+    or a chat one (its system messages are among its `messages`)."""
+    messages = request.get("messages") or ()
     total = _tokens(request.get("system")) + _tokens(messages)
     total += sum(_json_tokens(t) for t in request.get("tools") or ())
     return max(1, round(total) + MESSAGE_TOKENS * len(messages))
