@@ -187,16 +187,14 @@ def _without_unsigned(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "content": [b for b in message["content"] if not _is_unsigned(b)]}
 
 
-def _system_turns(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The system and developer messages of a chat request, marked for caching (newest first)."""
+def _marked_system(request: dict[str, Any], text: str) -> str | list[dict[str, Any]]:
+    """The top-level `system` of a chat request whose system text is `text`: one text block
+    with the last `cache_control` of its system and developer messages, if any."""
     messages = request.get("messages")
-    for m in reversed(messages) if isinstance(messages, list) else ():
-        if _role(m) in ("system", "developer") and cache_mark(m.get("content")) is not None:
-            yield m
-
-
-def _marked(text: str, mark: Any) -> dict[str, Any]:
-    return {"type": "text", "text": text, "cache_control": mark}
+    turns = messages if isinstance(messages, list) else ()
+    marks = [cache_mark(m.get("content")) for m in turns if _role(m) in ("system", "developer")]
+    mark = next((m for m in reversed(marks) if m is not None), None)
+    return text if mark is None else [{"type": "text", "text": text, "cache_control": mark}]
 
 
 def _role(message: Any) -> Any:
@@ -321,8 +319,7 @@ class Anthropic(Dialect):
             body["model"] = model
         put_max_tokens(request, body, max_tokens_field, {"max_tokens": None})  # set above
         if system:
-            mark = next((cache_mark(m.get("content")) for m in _system_turns(request)), None)
-            body["system"] = system if mark is None else [_marked(system, mark)]
+            body["system"] = _marked_system(request, system)
         for key in ("temperature", "top_p"):
             value = bounded(request.get(key), 0.0, 1.0)
             if value is not None:
