@@ -822,6 +822,15 @@ def deepseek_tokens(body: dict[str, Any]) -> int:
     return total
 
 
+def cached_share(before: dict[str, Any], after: dict[str, Any]) -> float:
+    """The share of chat body `after` that is `before` up to the end of its last message (the
+    part a provider caching by prefix has seen); 0 when `after` does not start with it."""
+    first, second = orjson.dumps(before), orjson.dumps(after)
+    turns = orjson.dumps(before["messages"])
+    shared = first[: first.index(turns) + len(turns) - 1]
+    return len(shared) / len(second) if second.startswith(shared) else 0.0
+
+
 def _shared(a: bytes, b: bytes) -> int:
     """How many bytes `a` and `b` share from the start."""
     n = min(len(a), len(b))

@@ -12,13 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..agents import AGENT_CLIENT_KEY, agent, claude_env
-from ..upstream import CLAUDE_TEXT, TOOL_WORD, Upstream
+from ..upstream import CLAUDE_TEXT, TOOL_WORD, Upstream, cached_share
 from .test_proxy import PROVIDER_KEY, Proxy, start, stop
 
 pytestmark = pytest.mark.slow
@@ -95,11 +94,7 @@ def assert_tool_turn(done: subprocess.CompletedProcess[str], up: Upstream) -> No
     # The second turn's body starts with the first one's bytes up to its last message, and
     # that is most of it (tools and system come first): a provider that caches by prefix
     # (DeepSeek, Kimi) serves it from its cache (issue 19, item 5).
-    first, second = orjson.dumps(calls), orjson.dumps(results)
-    turns = orjson.dumps(calls["messages"])
-    shared = first[: first.index(turns) + len(turns) - 1]
-    assert second.startswith(shared)
-    assert len(shared) >= 0.9 * len(second)
+    assert cached_share(calls, results) >= 0.9
     assert len(up.bodies("auth")) == 2  # the 401 provider was tried for both requests
     assert "Traceback" not in done.stderr
     assert PROVIDER_KEY not in done.stdout + done.stderr
