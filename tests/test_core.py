@@ -424,6 +424,35 @@ def test_route_label(route: str, model: str | None, label: str) -> None:
     assert TABLE.label(route, model) == label
 
 
+CLAUDE_MAP = {"claude-*": "main", "claude-*haiku*": "fast", "*": "other"}
+
+# Claude Code's background model goes to a fast route, its main one elsewhere (issue 19):
+# the most literal pattern wins, whatever the order in the file.
+WILD = RouteTable.build(
+    [("a", 1.0), ("b", 1.0), ("c", 1.0)],
+    None,
+    {"claude-*": ["a"], "claude-*haiku*": ["b"], "gpt-*-codex": ["c"], "claude-opus-4-8": ["c"]},
+)
+
+
+@pytest.mark.parametrize(
+    ("model", "order", "label"),
+    [
+        ("claude-haiku-4-5-20251001", ("b",), "claude-*haiku*"),
+        ("claude-sonnet-4-5", ("a",), "claude-*"),
+        ("claude-opus-4-8", ("c",), "claude-opus-4-8"),  # a name given exactly wins
+        ("claude-", ("a",), "claude-*"),  # `*` may stand for nothing
+        ("gpt-5.1-codex", ("c",), "gpt-*-codex"),
+        ("gpt-5-codex-mini", ("a", "b", "c"), "default"),  # a pattern matches the whole name
+        ("xclaude-haiku", ("a", "b", "c"), "default"),
+        ("claude.haiku", ("a", "b", "c"), "default"),  # `.` is a dot, not any character
+    ],
+)
+def test_route_patterns(model: str, order: tuple[str, ...], label: str) -> None:
+    assert attempt_order(WILD, ("a", "b", "c"), model=model) == order
+    assert WILD.label("default", model) == label
+
+
 def test_attempt_order_explicit_default_and_unknown_names() -> None:
     table = RouteTable.build([("a", 1.0), ("b", 2.0)], ["a", "b"])
     assert attempt_order(table, ("a", "b")) == ("a", "b")
@@ -589,6 +618,14 @@ def test_validation(level: Level, body: dict[str, Any], raw: Any, ok: bool) -> N
         ({}, None, None, "", False),  # no model asked, none known: skipped (protocol §3)
         ({"*": ""}, None, None, "", True),  # ... unless "*" says "send none"
         ({"*": ""}, None, "m", "m", True),  # which never hides a model that was asked for
+        # `*` wildcards in keys: the most literal pattern that matches, whatever the order
+        (CLAUDE_MAP, None, "claude-haiku-4-5-20251001", "fast", True),
+        (CLAUDE_MAP, None, "claude-opus-4-8", "main", True),
+        (CLAUDE_MAP, None, "gpt-5", "other", True),
+        (CLAUDE_MAP, ["fast"], "claude-haiku-4-5", "fast", True),
+        (CLAUDE_MAP, ["fast"], "claude-opus-4-8", "main", False),
+        ({"claude-*": "main", "claude-opus-4-8": "big"}, None, "claude-opus-4-8", "big", True),
+        ({"claude-*": "main"}, None, "gpt-5", "gpt-5", True),  # unmatched: as requested
     ],
 )
 def test_model_map_star(

@@ -783,3 +783,29 @@ async def test_joining_a_health_check_in_flight_keeps_to_the_joiners_deadline(
     assert elapsed < 1.5  # bounded by its 0.3 s, not the check's 10 s read timeout
     attempts = [(a.reason, a.detail) for a in info.value.attempts]
     assert attempts[0] == (Reason.TIMEOUT, "deadline")
+
+
+async def test_count_tokens_asks_the_first_native_provider_whose_circuit_is_closed(
+    up: Upstream,
+) -> None:
+    from dataclasses import replace
+
+    from agent_reach.breaker import CircuitState
+    from agent_reach.request import ChatRequest
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    req = replace(ChatRequest.checked(body), api="messages", native=body)
+    anthropic = {"format": "anthropic", "api_key_env": "TEST_KEY"}
+    async with router(
+        prov("chat", up.url("ok")),
+        prov("first", up.url("claude", "anthropic"), **anthropic),
+        prov("second", up.url("claude", "anthropic"), **anthropic),
+    ) as r:
+        assert await r.count_tokens(replace(req, native=None, api="chat")) is None  # no native
+        first = await r.count_tokens(req)
+        assert first is not None
+        assert first[0] == "first"
+        key = r.engine.prepared["first"].state_key
+        await r.store.set_circuit(key, CircuitState(3, r.now() + 60, cause="server_error"))
+        second = await r.count_tokens(req)
+    assert second == ("second", first[1])

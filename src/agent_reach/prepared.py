@@ -21,7 +21,7 @@ from .hooks import Hook, HookError
 from .outcomes import OK, ErrorInfo, Outcome, classify, filtered, mismatch
 from .quota import Budget
 from .request import ChatRequest
-from .routing import Health
+from .routing import Health, Patterns
 from .trace import Reason
 
 REDACTED = "***"
@@ -53,6 +53,8 @@ class PreparedProvider:
     rate_limit_window_s: float = 60.0  # a longer stated wait is a used-up window (protocol §5)
     # What its reasoning artifacts are tagged with: the fingerprint of its identity.
     origin: str = ""
+    model_map: Patterns[str] = field(default_factory=lambda: Patterns({}))
+    no_tool_choice: Patterns[bool] = field(default_factory=lambda: Patterns({}))
 
     @classmethod
     def prepare(
@@ -95,6 +97,8 @@ class PreparedProvider:
             quota_key=identity.quota_key(spec.name, key),
             rate_limit_window_s=rate_limit_window_s,
             origin=identity.split(state_key)[1] or "",
+            model_map=Patterns.of(spec.model_map),
+            no_tool_choice=Patterns.of(dict.fromkeys(spec.drop_tool_choice or (), True)),
         )
 
     @property
@@ -112,13 +116,13 @@ class PreparedProvider:
         return f"{self.state_key}|{model}"
 
     def model_for(self, requested: str | None) -> str:
-        """The model name this provider is asked for (protocol §3): `model_map` (its `"*"` key
-        for any model the map does not name), else as requested; with no model requested,
-        the first of its `models`, else its `"*"` mapping, else "" (no model in the body)."""
-        mapping = self.spec.model_map
+        """The model name this provider is asked for (protocol §3): `model_map` (a key with
+        `*` wildcards for the models it matches, `"*"` for any model the map does not name),
+        else as requested; with no model requested, the first of its `models`, else its `"*"`
+        mapping, else "" (no model in the body)."""
         if requested:
-            return mapping.get(requested) or mapping.get("*") or requested
-        return self.spec.models[0] if self.spec.models else mapping.get("*", "")
+            return self.model_map.get(requested) or requested
+        return self.spec.models[0] if self.spec.models else self.spec.model_map.get("*", "")
 
     def serves(self, requested: str | None) -> bool:
         """Whether a request for `requested` may go to this provider (its `models`). A request
@@ -180,7 +184,7 @@ class PreparedProvider:
                 body = _clamped(body, (self.dialect.max_tokens_field,), max_output)
         else:
             cap_field = self.spec.max_tokens_field or "max_tokens"
-            request = req.body
+            request = req.marked if req.marked is not None and self.spec.cache_control else req.body
             if max_output is not None:
                 request = _clamped(request, _CHAT_CAPS, max_output)
             if not self.spec.stream_usage and "stream_options" in request:
@@ -188,6 +192,8 @@ class PreparedProvider:
             if req.continuing is not None:
                 request = continued(request, req.continuing, self.prefill, not self.dialect.prefill)
             body = self.dialect.body(request, model, stream, cap_field)
+        if "tool_choice" in body and self.no_tool_choice.get(model):
+            del body["tool_choice"]
         if self.spec.extra_body:
             body = _merge(body, self.spec.extra_body)
         return orjson.dumps(body)
@@ -204,6 +210,31 @@ class PreparedProvider:
             return frame
         marked = artifacts.tagged(parsed, self.origin)
         return frame if marked is parsed else (event, orjson.dumps(marked))
+
+    def dropped(self, req: ChatRequest, translated: tuple[str, ...]) -> tuple[str, ...]:
+        """What this provider is not sent of a request from a client of another API, whose
+        translation to chat leaves out `translated` (for `X-Agent-Reach-Dropped`): those,
+        unless the request goes natively or `cache_control` goes with its marks; what its
+        native body leaves out; a `tool_choice` its model refuses (`drop_tool_choice`)."""
+        if self.speaks(req):
+            names = list(self.dialect.left_out(req.native or {}))
+        else:
+            marked = req.marked is not None and self.spec.cache_control
+            names = [n for n in translated if not (marked and n == "cache_control")]
+        sent = req.native if self.speaks(req) else req.body
+        if "tool_choice" in (sent or {}) and self.no_tool_choice.get(self.model_for(req.model)):
+            names.append("tool_choice")
+        return tuple(names)
+
+    def counts(self, req: ChatRequest) -> str | None:
+        """Where this provider counts the tokens of `req`, a request in its own API (the
+        Messages `count_tokens` of a `format: anthropic` provider), if it can and is keyed."""
+        url = self.dialect.count_url(self.spec.endpoint) if self.speaks(req) else None
+        return None if url is None or self.missing_key or not self.serves(req.model) else url
+
+    def count_body(self, req: ChatRequest) -> bytes:
+        """The body that asks it to count `req`."""
+        return orjson.dumps(self.dialect.count_body(req.native or {}, self.model_for(req.model)))
 
     def context(self, model: str, created: int) -> Context:
         return Context(model, created, self.shape)

@@ -219,6 +219,9 @@ class ChatRequest:
     native_headers: dict[str, str] | None = None
     first_token_ms: float | None = None  # the extension's; else the route's, the provider's
     continuing: str | None = None  # an answer cut mid-stream, for the next provider to finish
+    # `body` with the client's `cache_control` marks kept (a Messages request that had some),
+    # for a provider that takes them (protocol §2.3 `cache_control`).
+    marked: dict[str, Any] | None = None
 
     @classmethod
     def parse(cls, request: dict[str, Any], *, stream: bool | None = None) -> ChatRequest:

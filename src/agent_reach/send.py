@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 import aiohttp
+import orjson
 
 from . import completion
 from .dialects import Mismatch, ProviderError, artifacts
@@ -112,6 +113,32 @@ async def fetch(
         return Tried(transport_failure(exc, past_deadline(exc)))
     outcome, response = _judge(target, resp, raw, target.raw_body, now)
     return Tried(outcome, response, None if outcome.reason is Reason.OK else raw)
+
+
+async def count_at(
+    session: aiohttp.ClientSession, prepared: PreparedProvider, req: ChatRequest, url: str
+) -> int | None:
+    """The input tokens of `req` as provider `prepared` counts them at `url`, or None when it
+    does not answer with a count (any status but 200, a body without one, a failure below
+    HTTP): one try within its connect and read timeouts, judged by nothing else."""
+    try:
+        async with session.post(
+            url,
+            data=prepared.count_body(req),
+            headers=prepared.headers_for(req, False),
+            timeout=whole(
+                prepared.connect_s, prepared.read_s, prepared.connect_s + prepared.read_s
+            ),
+            allow_redirects=False,
+        ) as resp:
+            raw = await resp.read() if resp.status == 200 else b""
+    except CLIENT_ERRORS:
+        return None
+    try:
+        counted = orjson.loads(raw).get("input_tokens") if raw else None
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    return counted if isinstance(counted, int) and not isinstance(counted, bool) else None
 
 
 async def open_stream(

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from ..agents import agent
-from ..upstream import TOOL_WORD, Upstream, refused_url
+from ..upstream import TOOL_WORD, Upstream, cached_share, refused_url
 from .test_proxy import PROVIDER_KEY, Proxy, start, stop
 
 BIN = str(Path(sys.executable).parent / "agent-reach")
@@ -86,6 +86,9 @@ def assert_tool_turn(result: subprocess.CompletedProcess[str], upstream: Upstrea
     assert calls[1]["messages"][-1]["role"] == "tool"
     assert TOOL_WORD in calls[1]["messages"][-1]["content"]
     assert {b["model"] for b in calls} == {"deepseek-chat"}  # the "*" mapping
+    # The second turn starts with the bytes of the first up to its last message, and that is
+    # most of it: a provider caching by prefix serves it from its cache (issue 19, item 5).
+    assert cached_share(calls[0], calls[1]) >= 0.9
     assert upstream.bodies("auth")  # the 401 provider was tried first
     for text in (result.stdout, result.stderr):
         assert PROVIDER_KEY not in text

@@ -17,6 +17,9 @@ from ..version import PROTOCOL_VERSION
 from .describe import did_you_mean
 from .provider import Ms, Name, Provider, Section, http_url
 
+# A route's name; one with `*` wildcards is a pattern of model names (`claude-*haiku*`).
+RouteName = Annotated[str, Field(pattern=r"^[A-Za-z0-9._*-]+$", min_length=1)]
+
 
 def zone_of(name: str) -> tzinfo:
     """A time zone by IANA name (`UTC`, `Asia/Shanghai`); ValueError if unknown."""
@@ -157,7 +160,7 @@ class Config(Section):
     version: str = PROTOCOL_VERSION
     defaults: dict[str, Any] = {}
     fallback_order: list[Name] | None = None
-    routes: dict[Name, RouteConfig] = {}
+    routes: dict[RouteName, RouteConfig] = {}
     health: HealthConfig = HealthConfig()
     circuit: CircuitConfig = CircuitConfig()
     deadline_ms: Ms = 60000

@@ -37,6 +37,24 @@ def http_url(value: str) -> str:
     return value
 
 
+def _dashscope_compatible(fmt: str, endpoint: str) -> bool:
+    """Whether `endpoint` is DashScope's (Alibaba Model Studio's) OpenAI-compatible mode,
+    which documents `cache_control` on message parts."""
+    host = urlsplit(endpoint).hostname or ""
+    return fmt == "openai" and host.endswith(".aliyuncs.com") and "compatible-mode" in endpoint
+
+
+# DeepSeek's reasoning models refuse `tool_choice` (its Anthropic endpoint sends Claude Code's
+# `claude-opus*` to deepseek-v4-pro).
+_DEEPSEEK_NO_TOOL_CHOICE = ["deepseek-reasoner*", "deepseek-v4-pro*", "claude-opus*"]
+
+
+def _refusing_tool_choice(endpoint: str) -> list[str]:
+    """The models of `endpoint` known to refuse `tool_choice`."""
+    host = urlsplit(endpoint).hostname
+    return list(_DEEPSEEK_NO_TOOL_CHOICE) if host == "api.deepseek.com" else []
+
+
 class Section(BaseModel):
     """A part of the config file: frozen, and a field it does not know is an error."""
 
@@ -89,6 +107,12 @@ class Provider(Section):
     models: list[Annotated[str, Field(min_length=1)]] | None = None
     max_tokens_field: MaxTokensField | None = None
     extra_body: dict[str, Any] = {}
+    # Takes the client's `cache_control` marks; unset: `format: anthropic` and DashScope's
+    # compatible mode do (protocol §2.3).
+    cache_control: bool | None = None
+    # Models (`*` wildcards) sent no `tool_choice`, as they refuse it; unset: DeepSeek's
+    # reasoning models on api.deepseek.com (protocol §2.3).
+    drop_tool_choice: list[Annotated[str, Field(min_length=1)]] | None = None
     preprocess_hook: HookRef | None = None
     post_process_hook: HookRef | None = None
     fallback_weight: Annotated[float, Field(ge=0)] = 1.0
@@ -158,6 +182,12 @@ class Provider(Section):
             if self.health_check is not None
             else dialect.health_check,
             "max_tokens_field": self.max_tokens_field or dialect.max_tokens_field,
+            "cache_control": self.cache_control
+            if self.cache_control is not None
+            else self.format == "anthropic" or _dashscope_compatible(self.format, self.endpoint),
+            "drop_tool_choice": self.drop_tool_choice
+            if self.drop_tool_choice is not None
+            else _refusing_tool_choice(self.endpoint),
             "schema_compatibility": sc.model_copy(
                 update={
                     "choices_path": sc.choices_path

@@ -108,16 +108,18 @@ class Proxy:
         return list(self._models()["data"])
 
     def _models(self) -> dict[str, Any]:
-        """Every name a request may ask for: providers' models and `model_map` keys (but the
-        catch-all `"*"`), and the route names, each a model alias (protocol §3)."""
+        """Every name a request may ask for: providers' models and `model_map` keys (but
+        patterns such as the catch-all `"*"`), and the route names, each a model alias
+        (protocol §3)."""
         names: dict[str, None] = {}
         for p in self.config.providers:
             names.update(dict.fromkeys(p.models or ()))
             names.update(dict.fromkeys(p.model_map))
         names.update(dict.fromkeys(self.config.routes))
-        names.pop("*", None)
         data = [
-            {"id": n, "object": "model", "created": 0, "owned_by": "agent-reach"} for n in names
+            {"id": n, "object": "model", "created": 0, "owned_by": "agent-reach"}
+            for n in names
+            if "*" not in n
         ]
         return {"object": "list", "data": data}
 

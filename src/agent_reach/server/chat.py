@@ -11,7 +11,14 @@ from .. import completion
 from ..errors import AllProvidersFailed, StreamInterrupted
 from ..request import ChatRequest
 from .errors import all_failed
-from .http import SSE_HEADERS, json_response, read_json, trace_headers, with_headers
+from .http import (
+    SSE_HEADERS,
+    dropped_header,
+    json_response,
+    read_json,
+    trace_headers,
+    with_headers,
+)
 
 if TYPE_CHECKING:
     from .app import Proxy
@@ -25,7 +32,9 @@ async def completions(proxy: Proxy, request: web.Request) -> web.StreamResponse:
         result = await proxy.router.answer(req)
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
-    return json_response(result.response, trace_headers(result.provider, result.trace))
+    headers = trace_headers(result.provider, result.trace)
+    headers |= dropped_header(proxy.router.dropped(result.provider, req, ()))
+    return json_response(result.response, headers)
 
 
 async def _stream(proxy: Proxy, request: web.Request, req: ChatRequest) -> web.StreamResponse:
@@ -34,9 +43,9 @@ async def _stream(proxy: Proxy, request: web.Request, req: ChatRequest) -> web.S
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     try:
-        resp = web.StreamResponse(
-            headers={**SSE_HEADERS, **trace_headers(stream.provider, stream.trace)}
-        )
+        headers = {**SSE_HEADERS, **trace_headers(stream.provider, stream.trace)}
+        headers |= dropped_header(proxy.router.dropped(stream.provider, req, ()))
+        resp = web.StreamResponse(headers=headers)
         await resp.prepare(request)
         try:
             async for chunk in stream:

@@ -81,8 +81,8 @@ def trace_headers(provider: str, trace: list[Attempt]) -> dict[str, str]:
 
 
 def dropped_header(names: tuple[str, ...]) -> dict[str, str]:
-    """`X-Agent-Reach-Dropped` naming what a provider that does not speak the client's API
-    was not sent, when anything was. The names come from the client (field names, block and
+    """`X-Agent-Reach-Dropped` naming what the provider that answered was not sent, when
+    anything was (`Router.dropped`). The names come from the client (field names, block and
     tool types): printable ASCII only, at most 1,000 characters."""
     if not names:
         return {}

@@ -10,7 +10,7 @@ Messages, with `X-Agent-Reach-Dropped` naming what that provider was not sent.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
@@ -39,12 +39,12 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     """`POST /v1/messages`: one message, whole or streamed, with failover."""
     body = await read_json(request)
     inbound = anthropic.read_request(body)
-    beta = request.headers.get("anthropic-beta")  # Anthropic needs it for beta fields
     req = replace(
         with_headers(ChatRequest.checked(inbound.body), request),
         api="messages",
         native=body,
-        native_headers={"anthropic-beta": beta} if beta else None,
+        native_headers=_beta(request),
+        marked=inbound.marked,
         raw_response=False,  # a Messages client always gets a Messages body
     )
     if req.stream:
@@ -54,16 +54,35 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     headers = trace_headers(result.provider, result.trace)
+    headers |= dropped_header(proxy.router.dropped(result.provider, req, inbound.dropped))
     if result.native:
         return json_response(result.response, headers)
-    headers |= dropped_header(inbound.dropped)
     return json_response(anthropic.message_of(result.response), headers)
 
 
-async def count_tokens(_proxy: Proxy, request: web.Request) -> web.Response:
-    """`POST /v1/messages/count_tokens`: a local estimate, no provider is asked."""
+async def count_tokens(proxy: Proxy, request: web.Request) -> web.Response:
+    """`POST /v1/messages/count_tokens`: counted by the route's first native Anthropic
+    provider, else (or when it gives no count) a local estimate."""
     body = await read_json(request)
-    return json_response({"input_tokens": anthropic.estimate_tokens(body)})
+    estimate = anthropic.estimate_tokens(body)  # checks the request too
+    asked: dict[str, Any] = {k: body[k] for k in ("model", "messages", "agent_reach") if k in body}
+    req = replace(
+        with_headers(ChatRequest.checked(asked), request),
+        api="messages",
+        native=body,
+        native_headers=_beta(request),
+    )
+    counted = await proxy.router.count_tokens(req)
+    if counted is None:
+        return json_response({"input_tokens": estimate})
+    provider, tokens = counted
+    return json_response({"input_tokens": tokens}, {"X-Agent-Reach-Provider": provider})
+
+
+def _beta(request: web.Request) -> dict[str, str] | None:
+    """The client's `anthropic-beta` header, which Anthropic needs for beta fields."""
+    beta = request.headers.get("anthropic-beta")
+    return {"anthropic-beta": beta} if beta else None
 
 
 async def _stream(
@@ -75,8 +94,7 @@ async def _stream(
         return all_failed(request.path, exc)
     try:
         headers = trace_headers(stream.provider, stream.trace)
-        if not stream.native:
-            headers |= dropped_header(inbound.dropped)
+        headers |= dropped_header(proxy.router.dropped(stream.provider, req, inbound.dropped))
         resp = web.StreamResponse(headers={**SSE_HEADERS, **headers})
         await resp.prepare(request)
         try:

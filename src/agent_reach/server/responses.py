@@ -45,23 +45,23 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     inbound = wire.request_in(body)
     parsed = ChatRequest.checked(inbound.body)
     req = with_headers(replace(parsed, api="responses", native=body), request)
-    dropped = dropped_header(inbound.dropped)
     if req.stream:
-        return await _stream(proxy, request, req, dropped)
+        return await _stream(proxy, request, req, inbound.dropped)
     try:
         result = await proxy.router.answer(req)
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     if result.native:
-        answer, dropped = result.response, {}
+        answer = result.response
     else:
         answer = wire.answer_out(result.response, body, int(time.time()))
     await _keep(proxy, body, answer)
+    dropped = dropped_header(proxy.router.dropped(result.provider, req, inbound.dropped))
     return json_response(answer, {**trace_headers(result.provider, result.trace), **dropped})
 
 
 async def _stream(
-    proxy: Proxy, request: web.Request, req: ChatRequest, dropped: dict[str, str]
+    proxy: Proxy, request: web.Request, req: ChatRequest, translated: tuple[str, ...]
 ) -> web.StreamResponse:
     body = req.native or {}
     try:
@@ -69,8 +69,9 @@ async def _stream(
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     try:
-        headers = {**SSE_HEADERS, **trace_headers(stream.provider, stream.trace)}
-        resp = web.StreamResponse(headers=headers if stream.native else {**headers, **dropped})
+        dropped = dropped_header(proxy.router.dropped(stream.provider, req, translated))
+        headers = {**SSE_HEADERS, **trace_headers(stream.provider, stream.trace), **dropped}
+        resp = web.StreamResponse(headers=headers)
         await resp.prepare(request)
         if stream.native:
             answer = await _forward(resp, stream, body)
