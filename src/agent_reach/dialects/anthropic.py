@@ -195,6 +195,7 @@ def _homed(message: Any, origin: str | None) -> Any:
     kept = homed(content, origin)
     return message if kept is content else {**message, "content": kept}
 
+
 def _marked_system(request: dict[str, Any], text: str) -> str | list[dict[str, Any]]:
     """The top-level `system` of a chat request whose system text is `text`: one text block
     with the last `cache_control` of its system and developer messages, if any."""
