@@ -16,17 +16,19 @@ from hypothesis import strategies as st
 from agent_reach import Reason, RequestError, StreamInterrupted, completion
 from agent_reach.dialects import Context, Shape, get
 from agent_reach.dialects.anthropic import (
-    ATTACHMENT_TOKENS,
     DIALECT,
-    MESSAGE_TOKENS,
     MessageEvents,
     estimate_tokens,
-    input_tokens,
     message_of,
     read_request,
     stop_reason,
-    text_tokens,
     tool_use_id,
+)
+from agent_reach.dialects.tokens import (
+    ATTACHMENT_TOKENS,
+    MESSAGE_TOKENS,
+    input_tokens,
+    text_tokens,
 )
 from agent_reach.request import ChatRequest
 

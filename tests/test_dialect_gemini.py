@@ -15,6 +15,7 @@ from agent_reach import Reason, StreamInterrupted, completion
 from agent_reach.dialects import get
 from agent_reach.dialects.base import Context, Shape
 from agent_reach.dialects.gemini import ResponseChunks, estimate_tokens, read_request, response_of
+from agent_reach.dialects.tokens import MESSAGE_TOKENS, input_tokens
 from agent_reach.errors import RequestError
 from agent_reach.request import ChatRequest
 
@@ -591,9 +592,11 @@ def test_bad_gemini_requests_name_the_field(request_: dict[str, Any], param: str
 def test_count_tokens_counts_what_the_chat_request_holds() -> None:
     short = {"contents": [{"parts": [{"text": "hello"}]}]}
     assert estimate_tokens(short) == estimate_tokens({"generateContentRequest": short})
-    assert estimate_tokens(short) == 2 + 3  # 5 characters, one message
+    assert estimate_tokens(short) == 1 + MESSAGE_TOKENS  # a word, one message
     chinese = {"contents": [{"parts": [{"text": "你好世界"}]}]}
-    assert estimate_tokens(chinese) == 4 + 3
+    assert estimate_tokens(chinese) == round(4 * 0.7) + MESSAGE_TOKENS
+    asked = {"role": "user", "content": "hello"}
+    assert estimate_tokens(short) == input_tokens({"messages": [asked]})
 
 
 # -- round trips (hypothesis): chat → Gemini → chat keeps what both can say --------------------

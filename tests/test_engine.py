@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agent_reach import AllProvidersFailed, Reason, RequestError, Router, StreamInterrupted
-from agent_reach.dialects.anthropic import input_tokens
+from agent_reach.dialects.tokens import input_tokens
 
 from .conftest import CHUNK, COMPLETION, ERROR, assert_valid
 from .upstream import ECHOED_KEY_PREFIX, Upstream, refused_url

@@ -26,7 +26,7 @@ import aiohttp
 from . import hedge, quota
 from .config import Config
 from .dialects import Mismatch, artifacts
-from .dialects.anthropic import input_tokens
+from .dialects.tokens import input_tokens
 from .errors import AllProvidersFailed
 from .events import AttemptEvent, Event, Observer, RequestEvent
 from .health import CheckResult, HealthMonitor, check_provider

@@ -317,34 +317,3 @@ def continued(
             {"role": "user", "content": CONTINUE},
         ]
     return {**request, "messages": messages}
-
-
-# -- counting ----------------------------------------------------------------------------------
-
-_MESSAGE_TOKENS = 3  # a message's framing
-
-
-def estimate_chat_tokens(request: dict[str, Any]) -> int:
-    """A local estimate of a chat request's input tokens: every text of its messages (tool
-    calls' arguments and tool results included) and of its tool definitions counts a token per
-    4 ASCII characters and one per other character (CJK text runs about a token a character),
-    an image 1,600 (Anthropic's cost of a ~1.15 megapixel image), and each message 3."""
-    messages = request.get("messages")
-    count = len(messages) if isinstance(messages, list) else 0
-    total = _text_tokens(messages) + _text_tokens(request.get("tools"))
-    return max(1, int(total + 0.999) + _MESSAGE_TOKENS * count)
-
-
-def _text_tokens(value: Any) -> float:
-    if isinstance(value, str):
-        if value.isascii():
-            return len(value) / 4
-        other = sum(1 for ch in value if ord(ch) > 127)
-        return (len(value) - other) / 4 + other
-    if isinstance(value, dict):
-        if value.get("type") == "image_url":
-            return 1600
-        return sum(_text_tokens(v) for k, v in value.items() if k not in ("role", "id", "type"))
-    if isinstance(value, list):
-        return sum(_text_tokens(v) for v in value)
-    return 0

@@ -78,7 +78,6 @@ from .convert import (
     bounded,
     content_at,
     data_url,
-    estimate_chat_tokens,
     functions_of,
     is_default_shape,
     merge_turns,
@@ -95,6 +94,7 @@ from .convert import (
     tool_names,
     with_model,
 )
+from .tokens import input_tokens
 
 _METHOD = re.compile(r":(?:streamGenerateContent|generateContent)$")
 _REASON_STATUS = {
@@ -851,8 +851,7 @@ def error_body(status: int, message: str, **extra: Any) -> dict[str, Any]:
 def estimate_tokens(request: Any) -> int:
     """`countTokens`' local estimate (no provider is asked) of a request's input: its
     `contents`, or those of its `generateContentRequest`, read as the chat request they
-    become, as `convert.estimate_chat_tokens` counts them."""
+    become (`tokens.input_tokens`)."""
     if isinstance(request, dict) and isinstance(request.get("generateContentRequest"), dict):
         request = request["generateContentRequest"]
-    inbound = read_request(request, "", False)
-    return estimate_chat_tokens(inbound.body)
+    return input_tokens(read_request(request, "", False).body)
