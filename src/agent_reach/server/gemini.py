@@ -11,6 +11,7 @@ A stream is server-sent events with `alt=sse`, else one JSON array written as it
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -18,11 +19,10 @@ import orjson
 from aiohttp import web
 
 from ..dialects import gemini
-from ..dialects.base import Inbound
-from ..errors import AllProvidersFailed, StreamInterrupted
+from ..errors import StreamInterrupted
 from ..request import ChatRequest
-from .errors import all_failed, error_body, error_response
-from .http import SSE_HEADERS, dropped_header, json_response, read_json, trace_headers, with_headers
+from .errors import error_response
+from .http import json_response, read_json, streamed, whole, with_headers
 
 if TYPE_CHECKING:
     from ..stream import ChatStream
@@ -48,17 +48,12 @@ async def call(proxy: Proxy, request: web.Request) -> web.StreamResponse:
         native=body,
         raw_response=False,  # a Gemini client always gets a Gemini body
     )
-    if stream:
-        return await _stream(proxy, request, req, inbound)
-    try:
-        result = await proxy.router.answer(req)
-    except AllProvidersFailed as exc:
-        return all_failed(request.path, exc)
-    headers = trace_headers(result.provider, result.trace)
-    if result.native:
-        return json_response(result.response, headers)
-    headers |= dropped_header(inbound.dropped)
-    return json_response(gemini.response_of(result.response), headers)
+    if not stream:
+        return await whole(proxy, request, req, inbound.dropped, gemini.response_of)
+    sse = request.query.get("alt") == "sse"
+    relay = functools.partial(_relay, sse)
+    kind = "text/event-stream" if sse else "application/json"
+    return await streamed(proxy, request, req, inbound.dropped, relay, kind)
 
 
 async def models(proxy: Proxy, _request: web.Request) -> web.Response:
@@ -74,36 +69,21 @@ async def models(proxy: Proxy, _request: web.Request) -> web.Response:
     return json_response({"models": listed})
 
 
-async def _stream(
-    proxy: Proxy, request: web.Request, req: ChatRequest, inbound: Inbound
-) -> web.StreamResponse:
+async def _relay(sse: bool, resp: web.StreamResponse, stream: ChatStream) -> None:
+    """The stream as Gemini's (server-sent events, or one JSON array); a cut after its start
+    ends it with one Google error object."""
+    out = _Writer(resp, sse)
     try:
-        stream = await proxy.router.stream(req)
-    except AllProvidersFailed as exc:
-        return all_failed(request.path, exc)
-    sse = request.query.get("alt") == "sse"
-    try:
-        headers = trace_headers(stream.provider, stream.trace)
-        if not stream.native:
-            headers |= dropped_header(inbound.dropped)
-        kind = SSE_HEADERS if sse else {"Content-Type": "application/json"}
-        resp = web.StreamResponse(headers={**kind, **headers})
-        await resp.prepare(request)
-        out = _Writer(resp, sse)
-        try:
-            if stream.native:
-                async for _ in stream:
-                    await out.frames(stream.take_frames())
+        if stream.native:
+            async for _ in stream:
                 await out.frames(stream.take_frames())
-            else:
-                await _render(out, stream)
-        except StreamInterrupted as exc:
-            attempts = [a.to_dict() for a in exc.attempts]
-            await out.objects([error_body(request.path, 500, str(exc), attempts=attempts)])
-        await out.close()
-        return resp
-    finally:
-        await stream.aclose()  # a client that went away cancels us: close the upstream
+            await out.frames(stream.take_frames())
+        else:
+            await _render(out, stream)
+    except StreamInterrupted as exc:
+        attempts = [a.to_dict() for a in exc.attempts]
+        await out.objects([gemini.error_body(500, str(exc), attempts=attempts)])
+    await out.close()
 
 
 async def _render(out: _Writer, stream: ChatStream) -> None:

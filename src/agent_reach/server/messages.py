@@ -16,23 +16,16 @@ import orjson
 from aiohttp import web
 
 from ..dialects import anthropic
-from ..dialects.base import Inbound
-from ..errors import AllProvidersFailed, StreamInterrupted
+from ..errors import StreamInterrupted
 from ..request import ChatRequest
-from .errors import all_failed, error_body
-from .http import (
-    SSE_HEADERS,
-    dropped_header,
-    json_response,
-    read_json,
-    sse,
-    trace_headers,
-    with_headers,
-)
+from .errors import error_body
+from .http import json_response, read_json, sse, streamed, whole, with_headers
 
 if TYPE_CHECKING:
     from ..stream import ChatStream
     from .app import Proxy
+
+PATH = "/v1/messages"  # the shape of its errors
 
 
 async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
@@ -48,16 +41,8 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
         raw_response=False,  # a Messages client always gets a Messages body
     )
     if req.stream:
-        return await _stream(proxy, request, req, inbound)
-    try:
-        result = await proxy.router.answer(req)
-    except AllProvidersFailed as exc:
-        return all_failed(request.path, exc)
-    headers = trace_headers(result.provider, result.trace)
-    headers |= dropped_header(proxy.router.dropped(result.provider, req, inbound.dropped))
-    if result.native:
-        return json_response(result.response, headers)
-    return json_response(anthropic.message_of(result.response), headers)
+        return await streamed(proxy, request, req, inbound.dropped, _relay)
+    return await whole(proxy, request, req, inbound.dropped, anthropic.message_of)
 
 
 async def count_tokens(proxy: Proxy, request: web.Request) -> web.Response:
@@ -85,30 +70,17 @@ def _beta(request: web.Request) -> dict[str, str] | None:
     return {"anthropic-beta": beta} if beta else None
 
 
-async def _stream(
-    proxy: Proxy, request: web.Request, req: ChatRequest, inbound: Inbound
-) -> web.StreamResponse:
+async def _relay(resp: web.StreamResponse, stream: ChatStream) -> None:
+    """The stream as Messages events; a cut after its start ends it with `event: error`."""
     try:
-        stream = await proxy.router.stream(req)
-    except AllProvidersFailed as exc:
-        return all_failed(request.path, exc)
-    try:
-        headers = trace_headers(stream.provider, stream.trace)
-        headers |= dropped_header(proxy.router.dropped(stream.provider, req, inbound.dropped))
-        resp = web.StreamResponse(headers={**SSE_HEADERS, **headers})
-        await resp.prepare(request)
-        try:
-            if stream.native:
-                await _forward(resp, stream)
-            else:
-                await _render(resp, stream)
-        except StreamInterrupted as exc:
-            attempts = [a.to_dict() for a in exc.attempts]
-            error = error_body(request.path, 500, str(exc), attempts=attempts)
-            await resp.write(sse("error", orjson.dumps(error)))
-        return resp
-    finally:
-        await stream.aclose()  # a client that went away cancels us: close the upstream
+        if stream.native:
+            await _forward(resp, stream)
+        else:
+            await _render(resp, stream)
+    except StreamInterrupted as exc:
+        attempts = [a.to_dict() for a in exc.attempts]
+        error = error_body(PATH, 500, str(exc), attempts=attempts)
+        await resp.write(sse("error", orjson.dumps(error)))
 
 
 async def _forward(resp: web.StreamResponse, stream: ChatStream) -> None:
