@@ -33,6 +33,7 @@ from agent_reach.dialects.tokens import (
 from agent_reach.request import ChatRequest
 
 from .conftest import CHUNK, COMPLETION, assert_valid
+from .strategies import ARGS, CALL_ID, IMAGE, NAME, TEXT, chat_stream
 from .wire import (
     KEY,
     Wire,
@@ -874,20 +875,6 @@ def test_stop_reasons(finish: str | None, calls: bool, stop: str) -> None:
 
 # -- round trips (hypothesis): chat → Messages → chat keeps what both can say -----------------
 
-TEXT = st.text(
-    st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=12
-)
-NAME = st.from_regex(r"[a-z][a-z_]{0,11}", fullmatch=True)
-CALL_ID = st.from_regex(r"(call|toolu)_[A-Za-z0-9]{1,8}", fullmatch=True)
-ARGS = st.dictionaries(
-    st.from_regex(r"[a-z]{1,6}", fullmatch=True),
-    st.one_of(st.integers(-999, 999), TEXT, st.booleans(), st.none()),
-    max_size=3,
-)
-IMAGE = st.sampled_from(["data:image/png;base64,iVBORw0KGgo=", "https://example.com/cat.jpg"]).map(
-    lambda url: {"type": "image_url", "image_url": {"url": url}}
-)
-
 
 def completion_call(id: str, name: str, arguments: str) -> dict[str, Any]:
     return {"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}
@@ -1042,40 +1029,6 @@ def encode(chunks: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def pieces(answer: dict[str, Any], size: int) -> list[dict[str, Any]]:
-    """The answer as a chat stream, its text and arguments cut in pieces of `size`."""
-    message = answer["choices"][0]["message"]
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return completion.chunk(
-            id="c", model="deepseek-chat", created=1, delta=delta, finish=finish
-        )
-
-    out = [chunk({"role": "assistant"})]
-    for key in ("reasoning_content", "content"):
-        text = message.get(key) or ""
-        out += [chunk({key: text[i : i + size]}) for i in range(0, len(text), size)]
-    for n, call in enumerate(message.get("tool_calls") or ()):
-        args = call["function"]["arguments"]
-        head = {"index": n, "id": call["id"], "type": "function"}
-        out.append(
-            chunk(
-                {
-                    "tool_calls": [
-                        {**head, "function": {"name": call["function"]["name"], "arguments": ""}}
-                    ]
-                }
-            )
-        )
-        out += [
-            chunk({"tool_calls": [{"index": n, "function": {"arguments": args[i : i + size]}}]})
-            for i in range(0, len(args), size)
-        ]
-    out.append(chunk({}, answer["choices"][0]["finish_reason"]))
-    out.append(completion.chunk(id="c", model="deepseek-chat", created=1, usage=answer["usage"]))
-    return out
-
-
 def assemble(chunks: list[dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
     """The assistant message and finish reason a list of chat chunks adds up to."""
     message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
@@ -1104,7 +1057,7 @@ def assemble(chunks: list[dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
 @given(answers(), st.integers(1, 6))
 def test_stream_round_trip(answer: dict[str, Any], size: int) -> None:
     decoder = DIALECT.decoder(CTX)
-    events = encode(pieces(answer, size))
+    events = encode(chat_stream(answer, size))
     chunks = [c for name, data in events for c in decoder.feed(name, orjson.dumps(data))]
     assert decoder.finished
     message, finish = assemble(chunks)

@@ -20,6 +20,7 @@ from agent_reach.errors import RequestError
 from agent_reach.request import ChatRequest
 
 from .conftest import CHUNK, COMPLETION, assert_valid
+from .strategies import ARGS, IMAGE, NAME, TEXT, chat_stream
 from .wire import (
     KEY,
     Wire,
@@ -601,18 +602,6 @@ def test_count_tokens_counts_what_the_chat_request_holds() -> None:
 
 # -- round trips (hypothesis): chat → Gemini → chat keeps what both can say --------------------
 
-TEXT = st.text(
-    st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=12
-)
-NAME = st.from_regex(r"[a-z][a-z_]{0,11}", fullmatch=True)
-ARGS = st.dictionaries(
-    st.from_regex(r"[a-z]{1,6}", fullmatch=True),
-    st.one_of(st.integers(-999, 999), TEXT, st.booleans(), st.none()),
-    max_size=3,
-)
-IMAGE = st.sampled_from(["data:image/png;base64,iVBORw0KGgo=", "https://example.com/cat.jpg"]).map(
-    lambda url: {"type": "image_url", "image_url": {"url": url}}
-)
 CALLS = st.lists(
     st.builds(
         lambda n, a: {
@@ -772,37 +761,10 @@ def test_answer_round_trip(answer: dict[str, Any]) -> None:
     assert back["model"] == "deepseek-chat"
 
 
-def chat_pieces(answer: dict[str, Any], size: int) -> list[dict[str, Any]]:
-    """The answer as a chat stream, its text and arguments cut in pieces of `size`."""
-    message = answer["choices"][0]["message"]
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return completion.chunk(
-            id="c", model="deepseek-chat", created=1, delta=delta, finish=finish
-        )
-
-    out = [chunk({"role": "assistant"})]
-    for key in ("reasoning_content", "content"):
-        text = message.get(key) or ""
-        out += [chunk({key: text[i : i + size]}) for i in range(0, len(text), size)]
-    for n, call in enumerate(message.get("tool_calls") or ()):
-        args = call["function"]["arguments"]
-        head = {"index": n, "id": call["id"], "type": "function"}
-        named = {**head, "function": {"name": call["function"]["name"], "arguments": ""}}
-        out.append(chunk({"tool_calls": [named]}))
-        out += [
-            chunk({"tool_calls": [{"index": n, "function": {"arguments": args[i : i + size]}}]})
-            for i in range(0, len(args), size)
-        ]
-    out.append(chunk({}, answer["choices"][0]["finish_reason"]))
-    out.append(completion.chunk(id="c", model="deepseek-chat", created=1, usage=answer["usage"]))
-    return out
-
-
 @given(answers(), st.integers(1, 6))
 def test_stream_round_trip(answer: dict[str, Any], size: int) -> None:
     events = ResponseChunks()
-    sent = [o for c in chat_pieces(answer, size) for o in events.feed(c)] + events.end()
+    sent = [o for c in chat_stream(answer, size) for o in events.feed(c)] + events.end()
     for obj in sent:
         genai_types.GenerateContentResponse.model_validate(obj)
     decoder = get("gemini").decoder(CTX)
