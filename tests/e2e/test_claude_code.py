@@ -7,6 +7,7 @@ What Claude Code 2.1.197 sends is written down in docs/decisions.md ("Messages i
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -112,7 +113,15 @@ def test_claude_code_through_agent_reach_run(
     config = tmp_path / "agent-reach.yaml"
     config.write_text(yaml.safe_dump(agent_config))
     env = claude_env(agent_home, PROVIDER_KEY=PROVIDER_KEY)  # nothing points Claude Code anywhere
-    assert_tool_turn(claude(env, agent_home, BIN, "--config", str(config), "run", "--"), up)
+    done = claude(env, agent_home, BIN, "--config", str(config), "run", "--")
+    assert_tool_turn(done, up)
+    # What the run said on stderr: each turn's failover, and a summary when Claude Code ended.
+    lines = [x for x in done.stderr.splitlines() if x.startswith("agent-reach: ")]
+    assert [re.sub(r", \d+\.\d s$", "", x) for x in lines] == [
+        "agent-reach: dead connect_failed → auth auth_failed → toolcall ok",  # circuits stay closed
+        "agent-reach: dead connect_failed → auth auth_failed → toolcall ok",
+        "agent-reach: 2 requests, 2 failed over, 0 failed; answered by toolcall (2)",
+    ]
 
 
 def test_claude_code_reaches_an_anthropic_provider_natively(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from ..upstream import Upstream
+from ..upstream import Upstream, proxy_config, refused_url
 
 BIN = str(Path(sys.executable).parent / "agent-reach")
 
@@ -123,3 +124,109 @@ def test_setup_write_keeps_the_users_settings(tmp_path: Path) -> None:
     assert settings["theme"] == "dark"
     assert settings["env"] == {"FOO": "1", "ANTHROPIC_BASE_URL": "http://127.0.0.1:8000"}
     assert "AGENT_REACH_API_KEY" in settings["apiKeyHelper"]
+
+
+# A program that sends `argv[1]` chat requests, half a second apart, then waits (10 s at most)
+# for `argv[2]` to contain `argv[3]`: what `run` printed must be there while it still runs.
+REQUESTS = textwrap.dedent(
+    """
+    import json, os, sys, time, urllib.error, urllib.request
+    def call():
+        req = urllib.request.Request(
+            os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+            data=json.dumps({"model": "gpt-6.2-sol", "messages": [{"role": "user", "content": "hi"}]}).encode(),
+            headers={"Content-Type": "application/json",
+                     "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+    for i in range(int(sys.argv[1])):
+        print(call(), flush=True)
+        time.sleep(0.5)
+    for _ in range(100):
+        if sys.argv[3] in open(sys.argv[2]).read():
+            sys.exit(0)
+        time.sleep(0.1)
+    sys.exit(1)
+    """
+)
+
+
+def run_requests(
+    tmp_path: Path, providers: list[dict[str, object]], count: int, wait_for: str, *flags: str
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """`agent-reach run [flags] -- python REQUESTS count stderr wait_for`: the run and its
+    stderr (written to a file the program reads while it runs)."""
+    config = tmp_path / "c.yaml"
+    circuit = {"failures": 1, "cooldown_s": 0.2, "auth_cooldown_s": 60}
+    config.write_text(yaml.safe_dump(proxy_config(providers, circuit=circuit)))
+    (tmp_path / "requests.py").write_text(REQUESTS)
+    err = tmp_path / "run.err"
+    program = [sys.executable, "requests.py", str(count), str(err), wait_for]
+    with err.open("w") as stderr:
+        done = subprocess.run(
+            [BIN, "--config", str(config), "run", *flags, "--", *program],
+            cwd=tmp_path,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PROVIDER_KEY": "sk-x"},
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    return done, err.read_text()
+
+
+def test_run_shows_failovers_providers_going_down_and_back_and_a_summary(
+    up: Upstream, tmp_path: Path
+) -> None:
+    providers = [
+        up.provider("flaky"),
+        up.provider("auth"),
+        up.provider("ok"),
+    ]
+    done, err = run_requests(tmp_path, providers, 3, "flaky is back")
+    assert done.returncode == 0, err
+    assert done.stdout.split() == ["200", "200", "200"]
+    # flaky answers 500, ok, 500; its circuit opens at once and closes after 0.2 s.
+    expected = [
+        "flaky is down (server_error), skipped for 0 s",
+        "auth is down (auth_failed), skipped for 60 s",
+        "flaky server_error → auth auth_failed → ok ok, T s",
+        "flaky is back",  # the second request: flaky's trial answered (no failover, no line)
+        "flaky is down (server_error), skipped for 0 s",
+        "flaky server_error → auth skip(circuit_open) → ok ok, T s",
+        "3 requests, 2 failed over, 0 failed; answered by ok (2), flaky (1)",
+    ]
+    assert re.sub(r"\d+\.\d s", "T s", err) == "".join(f"agent-reach: {x}\n" for x in expected)
+
+
+def test_run_says_why_when_every_provider_fails_while_the_program_runs(
+    tmp_path: Path,
+) -> None:
+    providers = [{"name": "dead", "endpoint": refused_url()}]
+    done, err = run_requests(tmp_path, providers, 1, "no provider answered")
+    # The program saw the line on run's stderr before it ended (it waits for it, else exits 1).
+    assert done.returncode == 0, err
+    assert done.stdout.split() == ["502"]
+    assert re.sub(r"\d+\.\d s", "T s", err) == (
+        "agent-reach: dead is down (connect_failed), skipped for 0 s\n"
+        "agent-reach: gpt-6.2-sol: no provider answered: dead connect_failed, T s\n"
+        "agent-reach: 1 request, 0 failed over, 1 failed\n"
+    )
+
+
+def test_run_quiet_prints_nothing_and_log_gets_the_access_lines(
+    up: Upstream, tmp_path: Path
+) -> None:
+    providers = [{"name": "dead", "endpoint": refused_url()}, up.provider("ok")]
+    log = tmp_path / "proxy.log"
+    done, err = run_requests(tmp_path, providers, 1, "", "--quiet", "--log", str(log))
+    assert done.returncode == 0, err
+    assert err == ""
+    written = log.read_text()
+    assert " POST /v1/chat/completions 200 provider=ok " in written
+    assert "agent-reach: dead connect_failed → ok ok, " in written
+    assert "agent-reach: 1 request, 1 failed over, 0 failed; answered by ok (1)" in written

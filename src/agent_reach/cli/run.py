@@ -5,6 +5,11 @@ The proxy listens on 127.0.0.1 with a fresh one-time key; the program gets the O
 Anthropic base URLs and keys of its SDKs pointing at it, and Codex CLI also gets the `-c`
 overrides that define an `agent_reach` model provider speaking the Responses API. The key is
 passed in the environment only, never printed. The run exits with the program's status.
+
+While the program runs, `Watch` writes to stderr what the user would otherwise not see: a line
+per request that failed over or failed, a line when a provider goes down or comes back, and a
+summary when the program ends (`--quiet` silences them; `--log FILE` gets them too, with the
+proxy's access lines, for agents whose screen redraws over stderr).
 """
 
 from __future__ import annotations
@@ -13,11 +18,16 @@ import os
 import secrets
 import shutil
 import sys
-from typing import Any
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import IO, Any
 
 import click
 
+from ..events import CircuitEvent, Event, RequestEvent
 from . import expected_errors, fail
+from .render import chain
 
 KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 
@@ -53,15 +63,90 @@ def command_line(command: tuple[str, ...], base: str) -> list[str]:
     return argv
 
 
+class Watch:
+    """An engine observer that tells the user, one `write` a line, what the program's requests
+    met: failovers and failures as they end, providers going down and coming back."""
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write = write
+        self.requests = 0
+        self.failovers = 0
+        self.failed = 0
+        self.answered: Counter[str] = Counter()
+        self.down: set[str] = set()
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, RequestEvent):
+            self._request(event)
+        elif isinstance(event, CircuitEvent):
+            self._circuit(event)
+
+    def _request(self, event: RequestEvent) -> None:
+        self.requests += 1
+        took = f"{sum(a.ms for a in event.trace) / 1000:.1f} s"
+        if event.provider is None:
+            self.failed += 1
+            self.write(f"{event.model or '-'}: no provider answered: {chain(event.trace)}, {took}")
+            return
+        self.answered[event.provider] += 1
+        if len(event.trace) > 1:
+            self.failovers += 1
+            self.write(f"{chain(event.trace)}, {took}")
+
+    def _circuit(self, event: CircuitEvent) -> None:
+        name = event.provider
+        if event.opened and name not in self.down:
+            self.down.add(name)
+            left = max(0.0, event.state.open_until - time.time())
+            self.write(f"{name} is down ({event.state.cause}), skipped for {left:.0f} s")
+        elif not event.opened and name in self.down:
+            self.down.discard(name)
+            self.write(f"{name} is back")
+
+    def summary(self) -> str:
+        """`3 requests, 2 failed over, 1 failed; answered by local (2)`."""
+        text = f"{self.requests} request{'' if self.requests == 1 else 's'}"
+        text += f", {self.failovers} failed over, {self.failed} failed"
+        if self.answered:
+            used = ", ".join(f"{name} ({n})" for name, n in self.answered.most_common())
+            text += f"; answered by {used}"
+        return text
+
+
+def _writer(*streams: IO[str]) -> Callable[[str], None]:
+    """Write `agent-reach: line` to each of `streams`, at once."""
+
+    def write(line: str) -> None:
+        for stream in streams:
+            stream.write(f"agent-reach: {line}\n")
+            stream.flush()
+
+    return write
+
+
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--route", "-r", help="Send every request of the run down this route.")
 @click.option(
     "--port", type=click.IntRange(0, 65535), default=0, help="Port (default: a free one)."
 )
+@click.option("--quiet", "-q", is_flag=True, help="No failover lines and no summary on stderr.")
+@click.option(
+    "--log",
+    "log_file",
+    type=click.File("a", lazy=False),
+    help="Append the proxy's access lines (and the failover lines) to this file.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
 @expected_errors
-def run(obj: dict[str, Any], route: str | None, port: int, command: tuple[str, ...]) -> None:
+def run(
+    obj: dict[str, Any],
+    route: str | None,
+    port: int,
+    quiet: bool,
+    log_file: IO[str] | None,
+    command: tuple[str, ...],
+) -> None:
     """Run COMMAND with the proxy in front of it: `agent-reach run -- codex exec "…"`."""
     if shutil.which(command[0]) is None:
         fail(f"{command[0]}: command not found", 127)
@@ -74,8 +159,15 @@ def run(obj: dict[str, Any], route: str | None, port: int, command: tuple[str, .
 
     from ..server import run_with
 
+    streams = [s for s in (None if quiet else sys.stderr, log_file) if s is not None]
+    watch = Watch(_writer(*streams))
+    router.subscribe(watch)
     key = secrets.token_urlsafe(24)
-    code = asyncio.run(run_with(router, port, key, route, lambda base: _child(command, base, key)))
+    code = asyncio.run(
+        run_with(router, port, key, route, lambda base: _child(command, base, key), log_file)
+    )
+    if streams:
+        watch.write(watch.summary())
     sys.exit(code)
 
 

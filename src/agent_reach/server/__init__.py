@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from ..router import Router
 
@@ -111,19 +111,25 @@ async def run_with(
     key: str,
     route: str | None,
     program: Callable[[str], Awaitable[int]],
+    log: IO[str] | None = None,
 ) -> int:
     """Serve on 127.0.0.1 (`port`, 0 for a free one) for the one client key `key`, with
-    `route` for requests that name none, while `program(base_url)` runs; its result."""
+    `route` for requests that name none, while `program(base_url)` runs; its result. The
+    proxy's log (access lines included) goes to `log`, when given."""
     from aiohttp import web
 
     from .app import Proxy
     from .http import DEFAULT_ROUTE
+    from .log import configure
+
+    if log is not None:
+        configure("info", access=True, stream=log)
 
     proxy = Proxy(router, api_keys=frozenset({key}))
     app = proxy.app()
     if route:
         app[DEFAULT_ROUTE] = route
-    runner = _runner(proxy, app, 2.0, access_log=False)
+    runner = _runner(proxy, app, 2.0, access_log=log is not None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     try:

@@ -21,7 +21,7 @@ import sys
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
@@ -82,6 +82,7 @@ def _second(second: int) -> str:
 
 
 _pending: list[str] = []  # access lines not yet written
+_stream: list[IO[str]] = []  # where they go, when not stderr (`configure`)
 
 
 def flush() -> None:
@@ -89,7 +90,9 @@ def flush() -> None:
     if _pending:
         lines = "".join(_pending)
         _pending.clear()
-        sys.stderr.write(lines)
+        out = _stream[0] if _stream else sys.stderr
+        out.write(lines)
+        out.flush()
 
 
 atexit.register(flush)
@@ -148,11 +151,12 @@ class _OneLine(logging.Formatter):
         return line
 
 
-def configure(level: str = "info", access: bool = True) -> None:
-    """Send every log record to stderr as one line: ours at `level`, other libraries' at
-    warning and above (everything at debug, with tracebacks); access lines unless `access`
-    is False."""
-    handler = _AfterAccess(sys.stderr)
+def configure(level: str = "info", access: bool = True, stream: IO[str] | None = None) -> None:
+    """Send every log record to stderr (or `stream`) as one line: ours at `level`, other
+    libraries' at warning and above (everything at debug, with tracebacks); access lines
+    unless `access` is False."""
+    _stream[:] = [] if stream is None else [stream]
+    handler = _AfterAccess(stream or sys.stderr)
     debug = level == "debug"
     handler.setFormatter(_OneLine(tracebacks=debug))
     root = logging.getLogger()
