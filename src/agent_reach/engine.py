@@ -212,9 +212,10 @@ class Engine:
 
     def _ended(self, run: Run, provider: str | None, payload: Any) -> None:
         req, trace = run.req, tuple(run.trace)
+        sent = None if provider is None else self.prepared[provider].model_for(req.model)
         self._emit(
             RequestEvent(
-                run.route, provider, trace, req.stream, run.id, req.api, req.model, payload
+                run.route, provider, trace, req.stream, run.id, req.api, req.model, payload, sent
             )
         )
 
