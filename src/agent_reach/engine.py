@@ -178,7 +178,7 @@ class Engine:
         found = await self._walk(run, send)
         if found is None:
             self._ended(run, None, None)
-            raise AllProvidersFailed(run.trace, stopped=run.walk.stopped)
+            raise AllProvidersFailed(run.trace, stopped=run.walk.stopped, model=run.req.model)
         payload, name = found
         self._ended(run, name, payload)
         return payload, name, run

@@ -131,6 +131,18 @@ def test_the_clients_fault_is_a_4xx_raised_once(
     )  # type: ignore[attr-defined]
 
 
+def test_an_unserved_model_is_named_with_the_fix(proxy: Proxy) -> None:
+    headers = {"X-Agent-Reach-Fallback-Order": "listed"}
+    body = {"model": "gpt-6.2-sol", "messages": MSG}
+    status, answer = proxy.post("/v1/chat/completions", body, headers)
+    assert status == 404
+    assert answer["error"]["message"] == (
+        "no provider serves the requested model 'gpt-6.2-sol'; to send it to a provider, add to"
+        ' that provider `model_map: {"*": <a model it serves>}`, or add a route named after it:'
+        " `routes: {'gpt-6.2-sol': [<providers>]}`"
+    )
+
+
 def test_no_model_and_no_default_is_a_400_on_model(proxy: Proxy) -> None:
     headers = {"X-Agent-Reach-Fallback-Order": "modelless"}
     status, body = proxy.post("/v1/chat/completions", {"messages": MSG}, headers)
