@@ -18,6 +18,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from agent_reach.cli import simulated
+
 ECHOED_KEY_PREFIX = "Incorrect API key provided: "
 # What the `claude` scenario (a native Anthropic provider) answers.
 CLAUDE_THINKING = {"type": "thinking", "thinking": "Hmm.", "signature": "sig-EqQBCkYIBxgC"}
@@ -92,25 +94,9 @@ def usage_asked(body: Any) -> list[dict[str, Any]]:
 
 
 def shell_call(tools: list[Any]) -> tuple[str, str]:
-    """(name, JSON arguments) of a call to the first shell-like tool offered (Codex's
-    `exec_command`/`shell`, Claude Code's `Bash`), its first required string field set to an
-    `echo` command; else Codex's JavaScript `exec`; else the first tool with no arguments."""
-    fns = [t.get("function", t) for t in tools if isinstance(t, dict)]
-    for wanted in ("exec_command", "shell", "Bash"):
-        for fn in fns:
-            if fn.get("name") == wanted:
-                params = fn.get("parameters") or {}
-                required = params.get("required") or list(params.get("properties") or {})
-                field = required[0] if required else "command"
-                value: Any = f"echo {TOOL_WORD}"
-                if (params.get("properties") or {}).get(field, {}).get("type") == "array":
-                    value = ["bash", "-lc", value]
-                return wanted, orjson.dumps({field: value}).decode()
-    for fn in fns:  # Codex's default model: a JavaScript `exec` that calls the nested tools
-        if fn.get("name") == "exec":
-            code = f'const r = await tools.exec_command({{cmd: "echo {TOOL_WORD}"}}); text(r);'
-            return "exec", orjson.dumps({"input": code}).decode()
-    return (str(fns[0].get("name")) if fns else "none"), "{}"
+    """(name, JSON arguments) of a call to the first shell-like tool offered, running
+    `echo TOOL_WORD` (as `agent-reach demo --serve`'s model does)."""
+    return simulated.shell_call(tools, f"echo {TOOL_WORD}")
 
 
 def responses_answer(model: str) -> dict[str, Any]:

@@ -404,13 +404,22 @@ def test_check_table_json_and_exit_codes(up: Upstream, tmp_path: Path) -> None:
 
 
 def test_demo_shows_a_real_failover() -> None:
-    result = run("demo", timeout=60)
+    result = run("demo", env={"PATH": f"{Path(BIN).parent}:/usr/bin:/bin"}, timeout=60)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "Connecting to deepseek-official… connect_failed" in out
     assert "Fallback to zhipu-api… auth_failed (401," in out
     assert "Fallback to local-ollama, success!" in out
     assert "Quantum annealing" in out
+    # The next command, as this shell can run it: agent-reach is on PATH here ...
+    assert out.endswith(
+        "Try it on your own providers: agent-reach chat --verbose --prompt 'Hello'\n"
+    )
+    # ... and not in a fresh shell after `make demo` (.venv/bin is not on its PATH).
+    fresh = run("demo", env={"PATH": "/usr/bin:/bin"}, timeout=60)
+    assert fresh.stdout.endswith(
+        f"Try it on your own providers: {BIN} chat --verbose --prompt 'Hello'\n"
+    )
 
 
 def test_version_and_help() -> None:
