@@ -18,7 +18,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..agents import AGENT_CLIENT_KEY, agent, claude_env
-from ..upstream import CLAUDE_TEXT, TOOL_WORD, Upstream
+from ..upstream import CLAUDE_TEXT, TOOL_WORD, Upstream, refused_url
 from .test_proxy import PROVIDER_KEY, Proxy, start, stop
 
 pytestmark = pytest.mark.slow
@@ -122,6 +122,29 @@ def test_claude_code_through_agent_reach_run(
         "agent-reach: dead connect_failed → auth auth_failed → toolcall ok",
         "agent-reach: 2 requests, 2 failed over, 0 failed; answered by toolcall (2)",
     ]
+
+
+def test_run_wins_over_what_setup_wrote_and_undo_puts_it_back(
+    agent_config: dict[str, Any], agent_home: Path, up: Upstream, tmp_path: Path
+) -> None:
+    config = tmp_path / "agent-reach.yaml"
+    config.write_text(yaml.safe_dump(agent_config))
+    settings = agent_home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    original = b'{"theme": "dark",\n "env": {"ANTHROPIC_AUTH_TOKEN": "user-token", "FOO": "1"}}'
+    settings.write_bytes(original)
+    env = claude_env(agent_home, PROVIDER_KEY=PROVIDER_KEY)
+    dead = refused_url().removesuffix("/v1/chat/completions")
+    setup = [BIN, "setup", "claude"]
+    subprocess.run([*setup, "--write", "--base-url", dead], env=env, check=True)
+    done = claude(env, agent_home, BIN, "--config", str(config), "run", "--")
+    assert_tool_turn(done, up)  # through the run's own proxy, not the written dead URL
+    assert (
+        f"agent-reach: {settings} points claude at {dead}; this run overrides it (--settings)"
+        in (done.stderr)
+    )
+    subprocess.run([*setup, "--undo"], env=env, check=True, capture_output=True)
+    assert settings.read_bytes() == original
 
 
 def test_claude_code_reaches_an_anthropic_provider_natively(

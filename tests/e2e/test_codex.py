@@ -134,6 +134,22 @@ def test_codex_through_agent_reach_run(
     ]
 
 
+def test_run_wins_over_what_setup_wrote(
+    upstream: Upstream, home: dict[str, str], tmp_path: Path
+) -> None:
+    upstream.clear()
+    dead = refused_url().removesuffix("/v1/chat/completions")
+    subprocess.run([BIN, "setup", "codex", "--write", "--base-url", dead], env=home, check=True)
+    run = [BIN, "--config", write_config(upstream, tmp_path), "run", "--"]
+    result = codex_exec(home, tmp_path / "work", *run)
+    assert_tool_turn(result, upstream)
+    config = Path(home["CODEX_HOME"]) / "config.toml"
+    assert (
+        f"agent-reach: {config} points codex at {dead}/v1; this run overrides it (-c options)"
+        in (result.stderr)
+    )
+
+
 def test_run_route_sends_every_request_down_it(
     upstream: Upstream, home: dict[str, str], tmp_path: Path
 ) -> None:

@@ -227,6 +227,37 @@ def test_run_quiet_prints_nothing_and_log_gets_the_access_lines(
     assert done.returncode == 0, err
     assert err == ""
     written = log.read_text()
-    assert " POST /v1/chat/completions 200 provider=ok " in written
+    assert (
+        " POST /v1/chat/completions 200 model=gpt-6.2-sol provider=ok provider_model=gpt-6.2-sol "
+        in written
+    )
     assert "agent-reach: dead connect_failed → ok ok, " in written
     assert "agent-reach: 1 request, 1 failed over, 0 failed; answered by ok (1)" in written
+
+
+def test_setup_undo_puts_back_the_users_file_byte_for_byte(tmp_path: Path) -> None:
+    cx = tmp_path / "cx"
+    cx.mkdir()
+    original = b'# mine\r\nmodel = "o3"   \r\n\r\n[tui]\r\nnotifications = true'  # CRLF, no EOL
+    (cx / "config.toml").write_bytes(original)
+    setup_cli(tmp_path, "codex", "--write", "--base-url", "http://127.0.0.1:9001")
+    setup_cli(tmp_path, "codex", "--write", "--base-url", "http://127.0.0.1:9002")
+    assert b"9002" in (cx / "config.toml").read_bytes()
+    undone = setup_cli(tmp_path, "codex", "--undo")
+    assert (cx / "config.toml").read_bytes() == original  # the first write's original
+    assert "restored" in undone.stdout
+    assert sorted(p.name for p in cx.iterdir()) == ["config.toml"]
+    # A file that --write created is removed again.
+    setup_cli(tmp_path, "claude", "--write")
+    assert (tmp_path / ".claude" / "settings.json").exists()
+    setup_cli(tmp_path, "claude", "--undo")
+    assert list((tmp_path / ".claude").iterdir()) == []
+    again = subprocess.run(
+        [BIN, "setup", "claude", "--undo"],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert again.returncode == 1
+    assert "nothing to undo" in again.stderr

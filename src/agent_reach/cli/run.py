@@ -14,6 +14,7 @@ proxy's access lines, for agents whose screen redraws over stderr).
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -55,11 +56,51 @@ def codex_overrides(base: str) -> list[str]:
     return ["-c", f"model_providers.agent_reach={provider}", "-c", "model_provider=agent_reach"]
 
 
-def command_line(command: tuple[str, ...], base: str) -> list[str]:
-    """The program's argv, with Codex's overrides right after `codex`."""
+def claude_settings(base: str, key: str) -> dict[str, Any]:
+    """The settings `run` gives Claude Code with `--settings`: they outrank the `env` and
+    `apiKeyHelper` of its settings files (what `setup claude --write` writes among them),
+    which outrank the process environment."""
+    env = {"ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_KEY": key, "ANTHROPIC_AUTH_TOKEN": ""}
+    # No key helper: with one, Claude Code sends its key as both x-api-key and a Bearer token.
+    return {"env": env, "apiKeyHelper": ""}
+
+
+def written_elsewhere(program: str) -> str | None:
+    """What the agent's own config (`setup --write`'s file) points it at, when it does, and
+    that this run overrides it; None for other programs or configs."""
+    import tomllib
+
+    from .setup import agent_config
+
+    name = os.path.basename(program)
+    if name not in ("codex", "claude"):
+        return None
+    path = agent_config(name)
+    try:
+        text = path.read_text(encoding="utf-8")
+        if name == "claude":
+            where = (json.loads(text).get("env") or {}).get("ANTHROPIC_BASE_URL")
+        else:
+            config = tomllib.loads(text)
+            chosen = config.get("model_provider")
+            where = (config.get("model_providers") or {}).get(chosen, {}).get("base_url", chosen)
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not where:
+        return None
+    how = "--settings" if name == "claude" else "-c options"
+    return f"{path} points {name} at {where}; this run overrides it ({how})"
+
+
+def command_line(command: tuple[str, ...], base: str, settings: str | None = None) -> list[str]:
+    """The program's argv, with Codex's overrides right after `codex`, and Claude Code's
+    `--settings FILE` right after `claude`."""
     argv = list(command)
-    if os.path.basename(argv[0]) == "codex":
+    name = os.path.basename(argv[0])
+    if name == "codex":
         argv[1:1] = codex_overrides(base)
+    elif name == "claude" and settings is not None:
+        argv[1:1] = ["--settings", settings]
     return argv
 
 
@@ -161,6 +202,9 @@ def run(
 
     streams = [s for s in (None if quiet else sys.stderr, log_file) if s is not None]
     watch = Watch(_writer(*streams))
+    elsewhere = written_elsewhere(command[0])
+    if elsewhere and streams:
+        watch.write(elsewhere)
     router.subscribe(watch)
     key = secrets.token_urlsafe(24)
     code = asyncio.run(
@@ -173,12 +217,24 @@ def run(
 
 async def _child(command: tuple[str, ...], base: str, key: str) -> int:
     """Run the program to its end; its exit status (128 + N when killed by signal N)."""
+    import tempfile
+
+    env = agent_env(base, key, dict(os.environ))
+    if os.path.basename(command[0]) != "claude":
+        return await _wait(command_line(command, base), env)
+    # The settings carry the key: in a file only this user can read, gone after the run.
+    with tempfile.TemporaryDirectory(prefix="agent-reach-run-") as private:  # mode 0700
+        settings = os.path.join(private, "claude-settings.json")
+        with open(os.open(settings, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            json.dump(claude_settings(base, key), f)
+        return await _wait(command_line(command, base, settings), env)
+
+
+async def _wait(argv: list[str], env: dict[str, str]) -> int:
     import asyncio
     import signal
 
-    proc = await asyncio.create_subprocess_exec(
-        *command_line(command, base), env=agent_env(base, key, dict(os.environ))
-    )
+    proc = await asyncio.create_subprocess_exec(*argv, env=env)
     loop = asyncio.get_running_loop()
     # Ctrl-C reaches the program from the terminal; the run ends when it does.
     for sig in (signal.SIGINT, signal.SIGTERM):
