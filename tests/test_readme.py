@@ -87,3 +87,9 @@ def test_the_chinese_readme_is_chinese() -> None:
     text = README_ZH.read_text()
     han = sum("\u4e00" <= ch <= "\u9fff" for ch in text)
     assert han > 3000  # prose in Chinese; commands, fields and CLI messages stay as they are
+
+
+def test_no_readme_installs_the_unrelated_pypi_project() -> None:
+    # `agent-reach` on PyPI is another project: extras are installed from the clone.
+    for path in (README, README_ZH):
+        assert "install 'agent-reach[" not in path.read_text(), path.name

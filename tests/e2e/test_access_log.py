@@ -92,6 +92,8 @@ def test_access_lines_name_the_models_and_each_attempt_for_every_face(
         anthropic.Anthropic(base_url=proxy.base, api_key="unused", max_retries=0).messages.create(
             model="claude-opus-4-8", max_tokens=100, messages=MSG, **order
         )
+        # /v1/models names the model behind a "*" mapping (issue 20, item 7)
+        assert "deepseek-chat" in [m.id for m in proxy.client().models.list()]
     finally:
         stop(proxy)
     # ollama serves only qwen2:72b: passed over without a request, which the line calls a skip.
@@ -103,6 +105,7 @@ def test_access_lines_name_the_models_and_each_attempt_for_every_face(
         ("/v1/chat/completions", "gpt-6.2-sol", "mapped", "deepseek-chat", attempts),
         ("/v1/responses", "gpt-5-codex", "mapped", "deepseek-chat", attempts),
         ("/v1/messages", "claude-opus-4-8", "mapped", "deepseek-chat", attempts),
+        ("/v1/models", "-", "-", "-", "-"),
     ]
 
 

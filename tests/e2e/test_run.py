@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 import textwrap
@@ -84,6 +85,23 @@ def test_run_refuses_unknown_routes_and_commands(up: Upstream, tmp_path: Path) -
     )
     assert missing.returncode == 127
     assert "command not found" in missing.stderr
+
+
+def test_run_on_a_busy_port_says_so_in_one_line(up: Upstream, tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"providers": [{"name": "ok", "endpoint": up.url("ok")}]}))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run(
+            [BIN, "--config", str(config), "run", "--port", str(port), "--", "true"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    assert done.returncode == 2
+    assert done.stderr == f"agent-reach: cannot serve on 127.0.0.1:{port}: Address already in use\n"
 
 
 def setup_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -104,6 +104,13 @@ def test_the_page_asks_for_a_key_and_its_cookie_opens_the_status_only(
         status, _, body = _open(urllib.request.Request(base + "/agent-reach/"))
         assert status == 401
         assert '<form method="post" action="/agent-reach/login">' in body
+        # Without its slash, one redirect away, key or not; `/` and the banner point at it.
+        status, headers, _ = _open(urllib.request.Request(base + "/agent-reach"))
+        assert (status, headers["Location"]) == (308, "/agent-reach/")
+        assert _open(urllib.request.Request(base + "/"))[2] == (
+            '{"status":"ok","status_page":"/agent-reach/","api":"/v1"}'
+        )
+        assert proxy.banner.rstrip().endswith(f"; status page {base}/agent-reach/)")
 
         def login(key: str) -> tuple[int, dict[str, str], str]:
             data = urllib.parse.urlencode({"key": key}).encode()

@@ -198,7 +198,7 @@ def run(
         fail(f"no route or provider named {route!r}", 2)
     import asyncio
 
-    from ..server import run_with
+    from ..server import CannotServe, run_with
 
     streams = [s for s in (None if quiet else sys.stderr, log_file) if s is not None]
     watch = Watch(_writer(*streams))
@@ -207,9 +207,12 @@ def run(
         watch.write(elsewhere)
     router.subscribe(watch)
     key = secrets.token_urlsafe(24)
-    code = asyncio.run(
-        run_with(router, port, key, route, lambda base: _child(command, base, key), log_file)
-    )
+    try:
+        code = asyncio.run(
+            run_with(router, port, key, route, lambda base: _child(command, base, key), log_file)
+        )
+    except CannotServe as exc:
+        fail(str(exc), 2)
     if streams:
         watch.write(watch.summary())
     sys.exit(code)

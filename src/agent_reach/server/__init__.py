@@ -28,6 +28,10 @@ if TYPE_CHECKING:
     from .connection import Runner
 
 
+class CannotServe(Exception):
+    """The proxy could not listen (the port is taken, or not allowed)."""
+
+
 def api_keys(var: str | None) -> frozenset[str]:
     """The client keys from the variable `server.api_keys_env` names (comma-separated)."""
     value = os.environ.get(var, "") if var else ""
@@ -67,9 +71,10 @@ async def run(
     if announce:
         bound = runner.addresses[0]
         auth = "on" if proxy.api_keys else "off"
+        base = f"http://{bound[0]}:{bound[1]}"
         print(
-            f"agent-reach: serving on http://{bound[0]}:{bound[1]} "
-            f"({len(router.config.providers)} providers, client auth {auth}, pid {os.getpid()})",
+            f"agent-reach: serving on {base} ({len(router.config.providers)} providers, client"
+            f" auth {auth}, pid {os.getpid()}; status page {base}/agent-reach/)",
             flush=True,
         )
     stop = asyncio.Event()
@@ -131,7 +136,12 @@ async def run_with(
         app[DEFAULT_ROUTE] = route
     runner = _runner(proxy, app, 2.0, access_log=log is not None)
     await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+    except OSError as exc:
+        await runner.cleanup()
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise CannotServe(f"cannot serve on 127.0.0.1:{port}: {why}") from exc
     try:
         return await program(f"http://127.0.0.1:{runner.addresses[0][1]}")
     finally:

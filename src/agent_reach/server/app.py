@@ -70,13 +70,14 @@ class Proxy:
         app.router.add_delete("/v1/responses/{id}", self._face(responses.delete))
         app.router.add_post("/v1/messages", self._face(messages.create))
         app.router.add_post("/v1/messages/count_tokens", self._face(messages.count_tokens))
-        app.router.add_get("/", self.healthz)  # and HEAD: Claude Code probes its base URL
+        app.router.add_get("/", self.root)  # and HEAD: Claude Code probes its base URL
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/metrics", self.prometheus)
         app.router.add_get("/agent-reach/v1/status", self.status)
         app.router.add_post("/agent-reach/v1/route", self._face(step.step))
         app.router.add_get(status_page.PATH, self._face(status_page.page))
+        app.router.add_get(status_page.PATH.rstrip("/"), self.to_status_page)
         app.router.add_post(status_page.LOGIN, self._face(status_page.login))
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
@@ -101,12 +102,14 @@ class Proxy:
     # -- the rest ------------------------------------------------------------------------------
 
     def _models(self) -> dict[str, Any]:
-        """Every name a request may ask for: providers' models and `model_map` keys (but the
-        catch-all `"*"`), and the route names, each a model alias (protocol §3)."""
+        """Every name a request may ask for: providers' models, `model_map` keys (but the
+        catch-all `"*"`) and the models they map to, and the route names, each a model alias
+        (protocol §3)."""
         names: dict[str, None] = {}
         for p in self.config.providers:
             names.update(dict.fromkeys(p.models or ()))
             names.update(dict.fromkeys(p.model_map))
+            names.update(dict.fromkeys(m for m in p.model_map.values() if m))
         names.update(dict.fromkeys(self.config.routes))
         names.pop("*", None)
         data = [
@@ -119,6 +122,15 @@ class Proxy:
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.Response(body=b'{"status":"ok"}', content_type=JSON)
+
+    async def root(self, request: web.Request) -> web.Response:
+        """`/`: alive, and where to look next (the status page, the API)."""
+        body = b'{"status":"ok","status_page":"/agent-reach/","api":"/v1"}'
+        return web.Response(body=body, content_type=JSON)
+
+    async def to_status_page(self, request: web.Request) -> web.Response:
+        """`/agent-reach` without its slash: the status page is one redirect away."""
+        raise web.HTTPPermanentRedirect(status_page.PATH)
 
     async def prometheus(self, request: web.Request) -> web.Response:
         body = self.metrics.render()
