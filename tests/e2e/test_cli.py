@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -339,6 +340,30 @@ def test_config_validate_and_schema(tmp_path: Path) -> None:
     assert not list(Draft202012Validator(schema).iter_errors(data))
 
 
+def test_check_says_a_circuit_is_open_and_the_provider_not_usable(
+    up: Upstream, tmp_path: Path
+) -> None:
+    cfg = config_file(
+        tmp_path,
+        p("auth", up.url("auth"), health_check=""),  # no health check: a TCP connect only
+        p("good", up.url("ok")),
+        circuit={"auth_cooldown_s": 300},
+    )
+    assert (
+        run("chat", "-p", "hi", config=cfg).returncode == 0
+    )  # auth answers 401: its circuit opens
+    rows = {r["provider"]: r for r in json.loads(run("check", "--json", config=cfg).stdout)}
+    auth = rows["auth"]
+    assert (auth["reachable"], auth["usable"], auth["health"]) == (True, False, "none")
+    assert auth["circuit"]["state"] == "open"
+    assert auth["circuit"]["cause"] == "auth_failed"
+    assert re.fullmatch(r"circuit open after auth_failed, \d+ s left", auth["detail"])
+    assert (rows["good"]["usable"], rows["good"]["circuit"]["state"]) == (True, "closed")
+    table = run("check", config=cfg)
+    assert "no health check: circuit open after auth_failed" in table.stdout
+    assert "1 of 2 provider(s) usable" in table.stderr
+
+
 def test_check_table_json_and_exit_codes(up: Upstream, tmp_path: Path) -> None:
     cfg = config_file(
         tmp_path,
@@ -362,6 +387,7 @@ def test_check_table_json_and_exit_codes(up: Upstream, tmp_path: Path) -> None:
             "latency_ms",
             "url",
             "status",
+            "circuit",
         }
         assert row["url"] is None or row["url"].startswith("http")
         assert row["status"] is None or isinstance(row["status"], int)
