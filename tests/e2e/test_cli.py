@@ -467,3 +467,22 @@ def test_help_does_not_load_the_http_stack() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == ""
+
+
+@pytest.mark.parametrize(
+    ("fields", "meant"),
+    [
+        ({}, "http://127.0.0.1:8001/v1/chat/completions"),
+        ({"format": "anthropic"}, "http://127.0.0.1:8001/v1/messages"),
+    ],
+)
+def test_a_base_url_as_endpoint_is_a_config_error_naming_the_endpoint(
+    tmp_path: Path, fields: dict[str, Any], meant: str
+) -> None:
+    cfg = config_file(tmp_path, p("local", "http://127.0.0.1:8001/v1", **fields))
+    result = run("config", "validate", config=cfg)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"agent-reach: config error: {cfg}: provider 'local' (providers[0]): endpoint"
+        f" 'http://127.0.0.1:8001/v1' is a base URL; did you mean '{meant}'?\n"
+    )

@@ -54,17 +54,20 @@ def formats_for_url(url: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-def endpoint_of_base(url: str) -> tuple[str, str] | None:
+def endpoint_of_base(url: str, fmt: str | None = None) -> tuple[str, str] | None:
     """(format, endpoint) for a base URL, as the SDKs, LiteLLM's `api_base` and Claude Code's
     `ANTHROPIC_BASE_URL` take one: `…/anthropic` (the Anthropic-compatible endpoints of DeepSeek,
     Zhipu, Kimi, MiniMax, DashScope) → `…/anthropic/v1/messages`; `…/v1` (any `/vN`) →
-    `…/v1/chat/completions`. None for a URL that names its endpoint already."""
+    `…/v1/chat/completions` (`…/v1/messages` when `fmt` is anthropic). None for a URL that
+    names its endpoint already."""
     parts = urlsplit(url)
     path = parts.path.rstrip("/")
     if path.lower().endswith("/anthropic"):
         fmt, tail = "anthropic", "/v1/messages"
     elif re.search(r"/v\d+$", path):
-        fmt, tail = "openai", "/chat/completions"
+        fmt, tail = (
+            ("anthropic", "/messages") if fmt == "anthropic" else ("openai", "/chat/completions")
+        )
     else:
         return None
     return fmt, urlunsplit(parts._replace(path=path + tail))

@@ -86,7 +86,7 @@ def _endpoint(url: str, fmt: str | None) -> str:
     """The endpoint to probe: `url`, or the one a base URL stands for (said on stderr)."""
     from ..catalog import endpoint_of_base
 
-    found = endpoint_of_base(url)
+    found = endpoint_of_base(url, fmt)
     if found is None or fmt not in (None, found[0]):
         return url
     click.echo(f"{url} is a base URL: probing its {found[0]} endpoint {found[1]}", err=True)
