@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import pty
 import re
 import socket
 import subprocess
@@ -279,3 +282,46 @@ def test_setup_undo_puts_back_the_users_file_byte_for_byte(tmp_path: Path) -> No
     )
     assert again.returncode == 1
     assert "nothing to undo" in again.stderr
+
+
+def test_a_full_screen_agent_gets_its_lines_in_a_file_and_the_summary_at_exit(
+    up: Upstream, tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "claude"  # `claude` without -p: the full-screen UI, as run sees it
+    program = REQUESTS.replace("sys.argv[1]", "'1'").replace("sys.argv[2]", "sys.argv[-2]")
+    fake.write_text(f"#!{sys.executable}\n" + program.replace("sys.argv[3]", "sys.argv[-1]"))
+    fake.chmod(0o755)
+    config = tmp_path / "c.yaml"
+    providers = [{"name": "dead", "endpoint": refused_url()}, up.provider("ok")]
+    config.write_text(yaml.safe_dump(proxy_config(providers)))
+    primary, secondary = pty.openpty()
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "PROVIDER_KEY": "sk-x"}
+    log = tmp_path / ".agent-reach" / "run.log"
+    # the fake waits (10 s at most) for its failover line in the log: written while it runs
+    done = subprocess.run(
+        [BIN, "--config", str(config), "run", "--", "claude", str(log), "dead connect_failed"],
+        stderr=secondary,
+        stdout=subprocess.PIPE,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    os.close(secondary)
+    screen = b""
+    with contextlib.suppress(OSError):
+        while chunk := os.read(primary, 65536):
+            screen += chunk
+    os.close(primary)
+    assert done.returncode == 0, screen
+    shown = screen.decode().replace("\r\n", "\n")
+    assert shown.startswith(
+        f"agent-reach: claude draws over this terminal: what its requests meet goes to {log}"
+        " (tail -f it); a summary follows when it exits\n"
+    )
+    assert "connect_failed" not in shown
+    assert shown.endswith("agent-reach: 1 request, 1 failed over, 0 failed; answered by ok (1)\n")
+    written = log.read_text()
+    assert "agent-reach: dead connect_failed → ok ok, " in written
+    assert " POST /v1/chat/completions 200 " in written  # and the proxy's access lines

@@ -22,6 +22,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO, Any
 
 import click
@@ -31,6 +32,7 @@ from . import expected_errors, fail
 from .render import chain
 
 KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+RUN_LOG = "~/.agent-reach/run.log"  # where the lines go while a full-screen agent runs
 
 
 def agent_env(base: str, key: str, environ: dict[str, str]) -> dict[str, str]:
@@ -200,7 +202,17 @@ def run(
 
     from ..server import CannotServe, run_with
 
-    streams = [s for s in (None if quiet else sys.stderr, log_file) if s is not None]
+    tui = not quiet and log_file is None and sys.stderr.isatty() and full_screen(command)
+    if tui:  # lines on its screen would be drawn over: they go to a file it does not touch
+        target = Path(RUN_LOG).expanduser()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        log_file = target.open("a", encoding="utf-8")
+        click.echo(
+            f"agent-reach: {os.path.basename(command[0])} draws over this terminal: what its"
+            f" requests meet goes to {target} (tail -f it); a summary follows when it exits",
+            err=True,
+        )
+    streams = [s for s in (None if quiet or tui else sys.stderr, log_file) if s is not None]
     watch = Watch(_writer(*streams))
     elsewhere = written_elsewhere(command[0])
     if elsewhere and streams:
@@ -214,8 +226,19 @@ def run(
     except CannotServe as exc:
         fail(str(exc), 2)
     if streams:
-        watch.write(watch.summary())
+        (_writer(*streams, sys.stderr) if tui else watch.write)(watch.summary())
     sys.exit(code)
+
+
+def full_screen(command: tuple[str, ...]) -> bool:
+    """Whether COMMAND is an agent's full-screen UI, which redraws over stderr: `codex` but
+    `codex exec`, `claude` but `claude -p`."""
+    name, args = os.path.basename(command[0]), command[1:]
+    if name == "codex":
+        return not (args and args[0] in ("exec", "e"))
+    if name == "claude":
+        return not any(a in ("-p", "--print") for a in args)
+    return False
 
 
 async def _child(command: tuple[str, ...], base: str, key: str) -> int:
