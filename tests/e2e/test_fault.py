@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx2 as httpx
 import openai
 import pytest
@@ -174,6 +175,25 @@ def test_anything_else_is_a_502(proxy: Proxy) -> None:
         proxy.client().chat.completions.create(model="m", messages=MSG, **order("server", "dead"))
     assert info.value.status_code == 502
     assert info.value.response.json()["error"]["code"] == "all_providers_failed"
+
+
+def test_a_502_after_every_provider_tells_the_sdks_not_to_retry(proxy: Proxy) -> None:
+    # Every provider was tried just now: an SDK's own retries (Claude Code's went on for minutes)
+    # would only delay the error. Both SDKs read `x-should-retry`.
+    counted = Counted(proxy)  # retries on (2)
+    with pytest.raises(openai.InternalServerError) as info:
+        counted.client.chat.completions.create(model="m", messages=MSG, **order("server", "dead"))
+    counted.client.close()
+    counted.http.close()
+    assert counted.sent == 1
+    assert info.value.response.headers["x-should-retry"] == "false"
+    sent = []
+    http = httpx.Client(event_hooks={"request": [sent.append]})
+    claude = anthropic.Anthropic(base_url=proxy.base, api_key="k", http_client=http)
+    with pytest.raises(anthropic.InternalServerError):
+        claude.messages.create(model="m", max_tokens=10, messages=MSG, **order("server", "dead"))
+    http.close()
+    assert len(sent) == 1
 
 
 def test_a_content_filter_refusal_is_seen_by_no_other_provider(proxy: Proxy) -> None:
