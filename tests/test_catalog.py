@@ -225,6 +225,49 @@ def test_formats_for_url(url: str, formats: tuple[str, ...]) -> None:
     assert catalog.formats_for_url(url) == formats
 
 
+@pytest.mark.parametrize(
+    ("url", "found"),
+    [
+        (
+            "https://api.deepseek.com/anthropic",
+            ("anthropic", "https://api.deepseek.com/anthropic/v1/messages"),
+        ),
+        (
+            "https://dashscope.aliyuncs.com/apps/anthropic/",
+            ("anthropic", "https://dashscope.aliyuncs.com/apps/anthropic/v1/messages"),
+        ),
+        ("http://host:8000/v1", ("openai", "http://host:8000/v1/chat/completions")),
+        (
+            "https://open.bigmodel.cn/api/paas/v4",
+            ("openai", "https://open.bigmodel.cn/api/paas/v4/chat/completions"),
+        ),
+        ("https://api.deepseek.com/anthropic/v1/messages", None),
+        ("http://host:8000/v1/chat/completions", None),
+        ("http://127.0.0.1:11434/api/chat", None),
+    ],
+)
+def test_endpoint_of_base(url: str, found: tuple[str, str] | None) -> None:
+    assert catalog.endpoint_of_base(url) == found
+    if found is not None:  # known without a request: the base URL alone suggests the format
+        assert catalog.formats_for_url(url)[0] == found[0]
+
+
+def test_every_anthropic_compatible_entry_is_recognised_from_its_base_url() -> None:
+    entries = [e for e in catalog.load() if e.endpoint.endswith("/anthropic/v1/messages")]
+    assert {e.name for e in entries} == {
+        "deepseek-anthropic",
+        "zhipu-anthropic",
+        "zai-anthropic",
+        "moonshot-anthropic",
+        "minimax-anthropic",
+        "dashscope-anthropic",
+    }
+    for e in entries:
+        base = e.endpoint.removesuffix("/v1/messages")
+        assert catalog.formats_for_url(base)[0] == "anthropic", e.name
+        assert catalog.endpoint_of_base(base) == ("anthropic", e.endpoint)
+
+
 OPENAI_ANSWER = {
     "object": "chat.completion",
     "model": "m",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent_reach.identity import quota_key, split, state_key
+from agent_reach.identity import at_endpoint, quota_key, split, state_key
 
 KEY = "sk-very-secret-123456"
 
@@ -32,3 +32,12 @@ def test_split_reads_new_and_legacy_keys() -> None:
     assert fp is not None
     assert len(fp) == 12
     assert split("legacy-name") == ("legacy-name", None)
+
+
+def test_the_state_key_starts_the_same_at_one_endpoint_whatever_the_key() -> None:
+    url = "https://a.example/v1/chat/completions"
+    for key in (KEY, None, "sk-other"):
+        assert state_key("zhipu-api", url, key).startswith(at_endpoint("zhipu-api", url))
+    assert not state_key("zhipu-api", "https://b.example", KEY).startswith(
+        at_endpoint("zhipu-api", url)
+    )

@@ -87,3 +87,19 @@ def test_the_chinese_readme_is_chinese() -> None:
     text = README_ZH.read_text()
     han = sum("\u4e00" <= ch <= "\u9fff" for ch in text)
     assert han > 3000  # prose in Chinese; commands, fields and CLI messages stay as they are
+
+
+def test_no_readme_installs_the_unrelated_pypi_project() -> None:
+    # `agent-reach` on PyPI is another project: extras are installed from the clone.
+    for path in (README, README_ZH):
+        assert "install 'agent-reach[" not in path.read_text(), path.name
+
+
+def test_the_chinese_readme_keeps_one_term_per_concept() -> None:
+    text = README_ZH.read_text()
+    # One term each: 单步模式 (step mode), 客户端鉴权 (client auth), 提供方 for a provider (上游
+    # read as "the caller's side" clashed with it), plain words for the seed and wire formats.
+    for dropped in ("步进模式", "客户端认证", "上游什么", "线上格式", "原始描述"):
+        assert dropped not in text, dropped
+    assert "单步模式" in text
+    assert "客户端鉴权" in text

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from agent_reach.cli import simulated
 from agent_reach.dialects import artifacts
 
 ECHOED_KEY_PREFIX = "Incorrect API key provided: "
@@ -129,44 +130,9 @@ DETAILED_USAGE = {
 
 
 def shell_call(tools: list[Any]) -> tuple[str, str]:
-    """(name, JSON arguments) of a call to the first shell-like tool offered (Codex's
-    `exec_command`/`shell`, Claude Code's `Bash`), its first required string field set to an
-    `echo` command; else Codex's JavaScript `exec`; else the first tool with no arguments.
-    (Gemini CLI's is `run_shell_command`.)"""
-    fns = [t.get("function", t) for t in tools if isinstance(t, dict)]
-    for wanted in ("exec_command", "shell", "Bash", "run_shell_command", "bash"):
-        for fn in fns:
-            if fn.get("name") == wanted:
-                params = fn.get("parameters") or {}
-                required = params.get("required") or list(params.get("properties") or {})
-                field = required[0] if required else "command"
-                value: Any = f"echo {TOOL_WORD}"
-                if (params.get("properties") or {}).get(field, {}).get("type") == "array":
-                    value = ["bash", "-lc", value]
-                return wanted, orjson.dumps({field: value}).decode()
-    for fn in fns:  # Codex's default model: a JavaScript `exec` that calls the nested tools
-        if fn.get("name") == "exec":
-            code = f'const r = await tools.exec_command({{cmd: "echo {TOOL_WORD}"}}); text(r);'
-            return "exec", orjson.dumps({"input": code}).decode()
-    return (str(fns[0].get("name")) if fns else "none"), "{}"
-
-
-def schema_instance(schema: Any) -> Any:
-    """A value that `schema` (JSON Schema) accepts: what a model asked for JSON of that shape
-    answers (Gemini CLI's routing classifier asks for one)."""
-    if not isinstance(schema, dict):
-        return None
-    if schema.get("enum"):
-        return schema["enum"][0]
-    kind = schema.get("type")
-    kind = kind[0] if isinstance(kind, list) else kind
-    if kind == "object" or "properties" in schema:
-        props = schema.get("properties") or {}
-        return {name: schema_instance(sub) for name, sub in props.items()}
-    if kind == "array":
-        return [schema_instance(schema.get("items"))]
-    low = schema.get("minimum", 1)
-    return {"string": "agent-reach", "integer": low, "number": low, "boolean": True}.get(str(kind))
+    """(name, JSON arguments) of a call to the first shell-like tool offered, running
+    `echo TOOL_WORD` (as `agent-reach demo --serve`'s model does)."""
+    return simulated.shell_call(tools, f"echo {TOOL_WORD}")
 
 
 def responses_answer(model: str) -> dict[str, Any]:
@@ -886,7 +852,7 @@ class Upstream:
         last = messages[-1] if messages else {}
         schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
         if schema is not None:  # asked for JSON: an answer of that shape
-            text = orjson.dumps(schema_instance(schema)).decode()
+            text = orjson.dumps(simulated.schema_instance(schema)).decode()
             if stream:
                 chunks = [chunk(text, role=True), chunk(finish="stop"), *usage_asked(body)]
                 return await self._stream_chunks(request, chunks)

@@ -209,7 +209,7 @@ class Engine:
         found = await self._walk(run, send)
         if found is None:
             self._ended(run, None, None)
-            raise AllProvidersFailed(run.trace, stopped=run.walk.stopped)
+            raise AllProvidersFailed(run.trace, stopped=run.walk.stopped, model=run.req.model)
         payload, name = found
         self._ended(run, name, payload)
         return payload, name, run
@@ -243,9 +243,10 @@ class Engine:
 
     def _ended(self, run: Run, provider: str | None, payload: Any) -> None:
         req, trace = run.req, tuple(run.trace)
+        sent = None if provider is None else self.prepared[provider].model_for(req.model)
         self._emit(
             RequestEvent(
-                run.route, provider, trace, req.stream, run.id, req.api, req.model, payload
+                run.route, provider, trace, req.stream, run.id, req.api, req.model, payload, sent
             )
         )
 

@@ -70,16 +70,22 @@ class AllProvidersFailed(AgentReachError):
     `.status` says whose fault it is (protocol §5.1, `fault.fault_of`): 4xx when the request
     itself is at fault (no such model, blocked content, too long for every provider, refused
     by all as malformed), 429 when every provider asks to come back later (`.retry_after`),
-    else 502. `stopped`: the walk stopped on a `content_blocked` refusal.
+    else 502. `stopped`: the walk stopped on a `content_blocked` refusal; `model`: the model
+    the request asked for.
     """
 
     def __init__(
-        self, attempts: list[Attempt], message: str | None = None, *, stopped: bool = False
+        self,
+        attempts: list[Attempt],
+        message: str | None = None,
+        *,
+        stopped: bool = False,
+        model: str | None = None,
     ) -> None:
         from .fault import fault_of
 
         self.attempts = attempts
-        self.fault = fault_of(attempts, stopped)
+        self.fault = fault_of(attempts, stopped, quoted(model, 100) if model else None)
         super().__init__(message or self.fault.message or self._summary(attempts))
 
     @property

@@ -35,6 +35,7 @@ class RequestEvent:
     api: str = "chat"  # the API the request arrived in: chat, responses, messages or gemini
     model: str | None = None  # the model the request asked for
     answer: Any = None  # the answer's body (a dict) or its stream, as the request gets it
+    provider_model: str | None = None  # the model `provider` was asked for (its model_map)
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,15 +43,16 @@ _QUOTA = frozenset({Reason.RATE_LIMITED, Reason.QUOTA_EXHAUSTED, Reason.QUOTA_EX
 _QUOTA_SKIPS = frozenset({Reason.QUOTA_EXHAUSTED, Reason.QUOTA_EXHAUSTED_UPSTREAM})
 
 
-def fault_of(attempts: Sequence[Attempt], stopped: bool = False) -> Fault:
+def fault_of(attempts: Sequence[Attempt], stopped: bool = False, model: str | None = None) -> Fault:
     """The fault of a request whose `attempts` produced no answer; `stopped`: the walk
-    stopped on a `content_blocked` refusal (protocol §5.1)."""
+    stopped on a `content_blocked` refusal (protocol §5.1); `model`: the requested model, as
+    a message may quote it."""
     real = [a for a in attempts if a.sent]
     if attempts and all(a.reason is Reason.MODEL_UNAVAILABLE for a in attempts):
         if all(a.detail == "no model given" for a in attempts):
             message = "the request names no model and no provider has one to use"
             return Fault(400, "model_required", message, param="model")
-        return Fault(404, "model_not_found", "no provider serves the requested model")
+        return Fault(404, "model_not_found", _unserved(model))
     if stopped and real and real[-1].reason is Reason.CONTENT_BLOCKED:
         return Fault(400, "content_filter", _said(real[-1]))
     if real and real[-1].reason is Reason.CONTEXT_EXCEEDED:
@@ -66,6 +67,17 @@ def fault_of(attempts: Sequence[Attempt], stopped: bool = False) -> Fault:
         message = "every provider is rate limited or out of quota"
         return Fault(429, "rate_limited", message, retry_after=min(waits) if waits else None)
     return Fault(502, "all_providers_failed", "")
+
+
+def _unserved(model: str | None) -> str:
+    """No provider serves `model`: which one, and the two lines of config that fix it."""
+    if model is None:
+        return "no provider serves the requested model"
+    return (
+        f"no provider serves the requested model {model}; to send it to a provider, add to"
+        ' that provider `model_map: {"*": <a model it serves>}`, or add a route named after'
+        f" it: `routes: {{{model}: [<providers>]}}`"
+    )
 
 
 def _said(attempt: Attempt) -> str:

@@ -8,6 +8,10 @@ files that reuse a name for different endpoints never share a circuit.
 
 Every store call goes through these keys, written `NAME@FINGERPRINT` (a name never holds an
 `@`). Keys without an `@` were written by versions before identities; they are ignored.
+
+A state fingerprint starts with 6 digits of the endpoint alone (`at_endpoint`), so a process
+without the key (a `status` in a shell where the key variable is not set) still finds what a
+process with it recorded for that name at that endpoint.
 """
 
 from __future__ import annotations
@@ -26,7 +30,12 @@ def fingerprint(*parts: str) -> str:
 
 def state_key(name: str, endpoint: str, key: str | None) -> str:
     """The key of a provider's circuit and health: name, endpoint and key."""
-    return f"{name}{SEP}{fingerprint('state', endpoint, key or '')}"
+    return at_endpoint(name, endpoint) + fingerprint("state", endpoint, key or "")[:6]
+
+
+def at_endpoint(name: str, endpoint: str) -> str:
+    """The start shared by the state keys of `name` at `endpoint`, whatever the key."""
+    return f"{name}{SEP}{fingerprint('endpoint', endpoint)[:6]}"
 
 
 def quota_key(name: str, key: str | None) -> str:
@@ -38,3 +47,9 @@ def split(stored: str) -> tuple[str, str | None]:
     """(provider name, fingerprint) of a stored key; fingerprint None for a legacy key."""
     name, sep, fp = stored.partition(SEP)
     return name, fp if sep else None
+
+
+def endpoint_of(stored: str) -> str | None:
+    """The `at_endpoint` start of a stored state key; None for a legacy key."""
+    name, fp = split(stored)
+    return None if fp is None else f"{name}{SEP}{fp[:6]}"

@@ -33,11 +33,36 @@ async def quota_use(engine: Engine, name: str) -> list[dict[str, Any]]:
     ]
 
 
-async def provider(engine: Engine, name: str) -> dict[str, Any]:
-    """A configured provider: format, key set, last health check, identity, circuit, quota."""
+async def recorded(engine: Engine) -> dict[str, str]:
+    """For each provider whose key variable is not set here: the state key that a process
+    with the key (the proxy) recorded a circuit under, for its name at its endpoint."""
+    missing = {
+        identity.at_endpoint(name, p.spec.endpoint): name
+        for name, p in engine.prepared.items()
+        if p.missing_key
+    }
+    if not missing:
+        return {}
+    circuits, _ = await engine.store.entries()
+    found: dict[str, str] = {}
+    for key in sorted(circuits, key=lambda k: circuits[k].closed):  # open ones first
+        name = missing.get(identity.endpoint_of(key) or "")
+        if name is not None and name not in found and key != engine.prepared[name].state_key:
+            found[name] = key
+    return found
+
+
+async def provider(engine: Engine, name: str, borrowed: str | None = None) -> dict[str, Any]:
+    """A configured provider: format, key set, last health check, identity, circuit, quota.
+    `borrowed`: the state key another process recorded for it (see `recorded`)."""
     prepared = engine.prepared[name]
     now = engine.clock()
+    state_key = borrowed or prepared.state_key
     health = engine.health.results.get(prepared.state_key)
+    note = {}
+    if prepared.missing_key:
+        found = "showing what the proxy recorded" if borrowed else "nothing recorded under a key"
+        note = {"note": f"{prepared.missing_key} not set here; {found}"}
     return {
         "provider": name,
         "in_config": True,
@@ -51,17 +76,19 @@ async def provider(engine: Engine, name: str) -> dict[str, Any]:
             "detail": prepared.redact(health.outcome.detail),
             "models": sorted(health.models) if health.models is not None else None,
         },
-        "fingerprint": identity.split(prepared.state_key)[1],
-        "circuit": (await engine.store.circuit(prepared.state_key)).view(now, engine.config.tz),
+        "fingerprint": identity.split(state_key)[1],
+        "circuit": (await engine.store.circuit(state_key)).view(now, engine.config.tz),
         "quota": await quota_use(engine, name),
         "latency_p95_ms": prepared.spec.metadata.get("latency_p95_ms"),
+        **note,
     }
 
 
-async def elsewhere(engine: Engine) -> list[dict[str, Any]]:
-    """What the store holds for identities outside this config: circuits and budget
-    counters, each with its provider name and fingerprint (`in_config: False`)."""
-    mine = {b.state_key for b in engine.prepared.values()}
+async def elsewhere(engine: Engine, borrowed: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """What the store holds for identities outside this config (but the `borrowed` ones it
+    shows as its own): circuits and budget counters, each with its provider name and
+    fingerprint (`in_config: False`)."""
+    mine = {b.state_key for b in engine.prepared.values()} | borrowed
     mine |= {b.quota_key for b in engine.prepared.values()}
     circuits, used = await engine.store.entries()
     now = engine.clock()
@@ -82,8 +109,9 @@ async def elsewhere(engine: Engine) -> list[dict[str, Any]]:
 async def providers(engine: Engine, everything: bool = False) -> list[dict[str, Any]]:
     """Every configured provider (see `provider`), and with `everything` the rest."""
     await engine.store.refresh()
-    rows = [await provider(engine, name) for name in engine.prepared]
-    return rows + (await elsewhere(engine) if everything else [])
+    borrowed = await recorded(engine)
+    rows = [await provider(engine, name, borrowed.get(name)) for name in engine.prepared]
+    return rows + (await elsewhere(engine, frozenset(borrowed.values())) if everything else [])
 
 
 async def logged(engine: Engine, since: float, everything: bool = False) -> list[LoggedAttempt]:
@@ -92,9 +120,17 @@ async def logged(engine: Engine, since: float, everything: bool = False) -> list
     other identities named `NAME@FINGERPRINT`."""
     names = dict(engine.names)
     names.update((n, n) for n in engine.prepared)
+    # A provider whose key is not set here: its lines at its endpoint, whatever the key.
+    keyless = {
+        identity.at_endpoint(n, p.spec.endpoint): n
+        for n, p in engine.prepared.items()
+        if p.missing_key
+    }
     out = []
     for a in await engine.store.attempts(since):
         name = names.get(a.provider)
+        if name is None and keyless:
+            name = keyless.get(identity.endpoint_of(a.provider) or "")
         if name is not None:
             out.append(a if name == a.provider else replace(a, provider=name))
         elif everything:

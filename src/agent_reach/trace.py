@@ -61,6 +61,11 @@ class Attempt:
     def ok(self) -> bool:
         return self.reason is Reason.OK
 
+    @property
+    def label(self) -> str:
+        """The reason, or `skip(reason)` for a provider passed over without a request."""
+        return str(self.reason) if self.sent else f"skip({self.reason})"
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON form used by `--json`, the proxy's error body and the attempt log."""
         out = {

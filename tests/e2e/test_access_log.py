@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import anthropic
 import openai
 import pytest
 
@@ -19,7 +20,8 @@ CLIENT_KEY = "ck-live-5e6f7a8b9c0d"
 SECRET_TEXT = "the-body-must-never-be-logged-31337"
 LINE = re.compile(
     r"(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z) (?P<method>[A-Z]+) (?P<path>\S+) "
-    r"(?P<status>\d{3}) provider=(?P<provider>\S+) attempts=(?P<attempts>\d+) ms=(?P<ms>\d+)"
+    r"(?P<status>\d{3}) model=(?P<model>\S+) provider=(?P<provider>\S+) "
+    r"provider_model=(?P<provider_model>\S+) attempts=(?P<attempts>\S+) ms=(?P<ms>\d+)"
 )
 KEYS = {"AGENT_REACH_API_KEYS": CLIENT_KEY}
 
@@ -61,12 +63,12 @@ def test_one_line_per_request_and_never_a_key_or_a_body(upstream: Upstream, tmp_
         for a in access_lines(log)
     ]
     assert got == [
-        ("POST", "/v1/chat/completions", "200", "ok", "2"),
-        ("POST", "/v1/chat/completions", "200", "backup", "2"),
-        ("POST", "/v1/chat/completions", "502", "-", "2"),
-        ("GET", "/v1/models", "401", "-", "0"),
-        ("POST", "/v1/chat/completions", "413", "-", "0"),
-        ("GET", "/healthz", "200", "-", "0"),
+        ("POST", "/v1/chat/completions", "200", "ok", "dead:connect_failed,ok:ok"),
+        ("POST", "/v1/chat/completions", "200", "backup", "server:server_error,backup:ok"),
+        ("POST", "/v1/chat/completions", "502", "-", "dead:connect_failed,auth:auth_failed"),
+        ("GET", "/v1/models", "401", "-", "-"),
+        ("POST", "/v1/chat/completions", "413", "-", "-"),
+        ("GET", "/healthz", "200", "-", "-"),
     ]
     text = log.read_text()
     for secret in (CLIENT_KEY, "ck-wrong-1234", PROVIDER_KEY, SECRET_TEXT):
@@ -74,6 +76,37 @@ def test_one_line_per_request_and_never_a_key_or_a_body(upstream: Upstream, tmp_
     assert "Traceback" not in text
     assert "shutting down" in lines_of(log)[-2]
     assert re.search(r"stopped after \d+ s, 6 request\(s\) served$", lines_of(log)[-1])
+
+
+def test_access_lines_name_the_models_and_each_attempt_for_every_face(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    config = base_config(upstream)
+    mapped = {**upstream.provider("ok"), "name": "mapped", "model_map": {"*": "deepseek-chat"}}
+    config["providers"].append(mapped)
+    proxy = start(config, tmp_path, upstream)
+    order = chain("dead", "ollama", "mapped")
+    try:
+        proxy.client().chat.completions.create(model="gpt-6.2-sol", messages=MSG, **order)
+        proxy.client().responses.create(model="gpt-5-codex", input="hi", **order)
+        anthropic.Anthropic(base_url=proxy.base, api_key="unused", max_retries=0).messages.create(
+            model="claude-opus-4-8", max_tokens=100, messages=MSG, **order
+        )
+        # /v1/models names the model behind a "*" mapping (issue 20, item 7)
+        assert "deepseek-chat" in [m.id for m in proxy.client().models.list()]
+    finally:
+        stop(proxy)
+    # ollama serves only qwen2:72b: passed over without a request, which the line calls a skip.
+    attempts = "dead:connect_failed,ollama:skip(model_unavailable),mapped:ok"
+    assert [
+        (a["path"], a["model"], a["provider"], a["provider_model"], a["attempts"])
+        for a in access_lines(tmp_path / "proxy.log")
+    ] == [
+        ("/v1/chat/completions", "gpt-6.2-sol", "mapped", "deepseek-chat", attempts),
+        ("/v1/responses", "gpt-5-codex", "mapped", "deepseek-chat", attempts),
+        ("/v1/messages", "claude-opus-4-8", "mapped", "deepseek-chat", attempts),
+        ("/v1/models", "-", "-", "-", "-"),
+    ]
 
 
 def test_ms_is_the_time_the_request_took(upstream: Upstream, tmp_path: Path) -> None:

@@ -146,6 +146,19 @@ def test_init_keeps_set_keys_and_a_local_ollama(srv: DialectServer, home: Path) 
     assert config.provider("anthropic").auth_header == "x-api-key"
     assert config.provider("deepseek").api_key_env == "DEEPSEEK_API_KEY"
     assert config.providers[0].timeout.read == 30000
+    # Agent-ready: any model name goes to each provider's first model, but where the agents
+    # send the provider's own names (Anthropic's claude-…).
+    assert {p.name: p.model_map for p in config.providers} == {
+        "deepseek": {"*": "deepseek-chat"},
+        "dashscope-compatible": {"*": "qwen-plus"},
+        "minimax-v2": {"*": catalog.get("minimax-v2").models[0]},
+        "anthropic": {},
+        "ollama": {"*": sorted(OLLAMA_MODELS)[0]},
+    }
+    assert (
+        "Codex CLI and Claude Code can use it: deepseek, dashscope-compatible, minimax-v2, "
+        'ollama map any model name to their first model (model_map "*")'
+    ) in lines
 
     # The written config works: the local Ollama answers through it.
     chat = run("chat", "-p", "hi", "--route", "ollama", home=home, env=env)
@@ -296,6 +309,26 @@ def test_probe_names_format_and_level_and_writes_a_working_entry(
     streamed = run("--config", str(cfg), "chat", "--stream", "-p", "hi", home=home)
     assert streamed.returncode == 0, streamed.stderr
     assert streamed.stdout == f"{answer(fmt)}\n"
+
+
+@pytest.mark.parametrize(
+    ("base", "endpoint", "fmt"),
+    [
+        ("/anthropic", "/anthropic/v1/messages", "anthropic"),
+        ("/openai/v1", "/openai/v1/chat/completions", "openai"),
+    ],
+)
+def test_probe_of_a_base_url_probes_its_endpoint(
+    srv: DialectServer, home: Path, base: str, endpoint: str, fmt: str
+) -> None:
+    result = run("probe", srv.url(base), "--api-key-env", "PROBE_KEY", "--json", home=home)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert (report["url"], report["format"]) == (srv.url(endpoint), fmt)
+    assert report["tries"][0]["format"] == fmt  # recognised from the URL, not from an answer
+    assert f"{srv.url(base)} is a base URL: probing its {fmt} endpoint {srv.url(endpoint)}" in (
+        result.stderr
+    )
 
 
 def test_probe_text_report(srv: DialectServer, home: Path) -> None:

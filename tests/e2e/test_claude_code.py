@@ -7,6 +7,7 @@ What Claude Code 2.1.197 sends is written down in docs/decisions.md ("Messages i
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -126,8 +127,39 @@ def test_claude_code_through_agent_reach_run(
     config = tmp_path / "agent-reach.yaml"
     config.write_text(yaml.safe_dump(agent_config))
     env = claude_env(agent_home, PROVIDER_KEY=PROVIDER_KEY)  # nothing points Claude Code anywhere
-    assert_tool_turn(claude(env, agent_home, BIN, "--config", str(config), "run", "--"), up)
+    done = claude(env, agent_home, BIN, "--config", str(config), "run", "--")
+    assert_tool_turn(done, up)
     assert len(up.bodies("auth")) == 2
+    # What the run said on stderr: each turn's failover, and a summary when Claude Code ended.
+    lines = [x for x in done.stderr.splitlines() if x.startswith("agent-reach: ")]
+    assert [re.sub(r", \d+\.\d s$", "", x) for x in lines] == [
+        "agent-reach: dead connect_failed → auth auth_failed → toolcall ok",  # circuits stay closed
+        "agent-reach: dead connect_failed → auth auth_failed → toolcall ok",
+        "agent-reach: 2 requests, 2 failed over, 0 failed; answered by toolcall (2)",
+    ]
+
+
+def test_run_wins_over_what_setup_wrote_and_undo_puts_it_back(
+    agent_config: dict[str, Any], agent_home: Path, up: Upstream, tmp_path: Path
+) -> None:
+    config = tmp_path / "agent-reach.yaml"
+    config.write_text(yaml.safe_dump(agent_config))
+    settings = agent_home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    original = b'{"theme": "dark",\n "env": {"ANTHROPIC_AUTH_TOKEN": "user-token", "FOO": "1"}}'
+    settings.write_bytes(original)
+    env = claude_env(agent_home, PROVIDER_KEY=PROVIDER_KEY)
+    dead = refused_url().removesuffix("/v1/chat/completions")
+    setup = [BIN, "setup", "claude"]
+    subprocess.run([*setup, "--write", "--base-url", dead], env=env, check=True)
+    done = claude(env, agent_home, BIN, "--config", str(config), "run", "--")
+    assert_tool_turn(done, up)  # through the run's own proxy, not the written dead URL
+    assert (
+        f"agent-reach: {settings} points claude at {dead}; this run overrides it (--settings)"
+        in (done.stderr)
+    )
+    subprocess.run([*setup, "--undo"], env=env, check=True, capture_output=True)
+    assert settings.read_bytes() == original
 
 
 @pytest.mark.parametrize("configured", [True, False], ids=["cap-configured", "cap-learned"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -339,6 +340,30 @@ def test_config_validate_and_schema(tmp_path: Path) -> None:
     assert not list(Draft202012Validator(schema).iter_errors(data))
 
 
+def test_check_says_a_circuit_is_open_and_the_provider_not_usable(
+    up: Upstream, tmp_path: Path
+) -> None:
+    cfg = config_file(
+        tmp_path,
+        p("auth", up.url("auth"), health_check=""),  # no health check: a TCP connect only
+        p("good", up.url("ok")),
+        circuit={"auth_cooldown_s": 300},
+    )
+    assert (
+        run("chat", "-p", "hi", config=cfg).returncode == 0
+    )  # auth answers 401: its circuit opens
+    rows = {r["provider"]: r for r in json.loads(run("check", "--json", config=cfg).stdout)}
+    auth = rows["auth"]
+    assert (auth["reachable"], auth["usable"], auth["health"]) == (True, False, "none")
+    assert auth["circuit"]["state"] == "open"
+    assert auth["circuit"]["cause"] == "auth_failed"
+    assert re.fullmatch(r"circuit open after auth_failed, \d+ s left", auth["detail"])
+    assert (rows["good"]["usable"], rows["good"]["circuit"]["state"]) == (True, "closed")
+    table = run("check", config=cfg)
+    assert "no health check: circuit open after auth_failed" in table.stdout
+    assert "1 of 2 provider(s) usable" in table.stderr
+
+
 def test_check_table_json_and_exit_codes(up: Upstream, tmp_path: Path) -> None:
     cfg = config_file(
         tmp_path,
@@ -362,6 +387,7 @@ def test_check_table_json_and_exit_codes(up: Upstream, tmp_path: Path) -> None:
             "latency_ms",
             "url",
             "status",
+            "circuit",
         }
         assert row["url"] is None or row["url"].startswith("http")
         assert row["status"] is None or isinstance(row["status"], int)
@@ -404,13 +430,22 @@ def test_check_table_json_and_exit_codes(up: Upstream, tmp_path: Path) -> None:
 
 
 def test_demo_shows_a_real_failover() -> None:
-    result = run("demo", timeout=60)
+    result = run("demo", env={"PATH": f"{Path(BIN).parent}:/usr/bin:/bin"}, timeout=60)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "Connecting to deepseek-official… connect_failed" in out
     assert "Fallback to zhipu-api… auth_failed (401," in out
     assert "Fallback to local-ollama, success!" in out
     assert "Quantum annealing" in out
+    # The next command, as this shell can run it: agent-reach is on PATH here ...
+    assert out.endswith(
+        "Try it on your own providers: agent-reach chat --verbose --prompt 'Hello'\n"
+    )
+    # ... and not in a fresh shell after `make demo` (.venv/bin is not on its PATH).
+    fresh = run("demo", env={"PATH": "/usr/bin:/bin"}, timeout=60)
+    assert fresh.stdout.endswith(
+        f"Try it on your own providers: {BIN} chat --verbose --prompt 'Hello'\n"
+    )
 
 
 def test_version_and_help() -> None:
@@ -432,3 +467,22 @@ def test_help_does_not_load_the_http_stack() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == ""
+
+
+@pytest.mark.parametrize(
+    ("fields", "meant"),
+    [
+        ({}, "http://127.0.0.1:8001/v1/chat/completions"),
+        ({"format": "anthropic"}, "http://127.0.0.1:8001/v1/messages"),
+    ],
+)
+def test_a_base_url_as_endpoint_is_a_config_error_naming_the_endpoint(
+    tmp_path: Path, fields: dict[str, Any], meant: str
+) -> None:
+    cfg = config_file(tmp_path, p("local", "http://127.0.0.1:8001/v1", **fields))
+    result = run("config", "validate", config=cfg)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"agent-reach: config error: {cfg}: provider 'local' (providers[0]): endpoint"
+        f" 'http://127.0.0.1:8001/v1' is a base URL; did you mean '{meant}'?\n"
+    )

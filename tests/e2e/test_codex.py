@@ -5,6 +5,7 @@ API, with a dead and a 401 provider in front of a chat-only upstream: configured
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -124,7 +125,32 @@ def test_codex_through_agent_reach_run(
 ) -> None:
     upstream.clear()
     run = [BIN, "--config", write_config(upstream, tmp_path), "run", "--"]
-    assert_tool_turn(codex_exec(home, tmp_path / "work", *run), upstream)
+    result = codex_exec(home, tmp_path / "work", *run)
+    assert_tool_turn(result, upstream)
+    # What the run said on stderr: each turn's failover, and a summary when Codex ended.
+    lines = [x for x in result.stderr.splitlines() if x.startswith("agent-reach: ")]
+    assert [re.sub(r", \d+\.\d s$", "", x) for x in lines] == [
+        "agent-reach: auth is down (auth_failed), skipped for 300 s",
+        "agent-reach: dead connect_failed → auth auth_failed → toolcall ok",
+        "agent-reach: dead connect_failed → auth skip(circuit_open) → toolcall ok",
+        "agent-reach: 2 requests, 2 failed over, 0 failed; answered by toolcall (2)",
+    ]
+
+
+def test_run_wins_over_what_setup_wrote(
+    upstream: Upstream, home: dict[str, str], tmp_path: Path
+) -> None:
+    upstream.clear()
+    dead = refused_url().removesuffix("/v1/chat/completions")
+    subprocess.run([BIN, "setup", "codex", "--write", "--base-url", dead], env=home, check=True)
+    run = [BIN, "--config", write_config(upstream, tmp_path), "run", "--"]
+    result = codex_exec(home, tmp_path / "work", *run)
+    assert_tool_turn(result, upstream)
+    config = Path(home["CODEX_HOME"]) / "config.toml"
+    assert (
+        f"agent-reach: {config} points codex at {dead}/v1; this run overrides it (-c options)"
+        in (result.stderr)
+    )
 
 
 def test_run_route_sends_every_request_down_it(

@@ -60,3 +60,17 @@ def test_drill_dry_run_sends_nothing(up: Upstream, tmp_path: Path) -> None:
     as_json = run("drill", "--dry-run", "--json", config=cfg)
     assert json.loads(as_json.stdout) == {"default": ["a", "b"], "main": ["b", "a"]}
     assert up.received == []
+
+
+def test_a_drill_leaves_the_state_store_as_it_was(up: Upstream, tmp_path: Path) -> None:
+    cfg = config_file(
+        tmp_path,
+        p("broken", up.url("server")),
+        p("a", up.url("ok")),
+        circuit={"failures": 1, "cooldown_s": 300},
+    )
+    assert run("drill", config=cfg).returncode == 1  # broken never answers: a route without it
+    report = json.loads(run("report", "--json", config=cfg).stdout)
+    assert [r["requests"] for r in report["providers"]] == [0, 0]
+    status = json.loads(run("status", "--json", config=cfg).stdout)
+    assert [r["circuit"]["state"] for r in status] == ["closed", "closed"]

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx2 as httpx
 import openai
 import pytest
@@ -131,6 +132,18 @@ def test_the_clients_fault_is_a_4xx_raised_once(
     )  # type: ignore[attr-defined]
 
 
+def test_an_unserved_model_is_named_with_the_fix(proxy: Proxy) -> None:
+    headers = {"X-Agent-Reach-Fallback-Order": "listed"}
+    body = {"model": "gpt-6.2-sol", "messages": MSG}
+    status, answer = proxy.post("/v1/chat/completions", body, headers)
+    assert status == 404
+    assert answer["error"]["message"] == (
+        "no provider serves the requested model 'gpt-6.2-sol'; to send it to a provider, add to"
+        ' that provider `model_map: {"*": <a model it serves>}`, or add a route named after it:'
+        " `routes: {'gpt-6.2-sol': [<providers>]}`"
+    )
+
+
 def test_no_model_and_no_default_is_a_400_on_model(proxy: Proxy) -> None:
     headers = {"X-Agent-Reach-Fallback-Order": "modelless"}
     status, body = proxy.post("/v1/chat/completions", {"messages": MSG}, headers)
@@ -162,6 +175,25 @@ def test_anything_else_is_a_502(proxy: Proxy) -> None:
         proxy.client().chat.completions.create(model="m", messages=MSG, **order("server", "dead"))
     assert info.value.status_code == 502
     assert info.value.response.json()["error"]["code"] == "all_providers_failed"
+
+
+def test_a_502_after_every_provider_tells_the_sdks_not_to_retry(proxy: Proxy) -> None:
+    # Every provider was tried just now: an SDK's own retries (Claude Code's went on for minutes)
+    # would only delay the error. Both SDKs read `x-should-retry`.
+    counted = Counted(proxy)  # retries on (2)
+    with pytest.raises(openai.InternalServerError) as info:
+        counted.client.chat.completions.create(model="m", messages=MSG, **order("server", "dead"))
+    counted.client.close()
+    counted.http.close()
+    assert counted.sent == 1
+    assert info.value.response.headers["x-should-retry"] == "false"
+    sent = []
+    http = httpx.Client(event_hooks={"request": [sent.append]})
+    claude = anthropic.Anthropic(base_url=proxy.base, api_key="k", http_client=http)
+    with pytest.raises(anthropic.InternalServerError):
+        claude.messages.create(model="m", max_tokens=10, messages=MSG, **order("server", "dead"))
+    http.close()
+    assert len(sent) == 1
 
 
 def test_a_content_filter_refusal_is_seen_by_no_other_provider(proxy: Proxy) -> None:

@@ -96,7 +96,7 @@ def test_gemini_cli_through_agent_reach_run(
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip() == f"The command printed: {TOOL_WORD}"
     assert settings.read_bytes() == before
-    assert not list(tmp_path.glob("agent-reach-gemini-*"))  # the run's private home is gone
+    assert not list(tmp_path.glob("agent-reach-run-*"))  # the run's private home is gone
     system = up.bodies("toolcall")[-1]["messages"][0]["content"]
     assert "Always be brief." in system  # the user's own GEMINI.md still reached the model
     assert PROVIDER_KEY not in done.stdout + done.stderr

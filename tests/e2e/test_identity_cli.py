@@ -117,3 +117,33 @@ def test_a_state_file_from_before_identities_keeps_working(up: Upstream, tmp_pat
     conn = sqlite3.connect(db)
     assert [r[0] for r in conn.execute("SELECT provider FROM circuits")] == []
     conn.close()
+
+
+def test_status_and_report_without_the_key_show_what_the_proxy_recorded(
+    up: Upstream, tmp_path: Path
+) -> None:
+    zhipu = {"name": "zhipu-api", "api_key_env": "ZHIPU_KEY", "endpoint": up.url("keyed")}
+    cfg = write(tmp_path / "c.yaml", zhipu, {"name": "backup", "endpoint": up.url("backup")})
+    assert reasons(tmp_path, cfg) == ["zhipu-api:auth_failed", "backup:ok"]  # with the key
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_REACH")}
+    env["HOME"] = str(tmp_path)  # another shell: ZHIPU_KEY is not set in it
+
+    def here(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [BIN, "--config", str(cfg), *args], capture_output=True, text=True, env=env, check=False
+        )
+
+    shown = {r["provider"]: r for r in json.loads(here("status", "--json").stdout)}
+    zhipu_row = shown["zhipu-api"]
+    assert (zhipu_row["circuit"]["state"], zhipu_row["circuit"]["cause"]) == ("open", "auth_failed")
+    assert zhipu_row["note"] == "ZHIPU_KEY not set here; showing what the proxy recorded"
+    assert "note" not in shown["backup"]
+    everything = json.loads(here("status", "--all", "--json").stdout)
+    assert [r["provider"] for r in everything if not r["in_config"]] == []  # not shown twice
+    table = here("status")
+    assert "zhipu-api: ZHIPU_KEY not set here; showing what the proxy recorded" in table.stderr
+    rows = {r["name"]: r for r in json.loads(here("report", "--json").stdout)["providers"]}
+    assert rows["zhipu-api"]["requests"] == 1  # the attempt made with the key, counted here
+    # With the key set again, nothing is borrowed: its own identity is the one recorded.
+    mine = json.loads(cli(tmp_path, cfg, "status", "--json").stdout)
+    assert all("note" not in r for r in mine)

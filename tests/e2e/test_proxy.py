@@ -51,6 +51,7 @@ class Proxy:
     def __init__(self, proc: subprocess.Popen[str], port: int, upstream: Upstream) -> None:
         self.proc, self.port, self.upstream = proc, port, upstream
         self.clients: list[openai.OpenAI] = []
+        self.banner = ""  # the line `serve` printed when it started
 
     @property
     def base(self) -> str:
@@ -113,7 +114,9 @@ def start(
     line = proc.stdout.readline()
     assert "serving on http://" in line, (line, (tmp / "proxy.log").read_text())
     port = int(line.split("http://", 1)[1].split()[0].rsplit(":", 1)[1])
-    return Proxy(proc, port, upstream)
+    proxy = Proxy(proc, port, upstream)
+    proxy.banner = line
+    return proxy
 
 
 def stop(proxy: Proxy) -> int:

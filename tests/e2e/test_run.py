@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import pty
+import re
+import socket
 import subprocess
 import sys
 import textwrap
@@ -11,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from ..upstream import Upstream
+from ..upstream import Upstream, proxy_config, refused_url
 
 BIN = str(Path(sys.executable).parent / "agent-reach")
 
@@ -85,6 +90,23 @@ def test_run_refuses_unknown_routes_and_commands(up: Upstream, tmp_path: Path) -
     assert "command not found" in missing.stderr
 
 
+def test_run_on_a_busy_port_says_so_in_one_line(up: Upstream, tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"providers": [{"name": "ok", "endpoint": up.url("ok")}]}))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run(
+            [BIN, "--config", str(config), "run", "--port", str(port), "--", "true"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    assert done.returncode == 2
+    assert done.stderr == f"agent-reach: cannot serve on 127.0.0.1:{port}: Address already in use\n"
+
+
 def setup_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "CODEX_HOME": str(tmp_path / "cx")}
     return subprocess.run(
@@ -123,3 +145,183 @@ def test_setup_write_keeps_the_users_settings(tmp_path: Path) -> None:
     assert settings["theme"] == "dark"
     assert settings["env"] == {"FOO": "1", "ANTHROPIC_BASE_URL": "http://127.0.0.1:8000"}
     assert "AGENT_REACH_API_KEY" in settings["apiKeyHelper"]
+
+
+# A program that sends `argv[1]` chat requests, half a second apart, then waits (10 s at most)
+# for `argv[2]` to contain `argv[3]`: what `run` printed must be there while it still runs.
+REQUESTS = textwrap.dedent(
+    """
+    import json, os, sys, time, urllib.error, urllib.request
+    def call():
+        req = urllib.request.Request(
+            os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+            data=json.dumps({"model": "gpt-6.2-sol", "messages": [{"role": "user", "content": "hi"}]}).encode(),
+            headers={"Content-Type": "application/json",
+                     "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+    for i in range(int(sys.argv[1])):
+        print(call(), flush=True)
+        time.sleep(0.5)
+    for _ in range(100):
+        if sys.argv[3] in open(sys.argv[2]).read():
+            sys.exit(0)
+        time.sleep(0.1)
+    sys.exit(1)
+    """
+)
+
+
+def run_requests(
+    tmp_path: Path, providers: list[dict[str, object]], count: int, wait_for: str, *flags: str
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """`agent-reach run [flags] -- python REQUESTS count stderr wait_for`: the run and its
+    stderr (written to a file the program reads while it runs)."""
+    config = tmp_path / "c.yaml"
+    circuit = {"failures": 1, "cooldown_s": 0.2, "auth_cooldown_s": 60}
+    config.write_text(yaml.safe_dump(proxy_config(providers, circuit=circuit)))
+    (tmp_path / "requests.py").write_text(REQUESTS)
+    err = tmp_path / "run.err"
+    program = [sys.executable, "requests.py", str(count), str(err), wait_for]
+    with err.open("w") as stderr:
+        done = subprocess.run(
+            [BIN, "--config", str(config), "run", *flags, "--", *program],
+            cwd=tmp_path,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PROVIDER_KEY": "sk-x"},
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    return done, err.read_text()
+
+
+def test_run_shows_failovers_providers_going_down_and_back_and_a_summary(
+    up: Upstream, tmp_path: Path
+) -> None:
+    providers = [
+        up.provider("flaky"),
+        up.provider("auth"),
+        up.provider("ok"),
+    ]
+    done, err = run_requests(tmp_path, providers, 3, "flaky is back")
+    assert done.returncode == 0, err
+    assert done.stdout.split() == ["200", "200", "200"]
+    # flaky answers 500, ok, 500; its circuit opens at once and closes after 0.2 s.
+    expected = [
+        "flaky is down (server_error), skipped for 0 s",
+        "auth is down (auth_failed), skipped for 60 s",
+        "flaky server_error → auth auth_failed → ok ok, T s",
+        "flaky is back",  # the second request: flaky's trial answered (no failover, no line)
+        "flaky is down (server_error), skipped for 0 s",
+        "flaky server_error → auth skip(circuit_open) → ok ok, T s",
+        "3 requests, 2 failed over, 0 failed; answered by ok (2), flaky (1)",
+    ]
+    assert re.sub(r"\d+\.\d s", "T s", err) == "".join(f"agent-reach: {x}\n" for x in expected)
+
+
+def test_run_says_why_when_every_provider_fails_while_the_program_runs(
+    tmp_path: Path,
+) -> None:
+    providers = [{"name": "dead", "endpoint": refused_url()}]
+    done, err = run_requests(tmp_path, providers, 1, "no provider answered")
+    # The program saw the line on run's stderr before it ended (it waits for it, else exits 1).
+    assert done.returncode == 0, err
+    assert done.stdout.split() == ["502"]
+    assert re.sub(r"\d+\.\d s", "T s", err) == (
+        "agent-reach: dead is down (connect_failed), skipped for 0 s\n"
+        "agent-reach: gpt-6.2-sol: no provider answered: dead connect_failed, T s\n"
+        "agent-reach: 1 request, 0 failed over, 1 failed\n"
+    )
+
+
+def test_run_quiet_prints_nothing_and_log_gets_the_access_lines(
+    up: Upstream, tmp_path: Path
+) -> None:
+    providers = [{"name": "dead", "endpoint": refused_url()}, up.provider("ok")]
+    log = tmp_path / "proxy.log"
+    done, err = run_requests(tmp_path, providers, 1, "", "--quiet", "--log", str(log))
+    assert done.returncode == 0, err
+    assert err == ""
+    written = log.read_text()
+    assert (
+        " POST /v1/chat/completions 200 model=gpt-6.2-sol provider=ok provider_model=gpt-6.2-sol "
+        in written
+    )
+    assert "agent-reach: dead connect_failed → ok ok, " in written
+    assert "agent-reach: 1 request, 1 failed over, 0 failed; answered by ok (1)" in written
+
+
+def test_setup_undo_puts_back_the_users_file_byte_for_byte(tmp_path: Path) -> None:
+    cx = tmp_path / "cx"
+    cx.mkdir()
+    original = b'# mine\r\nmodel = "o3"   \r\n\r\n[tui]\r\nnotifications = true'  # CRLF, no EOL
+    (cx / "config.toml").write_bytes(original)
+    setup_cli(tmp_path, "codex", "--write", "--base-url", "http://127.0.0.1:9001")
+    setup_cli(tmp_path, "codex", "--write", "--base-url", "http://127.0.0.1:9002")
+    assert b"9002" in (cx / "config.toml").read_bytes()
+    undone = setup_cli(tmp_path, "codex", "--undo")
+    assert (cx / "config.toml").read_bytes() == original  # the first write's original
+    assert "restored" in undone.stdout
+    assert sorted(p.name for p in cx.iterdir()) == ["config.toml"]
+    # A file that --write created is removed again.
+    setup_cli(tmp_path, "claude", "--write")
+    assert (tmp_path / ".claude" / "settings.json").exists()
+    setup_cli(tmp_path, "claude", "--undo")
+    assert list((tmp_path / ".claude").iterdir()) == []
+    again = subprocess.run(
+        [BIN, "setup", "claude", "--undo"],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert again.returncode == 1
+    assert "nothing to undo" in again.stderr
+
+
+def test_a_full_screen_agent_gets_its_lines_in_a_file_and_the_summary_at_exit(
+    up: Upstream, tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "claude"  # `claude` without -p: the full-screen UI, as run sees it
+    program = REQUESTS.replace("sys.argv[1]", "'1'").replace("sys.argv[2]", "sys.argv[-2]")
+    fake.write_text(f"#!{sys.executable}\n" + program.replace("sys.argv[3]", "sys.argv[-1]"))
+    fake.chmod(0o755)
+    config = tmp_path / "c.yaml"
+    providers = [{"name": "dead", "endpoint": refused_url()}, up.provider("ok")]
+    config.write_text(yaml.safe_dump(proxy_config(providers)))
+    primary, secondary = pty.openpty()
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "PROVIDER_KEY": "sk-x"}
+    log = tmp_path / ".agent-reach" / "run.log"
+    # the fake waits (10 s at most) for its failover line in the log: written while it runs
+    done = subprocess.run(
+        [BIN, "--config", str(config), "run", "--", "claude", str(log), "dead connect_failed"],
+        stderr=secondary,
+        stdout=subprocess.PIPE,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    os.close(secondary)
+    screen = b""
+    with contextlib.suppress(OSError):
+        while chunk := os.read(primary, 65536):
+            screen += chunk
+    os.close(primary)
+    assert done.returncode == 0, screen
+    shown = screen.decode().replace("\r\n", "\n")
+    assert shown.startswith(
+        f"agent-reach: claude draws over this terminal: what its requests meet goes to {log}"
+        " (tail -f it); a summary follows when it exits\n"
+    )
+    assert "connect_failed" not in shown
+    assert shown.endswith("agent-reach: 1 request, 1 failed over, 0 failed; answered by ok (1)\n")
+    written = log.read_text()
+    assert "agent-reach: dead connect_failed → ok ok, " in written
+    assert " POST /v1/chat/completions 200 " in written  # and the proxy's access lines

@@ -3,6 +3,7 @@ proxy, and its login form when client auth is on."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -101,6 +102,21 @@ def _open(req: urllib.request.Request) -> tuple[int, dict[str, str], str]:
         return exc.code, dict(exc.headers), exc.read().decode()
 
 
+def test_latest_failovers_leave_skips_out(up: Upstream, tmp_path: Path) -> None:
+    proxy = start(config(up), tmp_path, up)
+    try:
+        for _ in range(2):  # dead-one fails, then its circuit is open: skipped, no failover
+            proxy.client().chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}]
+            )
+        status = json.loads(_open(urllib.request.Request(proxy.base + "/agent-reach/v1/status"))[2])
+    finally:
+        stop(proxy)
+    assert [(f["from"], f["to"], f["reason"]) for f in status["failovers"]] == [
+        ("dead-one", "good-one", "server_error")
+    ]
+
+
 def test_the_page_asks_for_a_key_and_its_cookie_opens_the_status_only(
     up: Upstream, tmp_path: Path
 ) -> None:
@@ -110,6 +126,13 @@ def test_the_page_asks_for_a_key_and_its_cookie_opens_the_status_only(
         status, _, body = _open(urllib.request.Request(base + "/agent-reach/"))
         assert status == 401
         assert '<form method="post" action="/agent-reach/login">' in body
+        # Without its slash, one redirect away, key or not; `/` and the banner point at it.
+        status, headers, _ = _open(urllib.request.Request(base + "/agent-reach"))
+        assert (status, headers["Location"]) == (308, "/agent-reach/")
+        assert _open(urllib.request.Request(base + "/"))[2] == (
+            '{"status":"ok","status_page":"/agent-reach/","api":"/v1"}'
+        )
+        assert proxy.banner.rstrip().endswith(f"; status page {base}/agent-reach/)")
 
         def login(key: str) -> tuple[int, dict[str, str], str]:
             data = urllib.parse.urlencode({"key": key}).encode()

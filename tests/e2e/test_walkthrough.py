@@ -84,6 +84,7 @@ class Newcomer:
             "--html": str(self.home / "report.html"),
             "--route": "deepseek",
             "--base-url": f"http://127.0.0.1:{free_port()}/v1",
+            "--log": str(self.home / "run.log"),
         }
         argv: list[str] = []
         for i, word in enumerate(words):
@@ -118,9 +119,34 @@ class Newcomer:
         argv, stdin = self.fill(command)
         if argv[1:2] == ["serve"]:
             return self.serve(argv)
+        if argv[1:2] == ["demo"] and "--serve" in argv:
+            return self.demo_serve(argv)
+        if "--write" in argv and "--undo" in argv:  # setup: write, then undo what it wrote
+            written = self.run_argv([a for a in argv if a != "--undo"], stdin)
+            if written.returncode:
+                return written
+            argv = [a for a in argv if a != "--write"]
+        return self.run_argv(argv, stdin)
+
+    def run_argv(self, argv: list[str], stdin: str | None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             argv, input=stdin, capture_output=True, text=True, env=self.env, timeout=60, check=False
         )
+
+    def demo_serve(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        """Start the simulated providers, read what they print up to the `init` line, stop
+        them with Ctrl-C (SIGINT)."""
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env
+        )
+        assert proc.stdout is not None
+        printed = []
+        while not printed or "OLLAMA_HOST=" not in printed[-1]:
+            printed.append(proc.stdout.readline())
+            assert printed[-1], proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+        return subprocess.CompletedProcess(argv, proc.returncode, "".join(printed) + out, err)
 
     def serve(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
         """Start the proxy, wait until it answers, send it one chat request, stop it."""

@@ -4,6 +4,7 @@ not in it (`recognize`)."""
 from .entries import LEVEL_MEANING, LEVELS, Entry, Level, get, load, parse
 from .recognize import (
     content_paths,
+    endpoint_of_base,
     extracts,
     formats_for_answer,
     formats_for_url,
@@ -17,6 +18,7 @@ __all__ = [
     "Entry",
     "Level",
     "content_paths",
+    "endpoint_of_base",
     "extracts",
     "formats_for_answer",
     "formats_for_url",

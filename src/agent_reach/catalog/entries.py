@@ -46,6 +46,7 @@ class Entry:
     limits: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     assistant_prefill: bool | None = None  # None: the format's default (protocol §2.3)
     local: bool = False  # a server on this machine
+    own_models: bool = False  # the coding agents send this provider's own model names
     notes: str = ""
 
     @property
@@ -169,7 +170,7 @@ def _check(entry: Entry, where: str) -> None:
         value = getattr(entry, f.name)
         if f.name in {"requires", "models"}:
             ok = isinstance(value, tuple) and all(isinstance(v, str) and v for v in value)
-        elif f.name == "local":
+        elif f.name in {"local", "own_models"}:
             ok = isinstance(value, bool)
         elif f.name == "auth_scheme":
             ok = value is None or isinstance(value, str)

@@ -1,5 +1,6 @@
 """Recognising an endpoint that is not in the catalog (protocol §13 compatibility levels), in three
 small steps, each a function here so that `probe` only does the I/O:
+- `endpoint_of_base`: the endpoint a base URL (`…/v1`, `…/anthropic`) stands for;
 - `formats_for_url`: the formats an endpoint's URL suggests (`/api/chat` → ollama,
   `/v1/messages` → anthropic, …), `openai` last;
 - `formats_for_answer`: the formats whose dialect reads an answer the endpoint gave;
@@ -11,9 +12,10 @@ small steps, each a function here so that `probe` only does the I/O:
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from .. import dialects, paths, validation
 from ..dialects import Context, Mismatch, Shape
@@ -32,6 +34,7 @@ def formats_for_url(url: str) -> tuple[str, ...]:
     host = (parts.hostname or "").lower()
     rules = (
         (path.rstrip("/").endswith("/chat/completions"), "openai"),
+        (path.rstrip("/").endswith("/anthropic"), "anthropic"),  # a Messages base URL
         (path.rstrip("/").endswith("/responses"), "responses"),
         ("/api/chat" in path or "/api/generate" in path, "ollama"),
         (path.rstrip("/").endswith("/messages"), "anthropic"),
@@ -49,6 +52,25 @@ def formats_for_url(url: str) -> tuple[str, ...]:
     if "openai" not in found:
         found.append("openai")
     return tuple(found)
+
+
+def endpoint_of_base(url: str, fmt: str | None = None) -> tuple[str, str] | None:
+    """(format, endpoint) for a base URL, as the SDKs, LiteLLM's `api_base` and Claude Code's
+    `ANTHROPIC_BASE_URL` take one: `…/anthropic` (the Anthropic-compatible endpoints of DeepSeek,
+    Zhipu, Kimi, MiniMax, DashScope) → `…/anthropic/v1/messages`; `…/v1` (any `/vN`) →
+    `…/v1/chat/completions` (`…/v1/messages` when `fmt` is anthropic). None for a URL that
+    names its endpoint already."""
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    if path.lower().endswith("/anthropic"):
+        fmt, tail = "anthropic", "/v1/messages"
+    elif re.search(r"/v\d+$", path):
+        fmt, tail = (
+            ("anthropic", "/messages") if fmt == "anthropic" else ("openai", "/chat/completions")
+        )
+    else:
+        return None
+    return fmt, urlunsplit(parts._replace(path=path + tail))
 
 
 # The order in which an answer's shape is tried: minimax last, since it also reads OpenAI's.

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -64,14 +63,15 @@ def _opencode_config(base: str, key: str, environ: dict[str, str]) -> str:
     return json.dumps(config)
 
 
-def gemini_home(environ: dict[str, str]) -> Path:
-    """A private home for one Gemini CLI run (its `GEMINI_CLI_HOME`): `.gemini/settings.json`
-    is the user's own with `security.auth.selectedType` set to take the key, every other
-    entry of the user's `.gemini` is a link to it. The caller removes it after the run."""
+def gemini_home(environ: dict[str, str], private: Path) -> Path:
+    """A home for one Gemini CLI run (its `GEMINI_CLI_HOME`) in the folder `private`:
+    `.gemini/settings.json` is the user's own with `security.auth.selectedType` set to take
+    the key, every other entry of the user's `.gemini` is a link to it. The caller removes
+    `private` after the run (its links are removed, not followed)."""
     real = Path(environ.get("GEMINI_CLI_HOME") or environ.get("HOME") or Path.home()) / ".gemini"
-    home = Path(tempfile.mkdtemp(prefix="agent-reach-gemini-"))  # 0700
+    home = private / "gemini-home"
     own = home / ".gemini"
-    own.mkdir(mode=0o700)
+    own.mkdir(mode=0o700, parents=True)
     settings: Any = {}
     if real.is_dir():
         for entry in real.iterdir():

@@ -26,36 +26,58 @@ def check(obj: dict[str, Any], model: str | None, as_json: bool) -> None:
 
     from ..config import load_config
 
-    rows = asyncio.run(_check_all(load_config(obj["config_path"]), model))
+    cfg = load_config(obj["config_path"])
+    checked, circuits = asyncio.run(_check_all(cfg, model))
+    rows = [_with_circuit(r, circuits.get(r.provider)) for r in checked]
     if as_json:
         from .render import print_json
 
-        print_json([{**asdict(r), "models": r.models or []} for r in rows])
+        print_json([{**asdict(r), "models": r.models or [], "circuit": c} for r, c in rows])
     else:
-        _table(rows)
-    usable = sum(r.usable for r in rows)
+        _table([r for r, _ in rows])
+    usable = sum(r.usable for r, _ in rows)
     if not as_json:
         click.echo(f"{usable} of {len(rows)} provider(s) usable", err=True)
     if not usable:
         sys.exit(1)
 
 
-async def _check_all(cfg: Config, model: str | None) -> list[CheckResult]:
+async def _check_all(
+    cfg: Config, model: str | None
+) -> tuple[list[CheckResult], dict[str, dict[str, Any]]]:
+    """Each provider's check, and its circuit as the config's state store remembers it."""
     import asyncio
 
     from ..router import Router
     from ..state import MemoryStore
 
     router = Router(cfg, store=MemoryStore())  # a check remembers nothing
+    remembered = Router(cfg)  # what the proxy and earlier runs left in the store, read only
     try:
-        return list(await asyncio.gather(*(router.check(n, model) for n in router.providers)))
+        checked = await asyncio.gather(*(router.check(n, model) for n in router.providers))
+        circuits = {row["provider"]: row["circuit"] for row in await remembered.status()}
     finally:
         await router.aclose()
+        await remembered.aclose()
+    return list(checked), circuits
+
+
+def _with_circuit(
+    r: CheckResult, circuit: dict[str, Any] | None
+) -> tuple[CheckResult, dict[str, Any] | None]:
+    """`r` as its open circuit leaves it: not usable (a request would skip it), and why."""
+    from dataclasses import replace
+
+    if circuit is None or circuit["state"] != "open":
+        return r, circuit
+    why = f"circuit open after {circuit['cause']}, {circuit['open_for_s']:.0f} s left"
+    detail = f"{r.detail}; {why}" if r.detail else why
+    return replace(r, usable=False, detail=detail), circuit
 
 
 def _health_text(r: CheckResult) -> str:
     if r.health == "none":
-        return "no health check"
+        return f"no health check: {r.detail}" if r.detail else "no health check"
     return f"{r.health}: {r.detail}" if r.detail else r.health
 
 

@@ -1,100 +1,32 @@
 """`agent-reach demo`: a real failover, offline, in a few seconds.
 
-Three simulated providers run on 127.0.0.1: one refuses connections, one rejects the key with
-401, one speaks native Ollama. A request goes through the same engine as every other, over
-real HTTP, and the trace shows what happened.
+Three simulated providers run on 127.0.0.1 (`simulated`): one refuses connections, one rejects
+the key with 401, one speaks native Ollama. A request goes through the same engine as every
+other, over real HTTP, and the trace shows what happened.
+
+`demo --serve` keeps them up until Ctrl-C, with a chat model that drives a coding agent's tool
+turn, writes a config for them and prints the commands that try Codex CLI and Claude Code.
 """
 
 from __future__ import annotations
 
 import os
-import socket
+import shutil
+import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from . import expected_errors
+from .simulated import app, free_port
 
 if TYPE_CHECKING:
-    from aiohttp import web
-
     from ..events import Event
 
-ANSWER = (
-    "Quantum annealing searches for the lowest-energy state of a problem encoded in qubits, "
-    "letting quantum tunnelling carry it through energy barriers instead of over them."
-)
 PROMPT = "Explain quantum annealing in one sentence."
-
-
-def _free_port() -> int:
-    """A port nothing listens on: connecting to it is refused at once."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _app() -> web.Application:
-    import asyncio
-
-    from aiohttp import web
-
-    async def unauthorized(_: web.Request) -> web.Response:
-        error = {"message": "Incorrect API key provided", "type": "invalid_request_error"}
-        return web.json_response({"error": {**error, "code": "invalid_api_key"}}, status=401)
-
-    async def tags(_: web.Request) -> web.Response:
-        return web.json_response({"models": [{"name": "qwen2:72b", "size": 41_000_000_000}]})
-
-    async def chat(request: web.Request) -> web.StreamResponse:
-        body = await request.json()
-        if body.get("stream"):
-            resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
-            await resp.prepare(request)
-            for word in ANSWER.split(" "):
-                line = {
-                    "model": body["model"],
-                    "message": {"role": "assistant", "content": word + " "},
-                    "done": False,
-                }
-                await resp.write(_dumps(line) + b"\n")
-                await asyncio.sleep(0.01)
-            done = {
-                "model": body["model"],
-                "message": {"role": "assistant", "content": ""},
-                "done": True,
-                "done_reason": "stop",
-                "prompt_eval_count": 14,
-                "eval_count": 31,
-            }
-            await resp.write(_dumps(done) + b"\n")
-            return resp
-        await asyncio.sleep(0.005)  # a fast local model
-        return web.json_response(
-            {
-                "model": body["model"],
-                "created_at": "2026-11-30T00:00:00Z",
-                "message": {"role": "assistant", "content": ANSWER},
-                "done": True,
-                "done_reason": "stop",
-                "prompt_eval_count": 14,
-                "eval_count": 31,
-            }
-        )
-
-    app = web.Application()
-    app.router.add_get("/cloud/v1/models", unauthorized)
-    app.router.add_post("/cloud/v1/chat/completions", unauthorized)
-    app.router.add_get("/ollama/api/tags", tags)
-    app.router.add_post("/ollama/api/chat", chat)
-    return app
-
-
-def _dumps(value: Any) -> bytes:
-    import orjson
-
-    return orjson.dumps(value)
+AGENT_PROMPT = "Run echo in the shell and tell me what it printed."
 
 
 def _config(port: int, refused: int) -> dict[str, Any]:
@@ -118,7 +50,7 @@ def _config(port: int, refused: int) -> dict[str, Any]:
             },
             {
                 "name": "local-ollama",
-                "endpoint": f"http://127.0.0.1:{port}/ollama/api/chat",
+                "endpoint": f"http://127.0.0.1:{port}/api/chat",
                 "format": "ollama",
                 "auth_header": "",
                 "model_map": {"qwen2.5-72b": "qwen2:72b"},
@@ -130,12 +62,122 @@ def _config(port: int, refused: int) -> dict[str, Any]:
 
 
 @click.command()
+@click.option(
+    "--serve",
+    is_flag=True,
+    help="Keep the simulated providers up (until Ctrl-C) to try serve, run and the agents.",
+)
+@click.option("--port", type=click.IntRange(0, 65535), default=0, help="With --serve: their port.")
 @expected_errors
-def demo() -> None:
+def demo(serve: bool, port: int) -> None:
     """Watch a failover through three simulated local providers (offline, a few seconds)."""
     import asyncio
 
+    if serve:
+        try:
+            asyncio.run(_serve(port))
+        except OSError as exc:  # e.g. the port is taken
+            from . import fail
+
+            fail(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}", 2)
+        return
     asyncio.run(_demo())
+
+
+def command() -> str:
+    """How the user's shell calls this command: `agent-reach` when PATH finds this very one,
+    else the path it was started by (`.venv/bin/agent-reach` before activating the venv)."""
+    typed = sys.argv[0]
+    found = shutil.which("agent-reach")
+    if os.path.basename(typed) != "agent-reach":
+        return "agent-reach"
+    if found is not None and os.path.samefile(found, typed):
+        return "agent-reach"
+    return typed
+
+
+def agents_config(port: int, refused: int) -> dict[str, Any]:
+    """The config `demo --serve` writes: a dead provider, a 401 one, the simulated model over
+    Chat Completions, then over native Ollama; any model an agent asks for maps to it."""
+    base = f"http://127.0.0.1:{port}"
+    return {
+        "version": "0.3.2",
+        "state": "memory://",
+        "health": {"mode": "off"},
+        "providers": [
+            {
+                "name": "deepseek-official",
+                "endpoint": f"http://127.0.0.1:{refused}/v1/chat/completions",
+                "auth_header": "",
+                "model_map": {"*": "deepseek-chat"},
+            },
+            {
+                "name": "zhipu-api",
+                "endpoint": f"{base}/cloud/v1/chat/completions",
+                "auth_header": "",  # it answers 401 whatever is sent
+                "model_map": {"*": "glm-4-flash"},
+            },
+            {
+                "name": "local-model",
+                "endpoint": f"{base}/v1/chat/completions",
+                "auth_header": "",
+                "model_map": {"*": "qwen2.5-coder:7b"},
+            },
+            {
+                "name": "local-ollama",
+                "endpoint": f"{base}/api/chat",
+                "format": "ollama",
+                "auth_header": "",
+                "model_map": {"*": "qwen2.5-coder:7b"},
+            },
+        ],
+    }
+
+
+async def _serve(port: int) -> None:
+    """Serve the simulated providers until SIGINT or SIGTERM; write and print the config."""
+    import asyncio
+    import signal
+
+    from aiohttp import web
+
+    from ..config.write import to_yaml
+
+    started = time.perf_counter()
+    runner = web.AppRunner(app(), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    port = runner.addresses[0][1]
+    refused = free_port()
+    target = Path("~/.agent-reach/demo.yaml").expanduser()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    config = agents_config(port, refused)
+    header = "# Written by `agent-reach demo --serve`: its simulated providers, while it runs.\n"
+    target.write_text(header + to_yaml(config), encoding="utf-8")
+    base = f"http://127.0.0.1:{port}"
+    me = command()
+    run = f"{me} --config {target} run --"
+    echo = click.echo
+    echo("agent-reach demo: simulated providers on 127.0.0.1 until Ctrl-C")
+    echo(f"  deepseek-official  http://127.0.0.1:{refused}  nothing listens: connection refused")
+    echo(f"  zhipu-api          {base}/cloud/v1  answers 401 to any key")
+    echo(f"  local-model        {base}/v1  a chat model: runs `echo` with the agent's shell tool")
+    echo(f"  local-ollama       {base}/api/chat  the same model, native Ollama")
+    echo(f"config: {target}")
+    echo("try, in another terminal:")
+    echo(f'  {run} codex exec --skip-git-repo-check "{AGENT_PROMPT}"')
+    echo(f'  {run} claude -p "{AGENT_PROMPT}" --allowedTools "Bash(echo:*)"')
+    echo(f"  OLLAMA_HOST={base} {me} init    # your own config, from what answers")
+    echo(f"ready in {time.perf_counter() - started:.2f} s", err=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+    echo("agent-reach demo: stopped")
 
 
 async def _demo() -> None:
@@ -144,12 +186,12 @@ async def _demo() -> None:
     from ..router import Router
     from .render import TraceLines
 
-    runner = web.AppRunner(_app(), access_log=None)
+    runner = web.AppRunner(app(), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = runner.addresses[0][1]
-    refused = _free_port()
+    refused = free_port()
     secrets = {"DEMO_DEEPSEEK_KEY": os.urandom(8).hex(), "DEMO_ZHIPU_KEY": os.urandom(8).hex()}
     router = Router(_config(port, refused), environ=secrets)
     lines = TraceLines()
@@ -193,4 +235,4 @@ async def _demo() -> None:
     finally:
         await router.aclose()
         await runner.cleanup()
-    echo("\nTry it on your own providers: agent-reach chat --verbose --prompt 'Hello'")
+    echo(f"\nTry it on your own providers: {command()} chat --verbose --prompt 'Hello'")

@@ -40,9 +40,12 @@ def drill(obj: dict[str, Any], model: str | None, dry_run: bool, as_json: bool) 
     """
     import asyncio
 
+    from ..config import load_config
     from ..router import Router
+    from ..state import MemoryStore
 
-    router = Router.from_config(obj["config_path"])
+    # Its own memory: a drill's requests neither count in `report` nor move real circuits.
+    router = Router(load_config(obj["config_path"]), store=MemoryStore())
     routes = {"default": router.default_order, **router.routes}
     if dry_run:
         if as_json:

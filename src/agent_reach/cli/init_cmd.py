@@ -5,6 +5,10 @@ and a local Ollama, in its native format, if `$OLLAMA_HOST` (default
 `http://127.0.0.1:11434`) answers its health check `/api/tags`. It never writes a key, only the
 names of the variables; it never overwrites a file without `--force`; and when nothing is
 usable it writes nothing and exits 1.
+
+The config serves the coding agents as written: a provider whose model names the agents do not
+send (all but OpenAI's and Anthropic's own) maps `"*"` to its first model, so Codex CLI's
+`gpt-…` and Claude Code's `claude-…` requests reach it.
 """
 
 from __future__ import annotations
@@ -97,7 +101,18 @@ def init(obj: dict[str, Any], force: bool, path: str | None, as_json: bool) -> N
     target.write_text(text, encoding="utf-8")
     names = ", ".join(c.entry.name for c in kept)
     click.echo(f"wrote {target} with {len(kept)} provider(s): {names}", err=as_json)
+    mapped = [c.entry.name for c in kept if "model_map" in c.provider]
+    if mapped:
+        click.echo(
+            f"Codex CLI and Claude Code can use it: {', '.join(mapped)} map any model name to"
+            ' their first model (model_map "*")',
+            err=as_json,
+        )
     click.echo("next: `agent-reach check`, then `agent-reach chat -v -p Hello`", err=as_json)
+    click.echo(
+        'or: `agent-reach run -- codex exec "…"`, `agent-reach run -- claude -p "…"`',
+        err=as_json,
+    )
 
 
 async def choose(entries: tuple[Entry, ...], environ: Mapping[str, str]) -> list[Choice]:
@@ -113,7 +128,7 @@ async def choose(entries: tuple[Entry, ...], environ: Mapping[str, str]) -> list
                 out.append(Choice(e, False, f"{missing[0]} is not set"))
             else:
                 used[e.key_env] = e.name
-                out.append(Choice(e, True, f"{e.key_env} is set", e.provider()))
+                out.append(Choice(e, True, f"{e.key_env} is set", agent_ready(e, e.provider())))
         elif e.format == "ollama":
             out.append(await _local_ollama(e, environ))
         else:
@@ -143,15 +158,25 @@ async def _local_ollama(entry: Entry, environ: Mapping[str, str]) -> Choice:
     provider.pop("models", None)
     if models:
         provider["models"] = models
+    provider = agent_ready(entry, provider)
     listed = f"{len(models)} model(s)" if models else "no models pulled yet"
     return Choice(entry, True, f"Ollama answers at {checked.url}, {listed}", provider)
+
+
+def agent_ready(entry: Entry, provider: dict[str, Any]) -> dict[str, Any]:
+    """`provider` with `"*"` mapped to its first model, unless the agents send its own names."""
+    models = provider.get("models")
+    if entry.own_models or not models:
+        return provider
+    return {**provider, "model_map": {"*": models[0]}}
 
 
 HEADER = [
     "agent-reach config, written by `agent-reach init` from the provider catalog.",
     "No key is stored here: each provider names the environment variable that holds it.",
-    "`models` are typical ones: the first is used when a request names none, and a",
-    "request for a model not listed skips the provider (edit the lists, or add model_map).",
+    "`models` are typical ones: the first is used when a request names none. `model_map`",
+    "\"*\" sends any other model (Codex CLI's gpt-…, Claude Code's claude-…) to that first",
+    "model; without it, a request for a model not listed skips the provider.",
 ]
 
 

@@ -56,6 +56,7 @@ def probe(
     from ..probe import run_probe
     from .init_cmd import config_target
 
+    url = _endpoint(url, fmt)
     environ = _checked(url, fmt, model, key_env)
     target = None
     if name is not None:
@@ -79,6 +80,17 @@ def probe(
         _write(target, str(name), report.provider, as_json)
     if not report.usable:
         raise SystemExit(1)
+
+
+def _endpoint(url: str, fmt: str | None) -> str:
+    """The endpoint to probe: `url`, or the one a base URL stands for (said on stderr)."""
+    from ..catalog import endpoint_of_base
+
+    found = endpoint_of_base(url, fmt)
+    if found is None or fmt not in (None, found[0]):
+        return url
+    click.echo(f"{url} is a base URL: probing its {found[0]} endpoint {found[1]}", err=True)
+    return found[1]
 
 
 def _checked(url: str, fmt: str | None, model: str | None, key_env: str | None) -> dict[str, str]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from ..errors import AllProvidersFailed
     from ..trace import Attempt
 
@@ -50,6 +52,11 @@ class TraceLines:
         facts = f"{a.status}, {ms}" if a.status is not None else ms
         tail = f" — {_short(a.detail)}" if a.detail else ""
         return f"{verb} {a.provider}… {a.reason} ({facts}){tail}"
+
+
+def chain(trace: Iterable[Attempt]) -> str:
+    """`dead connect_failed → auth auth_failed → local ok`: a request's attempts in order."""
+    return " → ".join(f"{a.provider} {a.label}" for a in trace)
 
 
 def attempt_line(a: Attempt) -> str:

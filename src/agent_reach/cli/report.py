@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -159,7 +160,9 @@ def status(obj: dict[str, Any], as_json: bool, everything: bool) -> None:
     """The live view from the state store: circuits, cooldowns, quota use per provider."""
     import asyncio
 
-    rows = asyncio.run(_status(_router(obj), everything))
+    router = _router(obj)
+    source = os.path.basename(router.config.source) if router.config.source else "this config"
+    rows = asyncio.run(_status(router, everything))
     if as_json:
         from .render import print_json
 
@@ -176,10 +179,13 @@ def status(obj: dict[str, Any], as_json: bool, everything: bool) -> None:
         if c.get("note"):
             state = f"[red]{c['note']}[/]"
         quota = "; ".join(_quota_cell(q) for q in r.get("quota", ())) or "–"
-        name = r["provider"] if r["in_config"] else f"[dim]{r['provider']} (other config)[/]"
+        name = r["provider"] if r["in_config"] else f"[dim]{r['provider']} (not in {source})[/]"
         fp = r["fingerprint"] or "(old)"
         table.add_row(name, fp, state, str(c["failures"]), c["cause"] or "–", quota)
     print_table(table)
+    for r in rows:
+        if r.get("note"):
+            click.echo(f"{r['provider']}: {r['note']}", err=True)
 
 
 def _quota_cell(q: dict[str, Any]) -> str:

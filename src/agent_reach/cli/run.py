@@ -3,22 +3,38 @@ in front of it, started for that run only (protocol §11, the seed's "protocol i
 
 The proxy listens on 127.0.0.1 with a fresh one-time key; the program gets the OpenAI,
 Anthropic and Gemini base URLs and keys of its SDKs pointing at it; Codex CLI also gets the
-`-c` overrides that define an `agent_reach` model provider speaking the Responses API, and
-Gemini CLI a private home whose settings take the key (`agents.gemini_home`). The key is
-passed in the environment only, never printed. The run exits with the program's status.
+`-c` overrides that define an `agent_reach` model provider speaking the Responses API, Claude
+Code a `--settings` file that outranks its own, Gemini CLI a private home whose settings take
+the key, and the other agents what `agents` says. The key is passed in the environment (and
+the private files, 0600 in a 0700 folder removed after the run) only, never printed. The run
+exits with the program's status.
+
+While the program runs, `Watch` writes to stderr what the user would otherwise not see: a line
+per request that failed over or failed, a line when a provider goes down or comes back, and a
+summary when the program ends (`--quiet` silences them; `--log FILE` gets them too, with the
+proxy's access lines, for agents whose screen redraws over stderr).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
 import sys
-from typing import Any
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
 
 import click
 
+from ..events import CircuitEvent, Event, RequestEvent
 from . import agents, expected_errors, fail
+from .render import chain
+
+RUN_LOG = "~/.agent-reach/run.log"  # where the lines go while a full-screen agent runs
 
 
 def agent_env(base: str, key: str, environ: dict[str, str]) -> dict[str, str]:
@@ -46,12 +62,113 @@ def codex_overrides(base: str) -> list[str]:
     return ["-c", f"model_providers.agent_reach={provider}", "-c", "model_provider=agent_reach"]
 
 
-def command_line(command: tuple[str, ...], base: str) -> list[str]:
-    """The program's argv, with Codex's overrides right after `codex`."""
+def claude_settings(base: str, key: str) -> dict[str, Any]:
+    """The settings `run` gives Claude Code with `--settings`: they outrank the `env` and
+    `apiKeyHelper` of its settings files (what `setup claude --write` writes among them),
+    which outrank the process environment."""
+    env = {"ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_KEY": key, "ANTHROPIC_AUTH_TOKEN": ""}
+    # No key helper: with one, Claude Code sends its key as both x-api-key and a Bearer token.
+    return {"env": env, "apiKeyHelper": ""}
+
+
+def written_elsewhere(program: str) -> str | None:
+    """What the agent's own config (`setup --write`'s file) points it at, when it does, and
+    that this run overrides it; None for other programs or configs."""
+    import tomllib
+
+    from .setup import agent_config
+
+    name = os.path.basename(program)
+    if name not in ("codex", "claude"):
+        return None
+    path = agent_config(name)
+    try:
+        text = path.read_text(encoding="utf-8")
+        if name == "claude":
+            where = (json.loads(text).get("env") or {}).get("ANTHROPIC_BASE_URL")
+        else:
+            config = tomllib.loads(text)
+            chosen = config.get("model_provider")
+            where = (config.get("model_providers") or {}).get(chosen, {}).get("base_url", chosen)
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not where:
+        return None
+    how = "--settings" if name == "claude" else "-c options"
+    return f"{path} points {name} at {where}; this run overrides it ({how})"
+
+
+def command_line(command: tuple[str, ...], base: str, settings: str | None = None) -> list[str]:
+    """The program's argv, with Codex's overrides right after `codex`, and Claude Code's
+    `--settings FILE` right after `claude`."""
     argv = list(command)
-    if _name(command) == "codex":
+    name = os.path.basename(argv[0])
+    if name == "codex":
         argv[1:1] = codex_overrides(base)
-    return agents.argv_for(_name(command), argv)
+    elif name == "claude" and settings is not None:
+        argv[1:1] = ["--settings", settings]
+    return agents.argv_for(name, argv)
+
+
+class Watch:
+    """An engine observer that tells the user, one `write` a line, what the program's requests
+    met: failovers and failures as they end, providers going down and coming back."""
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write = write
+        self.requests = 0
+        self.failovers = 0
+        self.failed = 0
+        self.answered: Counter[str] = Counter()
+        self.down: set[str] = set()
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, RequestEvent):
+            self._request(event)
+        elif isinstance(event, CircuitEvent):
+            self._circuit(event)
+
+    def _request(self, event: RequestEvent) -> None:
+        self.requests += 1
+        took = f"{sum(a.ms for a in event.trace) / 1000:.1f} s"
+        if event.provider is None:
+            self.failed += 1
+            self.write(f"{event.model or '-'}: no provider answered: {chain(event.trace)}, {took}")
+            return
+        self.answered[event.provider] += 1
+        if len(event.trace) > 1:
+            self.failovers += 1
+            self.write(f"{chain(event.trace)}, {took}")
+
+    def _circuit(self, event: CircuitEvent) -> None:
+        name = event.provider
+        if event.opened and name not in self.down:
+            self.down.add(name)
+            left = max(0.0, event.state.open_until - time.time())
+            self.write(f"{name} is down ({event.state.cause}), skipped for {left:.0f} s")
+        elif not event.opened and name in self.down:
+            self.down.discard(name)
+            self.write(f"{name} is back")
+
+    def summary(self) -> str:
+        """`3 requests, 2 failed over, 1 failed; answered by local (2)`."""
+        text = f"{self.requests} request{'' if self.requests == 1 else 's'}"
+        text += f", {self.failovers} failed over, {self.failed} failed"
+        if self.answered:
+            used = ", ".join(f"{name} ({n})" for name, n in self.answered.most_common())
+            text += f"; answered by {used}"
+        return text
+
+
+def _writer(*streams: IO[str]) -> Callable[[str], None]:
+    """Write `agent-reach: line` to each of `streams`, at once."""
+
+    def write(line: str) -> None:
+        for stream in streams:
+            stream.write(f"agent-reach: {line}\n")
+            stream.flush()
+
+    return write
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -59,10 +176,24 @@ def command_line(command: tuple[str, ...], base: str) -> list[str]:
 @click.option(
     "--port", type=click.IntRange(0, 65535), default=0, help="Port (default: a free one)."
 )
+@click.option("--quiet", "-q", is_flag=True, help="No failover lines and no summary on stderr.")
+@click.option(
+    "--log",
+    "log_file",
+    type=click.File("a", lazy=False),
+    help="Append the proxy's access lines (and the failover lines) to this file.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
 @expected_errors
-def run(obj: dict[str, Any], route: str | None, port: int, command: tuple[str, ...]) -> None:
+def run(
+    obj: dict[str, Any],
+    route: str | None,
+    port: int,
+    quiet: bool,
+    log_file: IO[str] | None,
+    command: tuple[str, ...],
+) -> None:
     """Run COMMAND with the proxy in front of it: `agent-reach run -- codex exec "…"`."""
     if shutil.which(command[0]) is None:
         fail(f"{command[0]}: command not found", 127)
@@ -73,41 +204,81 @@ def run(obj: dict[str, Any], route: str | None, port: int, command: tuple[str, .
         fail(f"no route or provider named {route!r}", 2)
     import asyncio
 
-    from ..server import run_with
+    from ..server import CannotServe, run_with
 
+    tui = not quiet and log_file is None and sys.stderr.isatty() and full_screen(command)
+    if tui:  # lines on its screen would be drawn over: they go to a file it does not touch
+        target = Path(RUN_LOG).expanduser()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        log_file = target.open("a", encoding="utf-8")
+        click.echo(
+            f"agent-reach: {os.path.basename(command[0])} draws over this terminal: what its"
+            f" requests meet goes to {target} (tail -f it); a summary follows when it exits",
+            err=True,
+        )
+    streams = [s for s in (None if quiet or tui else sys.stderr, log_file) if s is not None]
+    watch = Watch(_writer(*streams))
+    elsewhere = written_elsewhere(command[0])
+    if elsewhere and streams:
+        watch.write(elsewhere)
+    router.subscribe(watch)
     key = "AIza-" + secrets.token_urlsafe(24)  # Gemini CLI takes only keys that look Google's
-    code = asyncio.run(run_with(router, port, key, route, lambda base: _child(command, base, key)))
+    try:
+        code = asyncio.run(
+            run_with(router, port, key, route, lambda base: _child(command, base, key), log_file)
+        )
+    except CannotServe as exc:
+        fail(str(exc), 2)
+    if streams:
+        (_writer(*streams, sys.stderr) if tui else watch.write)(watch.summary())
     sys.exit(code)
+
+
+def full_screen(command: tuple[str, ...]) -> bool:
+    """Whether COMMAND is an agent's full-screen UI, which redraws over stderr: `codex` but
+    `codex exec`, `claude` but `claude -p`."""
+    name, args = os.path.basename(command[0]), command[1:]
+    if name == "codex":
+        return not (args and args[0] in ("exec", "e"))
+    if name == "claude":
+        return not any(a in ("-p", "--print") for a in args)
+    return False
 
 
 async def _child(command: tuple[str, ...], base: str, key: str) -> int:
     """Run the program to its end; its exit status (128 + N when killed by signal N)."""
+    import tempfile
+
+    env = agent_env(base, key, dict(os.environ))
+    name = os.path.basename(command[0])
+    if name not in ("claude", "gemini"):
+        return await _wait(command_line(command, base), env)
+    # Its files carry the key: only this user can read them, and they are gone after the run.
+    with tempfile.TemporaryDirectory(prefix="agent-reach-run-") as private:  # mode 0700
+        if name == "gemini":
+            env["GEMINI_CLI_HOME"] = str(agents.gemini_home(env, Path(private)))
+            return await _wait(command_line(command, base), env)
+        settings = os.path.join(private, "claude-settings.json")
+        with open(os.open(settings, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            json.dump(claude_settings(base, key), f)
+        return await _wait(command_line(command, base, settings), env)
+
+
+async def _wait(argv: list[str], env: dict[str, str]) -> int:
     import asyncio
     import signal
 
-    env = agent_env(base, key, dict(os.environ))
-    home = agents.gemini_home(env) if _name(command) == "gemini" else None
-    if home is not None:
-        env["GEMINI_CLI_HOME"] = str(home)
+    proc = await asyncio.create_subprocess_exec(*argv, env=env)
+    loop = asyncio.get_running_loop()
+    # Ctrl-C reaches the program from the terminal; the run ends when it does.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, _forward, proc, sig)
     try:
-        proc = await asyncio.create_subprocess_exec(*command_line(command, base), env=env)
-        loop = asyncio.get_running_loop()
-        # Ctrl-C reaches the program from the terminal; the run ends when it does.
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, _forward, proc, sig)
-        try:
-            code = await proc.wait()
-        finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
+        code = await proc.wait()
     finally:
-        if home is not None:
-            shutil.rmtree(home, ignore_errors=True)  # links are removed, not followed
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
     return 128 - code if code < 0 else code
-
-
-def _name(command: tuple[str, ...]) -> str:
-    return os.path.basename(command[0])
 
 
 def _forward(proc: Any, sig: int) -> None:

@@ -7,7 +7,8 @@ other settings kept, the old file saved as `*.bak`):
 - Claude Code: `~/.claude/settings.json`: `env.ANTHROPIC_BASE_URL`, and an `apiKeyHelper` that
   reads the proxy key from `$AGENT_REACH_API_KEY` when the agent starts.
 Neither file gets a key: both read it from `AGENT_REACH_API_KEY` (any value when the proxy
-has no client keys).
+has no client keys). `--undo` puts back, byte for byte, the file the first `--write` replaced
+(or removes the file it created).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 import click
 
-from . import expected_errors
+from . import expected_errors, fail
 
 KEY_VAR = "AGENT_REACH_API_KEY"
 _PROVIDER_TABLE = "[model_providers.agent_reach]"
@@ -91,36 +92,74 @@ def _base_url(config_path: str | None, given: str | None) -> str:
     return f"http://{host}:{server.port}"
 
 
+def agent_config(agent: str) -> Path:
+    """The config file `setup --write` writes for `agent` (`codex` or `claude`)."""
+    if agent == "codex":
+        return Path(os.environ.get("CODEX_HOME") or "~/.codex").expanduser() / "config.toml"
+    return Path("~/.claude/settings.json").expanduser()
+
+
+def _saved(path: Path) -> tuple[Path, Path]:
+    """Where the file before the first `--write` is kept, and the mark that there was none."""
+    return path.with_name(path.name + ".bak"), path.with_name(path.name + ".agent-reach-new")
+
+
 def _write(path: Path, text: str) -> None:
+    """Write `text` to `path`, keeping what was there before the first write (a later write
+    keeps that, so `--undo` goes back to the user's own file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        path.with_name(path.name + ".bak").write_text(path.read_text())
+    backup, created = _saved(path)
+    if not backup.exists() and not created.exists():
+        if path.exists():
+            backup.write_bytes(path.read_bytes())
+        else:
+            created.touch()
     path.write_text(text)
+
+
+def _undo(path: Path) -> str | None:
+    """Put back what the first `--write` replaced; what was done (None: it wrote nothing)."""
+    backup, created = _saved(path)
+    if backup.exists():
+        path.write_bytes(backup.read_bytes())
+        backup.unlink()
+        return f"restored {path} as it was before `setup --write`"
+    if created.exists():
+        path.unlink(missing_ok=True)
+        created.unlink()
+        return f"removed {path}, which `setup --write` created"
+    return None
 
 
 @click.command()
 @click.argument("agent", type=click.Choice(["codex", "claude"]))
 @click.option("--base-url", help="Where the proxy listens (default: the config's server:).")
 @click.option("--write", is_flag=True, help="Write it into the agent's own config file.")
+@click.option("--undo", is_flag=True, help="Put back the file that --write replaced.")
 @click.pass_obj
 @expected_errors
-def setup(obj: dict[str, Any], agent: str, base_url: str | None, write: bool) -> None:
+def setup(obj: dict[str, Any], agent: str, base_url: str | None, write: bool, undo: bool) -> None:
     """Point Codex CLI or Claude Code at a running `agent-reach serve`."""
+    path = agent_config(agent)
+    if undo:
+        done = _undo(path)
+        if done is None:
+            fail(f"nothing to undo: `setup --write` has not written {path}", 1)
+        click.echo(f"agent-reach: {done}")
+        return
     base = _base_url(obj["config_path"], base_url)
     if agent == "codex":
-        path = Path(os.environ.get("CODEX_HOME") or "~/.codex").expanduser() / "config.toml"
         if write:
             text = path.read_text() if path.exists() else ""
             _write(path, merge_codex(text, base))
         snippet = codex_toml(base)
     else:
-        path = Path("~/.claude/settings.json").expanduser()
         if write:
             current = json.loads(path.read_text() or "{}") if path.exists() else {}
             _write(path, json.dumps(claude_settings(base, current), indent=2) + "\n")
         snippet = json.dumps(claude_settings(base), indent=2) + "\n"
     if write:
-        click.echo(f"agent-reach: wrote {path} (the old file, if any, is {path.name}.bak)")
+        click.echo(f"agent-reach: wrote {path} (`setup {agent} --undo` puts back the old one)")
     else:
         click.echo(f"# {path}\n{snippet}")
     click.echo(f"# then: export {KEY_VAR}=<a proxy key> (any value when client auth is off)")

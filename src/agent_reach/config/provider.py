@@ -169,6 +169,19 @@ class Provider(Section):
         return value
 
     @model_validator(mode="after")
+    def _not_a_base_url(self) -> Provider:
+        """A base URL where the endpoint belongs (`…/v1`, `…/anthropic`, as SDKs take it) is
+        refused here, with the endpoint it stands for, rather than failing every request."""
+        from ..catalog import endpoint_of_base
+
+        found = endpoint_of_base(self.endpoint, self.format)
+        if self.format in ("openai", "anthropic") and found is not None:
+            raise ValueError(
+                f"endpoint {self.endpoint!r} is a base URL; did you mean {found[1]!r}?"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _format_defaults(self) -> Provider:
         dialect = dialects.get(self.format)
         sc = self.schema_compatibility

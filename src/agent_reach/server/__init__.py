@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from ..router import Router
 
@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 
     from .app import Proxy
     from .connection import Runner
+
+
+class CannotServe(Exception):
+    """The proxy could not listen (the port is taken, or not allowed)."""
 
 
 def api_keys(var: str | None) -> frozenset[str]:
@@ -69,9 +73,10 @@ async def run(
         loop.add_signal_handler(sig, stop.set)
     bound = runner.addresses[0]
     auth = "on" if proxy.api_keys else "off"
+    base = f"http://{bound[0]}:{bound[1]}"
     print(
-        f"agent-reach: serving on http://{bound[0]}:{bound[1]} "
-        f"({len(router.config.providers)} providers, client auth {auth}, pid {os.getpid()})",
+        f"agent-reach: serving on {base} ({len(router.config.providers)} providers, client"
+        f" auth {auth}, pid {os.getpid()}; status page {base}/agent-reach/)",
         flush=True,
     )
     stop_reloading = reload.install(proxy, api_keys, watch=watch)
@@ -109,21 +114,32 @@ async def run_with(
     key: str,
     route: str | None,
     program: Callable[[str], Awaitable[int]],
+    log: IO[str] | None = None,
 ) -> int:
     """Serve on 127.0.0.1 (`port`, 0 for a free one) for the one client key `key`, with
-    `route` for requests that name none, while `program(base_url)` runs; its result."""
+    `route` for requests that name none, while `program(base_url)` runs; its result. The
+    proxy's log (access lines included) goes to `log`, when given."""
     from aiohttp import web
 
     from .app import Proxy
     from .http import DEFAULT_ROUTE
+    from .log import configure
+
+    if log is not None:
+        configure("info", access=True, stream=log)
 
     proxy = Proxy(router, api_keys=frozenset({key}))
     app = proxy.app()
     if route:
         app[DEFAULT_ROUTE] = route
-    runner = _runner(proxy, app, 2.0, access_log=False)
+    runner = _runner(proxy, app, 2.0, access_log=log is not None)
     await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+    except OSError as exc:
+        await runner.cleanup()
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise CannotServe(f"cannot serve on 127.0.0.1:{port}: {why}") from exc
     try:
         return await program(f"http://127.0.0.1:{runner.addresses[0][1]}")
     finally:

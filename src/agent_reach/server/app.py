@@ -73,13 +73,14 @@ class Proxy:
         for version in ("v1beta", "v1"):
             app.router.add_post(f"/{version}/models/{{target}}", self._face(gemini.call))
         app.router.add_get("/v1beta/models", self._face(gemini.models))
-        app.router.add_get("/", self.healthz)  # and HEAD: Claude Code probes its base URL
+        app.router.add_get("/", self.root)  # and HEAD: Claude Code probes its base URL
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/metrics", self.prometheus)
         app.router.add_get("/agent-reach/v1/status", self.status)
         app.router.add_post("/agent-reach/v1/route", self._face(step.step))
         app.router.add_get(status_page.PATH, self._face(status_page.page))
+        app.router.add_get(status_page.PATH.rstrip("/"), self.to_status_page)
         app.router.add_post(status_page.LOGIN, self._face(status_page.login))
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
@@ -108,13 +109,14 @@ class Proxy:
         return list(self._models()["data"])
 
     def _models(self) -> dict[str, Any]:
-        """Every name a request may ask for: providers' models and `model_map` keys (but
-        patterns such as the catch-all `"*"`), and the route names, each a model alias
-        (protocol §3)."""
+        """Every name a request may ask for: providers' models, `model_map` keys (but
+        patterns such as the catch-all `"*"`) and the models they map to, and the route names,
+        each a model alias (protocol §3)."""
         names: dict[str, None] = {}
         for p in self.config.providers:
             names.update(dict.fromkeys(p.models or ()))
             names.update(dict.fromkeys(p.model_map))
+            names.update(dict.fromkeys(m for m in p.model_map.values() if m))
         names.update(dict.fromkeys(self.config.routes))
         data = [
             {"id": n, "object": "model", "created": 0, "owned_by": "agent-reach"}
@@ -128,6 +130,15 @@ class Proxy:
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.Response(body=b'{"status":"ok"}', content_type=JSON)
+
+    async def root(self, request: web.Request) -> web.Response:
+        """`/`: alive, and where to look next (the status page, the API)."""
+        body = b'{"status":"ok","status_page":"/agent-reach/","api":"/v1"}'
+        return web.Response(body=body, content_type=JSON)
+
+    async def to_status_page(self, request: web.Request) -> web.Response:
+        """`/agent-reach` without its slash: the status page is one redirect away."""
+        raise web.HTTPPermanentRedirect(status_page.PATH)
 
     async def prometheus(self, request: web.Request) -> web.Response:
         body = self.metrics.render()

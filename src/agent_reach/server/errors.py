@@ -113,6 +113,8 @@ def all_failed(path: str, exc: AllProvidersFailed) -> web.Response:
     headers = None
     if fault.retry_after is not None:
         headers = {"Retry-After": str(max(1, math.ceil(fault.retry_after)))}
+    elif fault.status >= 500:  # every provider was tried just now: the SDKs' retries would not help
+        headers = {"x-should-retry": "false"}
     kind = None if anthropic else _FAULT_TYPES.get(fault.status, "all_providers_failed")
     attempts = [a.to_dict() for a in exc.attempts]
     return error_response(

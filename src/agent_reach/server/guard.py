@@ -39,7 +39,9 @@ from .http import BadBody
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # Answered without a proxy key: the health check, "/" (Claude Code probes it), and the status
 # page and its login form, which ask for a key themselves.
-OPEN_PATHS = frozenset({"/healthz", "/", status_page.PATH, status_page.LOGIN})
+OPEN_PATHS = frozenset(
+    {"/healthz", "/", status_page.PATH, status_page.PATH.rstrip("/"), status_page.LOGIN}
+)
 ENCODINGS = frozenset({"gzip", "deflate", "identity"})
 # RFC 6750's `Bearer 1*SP b64token`, with exactly one space and any visible ASCII in the token.
 _BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] ([\x21-\x7e]+)")

@@ -1,13 +1,17 @@
 """What the proxy writes to stderr (protocol §10, §14): one access line per request, one line per
 connection-level problem, never a traceback (unless `--log-level debug`), a key or a body.
 
-    2026-11-30T13:22:20.123Z POST /v1/chat/completions 200 provider=ok attempts=2 ms=12
-    2026-11-30T13:22:21.456Z POST /v1/chat/completions 200 interrupted provider=- cut=ok:timeout
-        attempts=2 ms=3012  (one line)
+    2026-11-30T13:22:20.123Z POST /v1/messages 200 model=claude-opus-4-8 provider=ok
+        provider_model=deepseek-chat attempts=dead:connect_failed,auth:skip(circuit_open),ok:ok
+        ms=12  (one line)
+    2026-11-30T13:22:21.456Z POST /v1/chat/completions 200 interrupted model=m provider=-
+        provider_model=- cut=ok:timeout attempts=ok:ok,ok:timeout ms=3012  (one line)
 
-The second is a stream that broke after it began (its 200 was sent) and that no provider finished.
+The model the client asked for, who answered and the model it was asked for, and each attempt
+as `provider:reason` (`skip(reason)` for a provider passed over without a request). The second
+is a stream that broke after it began (its 200 was sent) and that no provider finished.
 
-The provider and the attempt count come from the engine's events: the guard gives each request
+The provider and the attempts come from the engine's events: the guard gives each request
 a `Served` record and makes it current for the request's task; `observe`, subscribed to the
 engine, fills it in; `AccessLog` (aiohttp's access-logger hook) makes the line when the
 response is done, streams included. Access lines are written once per turn of the event loop,
@@ -24,8 +28,8 @@ import logging
 import sys
 import time
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import IO, Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
@@ -45,7 +49,9 @@ class Served:
     how many attempts; `logged` when a line about it was written already."""
 
     provider: str | None = None
-    attempts: int = 0
+    model: str | None = None  # the model the client asked for
+    provider_model: str | None = None  # the model the provider was asked for
+    attempts: list[str] = field(default_factory=list)  # `provider:reason` of each attempt
     cut: str | None = None  # `provider:reason` of a stream that broke after it began, unfinished
     logged: bool = False
 
@@ -70,8 +76,8 @@ def observe(event: Event) -> None:
     if served is None:
         return
     if isinstance(event, AttemptEvent):
-        served.attempts += 1
         attempt = event.attempt
+        served.attempts.append(f"{attempt.provider}:{attempt.label}")
         if served.provider is None:
             return
         if attempt.ok:  # another provider finished the answer that was cut
@@ -80,6 +86,8 @@ def observe(event: Event) -> None:
             served.cut = f"{attempt.provider}:{attempt.reason}"
     elif isinstance(event, RequestEvent):
         served.provider = event.provider
+        served.model = event.model
+        served.provider_model = event.provider_model
 
 
 def stamp(at: float | None = None) -> str:
@@ -94,6 +102,7 @@ def _second(second: int) -> str:
 
 
 _pending: list[str] = []  # access lines not yet written
+_stream: list[IO[str]] = []  # where they go, when not stderr (`configure`)
 
 
 def flush() -> None:
@@ -101,7 +110,9 @@ def flush() -> None:
     if _pending:
         lines = "".join(_pending)
         _pending.clear()
-        sys.stderr.write(lines)
+        out = _stream[0] if _stream else sys.stderr
+        out.write(lines)
+        out.flush()
 
 
 atexit.register(flush)
@@ -120,18 +131,26 @@ class AccessLog(AbstractAccessLogger):
             return
         if not _pending:
             asyncio.get_running_loop().call_soon(flush)
+        models = f"model={_word(served.model)}"
         if served.cut is None:
-            outcome = f"{response.status} provider={served.provider or '-'}"
+            who = f"provider={served.provider or '-'} provider_model={_word(served.provider_model)}"
+            outcome = f"{response.status} {models} {who}"
         else:
-            outcome = f"{response.status} interrupted provider=- cut={served.cut}"
+            who = f"provider=- provider_model=- cut={served.cut}"
+            outcome = f"{response.status} interrupted {models} {who}"
         _pending.append(
             f"{stamp()} {request.method} {escaped(request.path, 200) or '-'} {outcome}"
-            f" attempts={served.attempts} ms={round(time * 1000)}\n"
+            f" attempts={','.join(served.attempts) or '-'} ms={round(time * 1000)}\n"
         )
 
     @property
     def enabled(self) -> bool:
         return self.logger.isEnabledFor(logging.INFO)
+
+
+def _word(text: str | None) -> str:
+    """A value from the client (a model name) as one word of the line, `-` when absent."""
+    return escaped(text, 100).replace(" ", "\\x20") if text else "-"
 
 
 class _AfterAccess(logging.StreamHandler):  # type: ignore[type-arg]
@@ -163,11 +182,12 @@ class _OneLine(logging.Formatter):
         return line
 
 
-def configure(level: str = "info", access: bool = True) -> None:
-    """Send every log record to stderr as one line: ours at `level`, other libraries' at
-    warning and above (everything at debug, with tracebacks); access lines unless `access`
-    is False."""
-    handler = _AfterAccess(sys.stderr)
+def configure(level: str = "info", access: bool = True, stream: IO[str] | None = None) -> None:
+    """Send every log record to stderr (or `stream`) as one line: ours at `level`, other
+    libraries' at warning and above (everything at debug, with tracebacks); access lines
+    unless `access` is False."""
+    _stream[:] = [] if stream is None else [stream]
+    handler = _AfterAccess(stream or sys.stderr)
     debug = level == "debug"
     handler.setFormatter(_OneLine(tracebacks=debug))
     root = logging.getLogger()

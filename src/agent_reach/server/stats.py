@@ -26,7 +26,8 @@ class RecentAttempts:
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RequestEvent):
-            for prev, nxt in itertools.pairwise(event.trace):
+            tried = [a for a in event.trace if a.sent]  # a skip is no failover
+            for prev, nxt in itertools.pairwise(tried):
                 if not prev.ok and prev.provider != nxt.provider:
                     self.failovers.appendleft(
                         {
