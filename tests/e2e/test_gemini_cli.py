@@ -47,13 +47,23 @@ def test_gemini_cli_completes_a_tool_turn_through_the_proxy(
 ) -> None:
     settings = agent_home / ".gemini" / "settings.json"
     settings.parent.mkdir()
-    settings.write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    original = b'{"ui": {"theme": "GitHub"}}'
+    settings.write_bytes(original)
     proxy = start(agent_config, tmp_path, up, env={"PROXY_KEYS": KEY})
     env = gemini_env(agent_home, GOOGLE_GEMINI_BASE_URL=proxy.base, GEMINI_API_KEY=KEY)
+    setup = [BIN, "setup", "gemini", "--base-url", proxy.base]
+    said = subprocess.run([*setup, "--write"], env=env, capture_output=True, text=True, check=True)
+    assert f"GOOGLE_GEMINI_BASE_URL={proxy.base}" in said.stdout
+    assert json.loads(settings.read_text()) == {
+        "ui": {"theme": "GitHub"},
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+    }
     try:
         done = gemini(env, agent_home)
     finally:
         stop(proxy)
+    subprocess.run([BIN, "setup", "gemini", "--undo"], env=env, capture_output=True, check=True)
+    assert settings.read_bytes() == original
     log = (tmp_path / "proxy.log").read_text()
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip() == f"The command printed: {TOOL_WORD}"

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-GEMINI_AUTH = "gemini-api-key"
+GEMINI_AUTH = {"selectedType": "gemini-api-key"}
 
 
 OPENCODE_MODEL = "agent-reach/default"
@@ -42,6 +42,18 @@ def argv_for(name: str, argv: list[str]) -> list[str]:
     return argv
 
 
+def opencode_provider(base: str, key: str) -> dict[str, Any]:
+    """OpenCode's `provider` entry for the proxy (OpenAI-compatible), keyed by `key`."""
+    return {
+        "agent-reach": {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "agent-reach",
+            "options": {"baseURL": f"{base}/v1", "apiKey": key},
+            "models": {"default": {"name": "agent-reach (the proxy's routes)"}},
+        }
+    }
+
+
 def _opencode_config(base: str, key: str, environ: dict[str, str]) -> str:
     try:
         config = json.loads(environ.get("OPENCODE_CONFIG_CONTENT") or "{}")
@@ -52,15 +64,22 @@ def _opencode_config(base: str, key: str, environ: dict[str, str]) -> str:
     providers = config.get("provider")
     config["provider"] = {
         **(providers if isinstance(providers, dict) else {}),
-        "agent-reach": {
-            "npm": "@ai-sdk/openai-compatible",
-            "name": "agent-reach",
-            "options": {"baseURL": f"{base}/v1", "apiKey": key},
-            "models": {"default": {"name": "agent-reach (the proxy's routes)"}},
-        },
+        **opencode_provider(base, key),
     }
     config["model"] = OPENCODE_MODEL
     return json.dumps(config)
+
+
+def with_auth(settings: Any, auth: dict[str, str]) -> dict[str, Any]:
+    """`settings` (Gemini CLI's or Qwen Code's settings.json) with `auth` in its
+    `security.auth`; everything else kept."""
+    out = dict(settings) if isinstance(settings, dict) else {}
+    security = out.get("security")
+    security = dict(security) if isinstance(security, dict) else {}
+    current = security.get("auth")
+    security["auth"] = {**(current if isinstance(current, dict) else {}), **auth}
+    out["security"] = security
+    return out
 
 
 def gemini_home(environ: dict[str, str], private: Path) -> Path:
@@ -81,16 +100,8 @@ def gemini_home(environ: dict[str, str], private: Path) -> Path:
             settings = json.loads((real / "settings.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             settings = {}
-    if not isinstance(settings, dict):
-        settings = {}
-    security = settings.setdefault("security", {})
-    if not isinstance(security, dict):
-        security = settings["security"] = {}
-    auth = security.setdefault("auth", {})
-    if not isinstance(auth, dict):
-        auth = security["auth"] = {}
-    auth["selectedType"] = GEMINI_AUTH
-    auth.pop("enforcedType", None)
+    settings = with_auth(settings, GEMINI_AUTH)
+    settings["security"]["auth"].pop("enforcedType", None)
     path = own / "settings.json"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:

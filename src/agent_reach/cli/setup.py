@@ -1,4 +1,5 @@
-"""`agent-reach setup codex|claude`: point a coding agent at a running `agent-reach serve`.
+"""`agent-reach setup codex|claude|gemini|qwen|opencode`: point a coding agent at a running
+`agent-reach serve`.
 
 Prints what to put in the agent's own config, or with `--write` puts it there (the file's
 other settings kept, the old file saved as `*.bak`):
@@ -6,9 +7,15 @@ other settings kept, the old file saved as `*.bak`):
   provider on the Responses API, selected as `model_provider`.
 - Claude Code: `~/.claude/settings.json`: `env.ANTHROPIC_BASE_URL`, and an `apiKeyHelper` that
   reads the proxy key from `$AGENT_REACH_API_KEY` when the agent starts.
-Neither file gets a key: both read it from `AGENT_REACH_API_KEY` (any value when the proxy
-has no client keys). `--undo` puts back, byte for byte, the file the first `--write` replaced
-(or removes the file it created).
+- Gemini CLI: `~/.gemini/settings.json` (or under `$GEMINI_CLI_HOME`): the API-key auth it
+  needs headless; its base URL and key are variables (printed).
+- Qwen Code: `~/.qwen/settings.json`: OpenAI-compatible auth at the proxy; the key is
+  `OPENAI_API_KEY` (printed).
+- OpenCode: `~/.config/opencode/opencode.json`: an `agent-reach` provider whose key is
+  `{env:AGENT_REACH_API_KEY}`, and its model selected.
+No file gets a key: each reads it from a variable (any value when the proxy has no client
+keys). `--undo` puts back, byte for byte, the file the first `--write` replaced (or removes
+the file it created).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from typing import Any
 import click
 
 from . import expected_errors, fail
+from .agents import GEMINI_AUTH, OPENCODE_MODEL, opencode_provider, with_auth
 
 KEY_VAR = "AGENT_REACH_API_KEY"
 _PROVIDER_TABLE = "[model_providers.agent_reach]"
@@ -75,6 +83,24 @@ def claude_settings(base: str, current: dict[str, Any] | None = None) -> dict[st
     return settings
 
 
+def opencode_config(base: str, current: dict[str, Any] | None = None) -> dict[str, Any]:
+    """OpenCode's config with the `agent-reach` provider, and its model selected."""
+    config = dict(current or {})
+    config["provider"] = {
+        **dict(config.get("provider") or {}),
+        **opencode_provider(base, f"{{env:{KEY_VAR}}}"),
+    }
+    config["model"] = OPENCODE_MODEL
+    return config
+
+
+# What `setup` prints after an agent's file: the variables it reads.
+_THEN = {
+    "gemini": "export GOOGLE_GEMINI_BASE_URL={base} GEMINI_API_KEY=<a proxy key starting AIza>",
+    "qwen": "export OPENAI_API_KEY=<a proxy key>",
+}
+
+
 def _base_url(config_path: str | None, given: str | None) -> str:
     if given:
         return given.rstrip("/").removesuffix("/v1")
@@ -93,10 +119,28 @@ def _base_url(config_path: str | None, given: str | None) -> str:
 
 
 def agent_config(agent: str) -> Path:
-    """The config file `setup --write` writes for `agent` (`codex` or `claude`)."""
+    """The config file `setup --write` writes for `agent`."""
     if agent == "codex":
         return Path(os.environ.get("CODEX_HOME") or "~/.codex").expanduser() / "config.toml"
+    if agent == "gemini":
+        home = os.environ.get("GEMINI_CLI_HOME") or "~"
+        return Path(home).expanduser() / ".gemini" / "settings.json"
+    if agent == "qwen":
+        return Path("~/.qwen/settings.json").expanduser()
+    if agent == "opencode":
+        return Path("~/.config/opencode/opencode.json").expanduser()
     return Path("~/.claude/settings.json").expanduser()
+
+
+def _json_for(agent: str, base: str, current: dict[str, Any] | None) -> dict[str, Any]:
+    """The JSON config of `agent` (all but Codex) with agent-reach in it."""
+    if agent == "gemini":
+        return with_auth(current, GEMINI_AUTH)
+    if agent == "qwen":
+        return with_auth(current, {"selectedType": "openai", "baseUrl": f"{base}/v1"})
+    if agent == "opencode":
+        return opencode_config(base, current)
+    return claude_settings(base, current)
 
 
 def _saved(path: Path) -> tuple[Path, Path]:
@@ -132,14 +176,15 @@ def _undo(path: Path) -> str | None:
 
 
 @click.command()
-@click.argument("agent", type=click.Choice(["codex", "claude"]))
+@click.argument("agent", type=click.Choice(["codex", "claude", "gemini", "qwen", "opencode"]))
 @click.option("--base-url", help="Where the proxy listens (default: the config's server:).")
 @click.option("--write", is_flag=True, help="Write it into the agent's own config file.")
 @click.option("--undo", is_flag=True, help="Put back the file that --write replaced.")
 @click.pass_obj
 @expected_errors
 def setup(obj: dict[str, Any], agent: str, base_url: str | None, write: bool, undo: bool) -> None:
-    """Point Codex CLI or Claude Code at a running `agent-reach serve`."""
+    """Point Codex CLI, Claude Code, Gemini CLI, Qwen Code or OpenCode at a running
+    `agent-reach serve`."""
     path = agent_config(agent)
     if undo:
         done = _undo(path)
@@ -156,10 +201,11 @@ def setup(obj: dict[str, Any], agent: str, base_url: str | None, write: bool, un
     else:
         if write:
             current = json.loads(path.read_text() or "{}") if path.exists() else {}
-            _write(path, json.dumps(claude_settings(base, current), indent=2) + "\n")
-        snippet = json.dumps(claude_settings(base), indent=2) + "\n"
+            _write(path, json.dumps(_json_for(agent, base, current), indent=2) + "\n")
+        snippet = json.dumps(_json_for(agent, base, None), indent=2) + "\n"
     if write:
         click.echo(f"agent-reach: wrote {path} (`setup {agent} --undo` puts back the old one)")
     else:
         click.echo(f"# {path}\n{snippet}")
-    click.echo(f"# then: export {KEY_VAR}=<a proxy key> (any value when client auth is off)")
+    then = _THEN.get(agent, f"export {KEY_VAR}=<a proxy key>").format(base=base)
+    click.echo(f"# then: {then} (any value when client auth is off)")
