@@ -128,6 +128,7 @@ class ServerConfig(Section):
     # Client connections (protocol §14): idle keep-alive, receiving one request's head and body,
     # a streaming client that reads nothing, and how many connections are open at once.
     keepalive_timeout_s: Annotated[float, Field(gt=0)] = 75.0
+    first_byte_timeout_s: Annotated[float, Field(gt=0)] = 5.0  # a new connection's first byte
     request_timeout_s: Annotated[float, Field(gt=0)] = 30.0
     client_write_timeout_s: Annotated[float, Field(gt=0)] = 60.0
     max_connections: Annotated[int, Field(gt=0)] = 10000
