@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 try:
@@ -23,6 +24,7 @@ except ImportError:  # Windows: no such limit to raise
 
 RESERVE = 64  # descriptors kept for files and listening sockets
 ACCEPT_LOG_S = 10.0  # at most one "accept failed" line this often
+QUIET_S = 1.0  # an episode of refusals ends with a connection accepted this long after the last
 _ACCEPT_FAILED = "socket.accept() out of system resource"
 
 
@@ -58,13 +60,15 @@ def accept_batch(cap: int) -> int:
 
 class Refusals:
     """Connections refused past the cap, logged per episode: one line when refusing starts,
-    one (with the count) when a connection is accepted again."""
+    one (with the count) when a connection is accepted `QUIET_S` after the last refusal (an
+    attacker refilling the cap as fast as it frees keeps one episode going)."""
 
-    __slots__ = ("_log", "count")
+    __slots__ = ("_last", "_log", "count")
 
     def __init__(self, log: logging.Logger) -> None:
         self._log = log
         self.count = 0  # refused in the current episode
+        self._last = 0.0  # when the last one was
 
     def refused(self, cap: int) -> None:
         if self.count == 0:
@@ -72,9 +76,10 @@ class Refusals:
                 "refusing new connections (503): %d open (server.max_connections)", cap
             )
         self.count += 1
+        self._last = time.monotonic()
 
     def accepted(self) -> None:
-        if self.count:
+        if self.count and time.monotonic() - self._last >= QUIET_S:
             self._log.warning("accepting connections again after refusing %d", self.count)
             self.count = 0
 
