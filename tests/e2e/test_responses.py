@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -355,3 +356,31 @@ def test_body_extension_and_api_label_in_metrics(proxy: Proxy) -> None:
     status, text = proxy.get("/metrics")
     assert status == 200
     assert 'agent_reach_requests_total{api="responses",outcome="ok",route="custom"}' in text
+
+
+def test_a_stored_response_is_found_only_with_the_key_that_made_it(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    p = start(config(upstream), tmp_path, upstream, env={"AGENT_REACH_API_KEYS": "k1,k2"})
+    try:
+        mine, theirs = p.client(key="k1"), p.client(key="k2")
+        first = mine.responses.create(model="gpt-test", input="secret", **chain("ok"))
+        with pytest.raises(openai.NotFoundError):
+            theirs.responses.retrieve(first.id)
+        with pytest.raises(openai.NotFoundError):
+            theirs.responses.create(model="gpt-test", input="x", previous_response_id=first.id)
+        with pytest.raises(openai.NotFoundError):
+            theirs.responses.delete(first.id)
+        assert mine.responses.retrieve(first.id).output_text == "hello from ok"  # still there
+        mine.responses.delete(first.id)
+        with pytest.raises(openai.NotFoundError):
+            mine.responses.retrieve(first.id)
+        status, body = p.post(
+            "/v1/responses",
+            {"model": "m", "input": "x", "previous_response_id": "r" * 5000},
+            {"Authorization": "Bearer k1"},
+        )
+        assert status == 404
+        assert len(body["error"]["message"]) < 300  # the id quoted as promised, not in full
+    finally:
+        stop(p)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import hmac
 import re
 from collections.abc import Awaitable, Callable
@@ -43,6 +44,19 @@ ENCODINGS = frozenset({"gzip", "deflate", "identity"})
 # RFC 6750's `Bearer 1*SP b64token`, with exactly one space and any visible ASCII in the token.
 _BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] ([\x21-\x7e]+)")
 _TOKEN = re.compile(r"[\x21-\x7e]+")
+OWNER = "agent_reach.owner"  # the request's key for who it is (`owner_of` its client key)
+
+
+def owner_of(key: str) -> str:
+    """Who a client key is, as stored with what it owns (stored responses): a keyed hash, so
+    that the store holds no key, the same on every instance of a fleet."""
+    return hashlib.blake2b(key.encode(), key=b"agent-reach owner", digest_size=16).hexdigest()
+
+
+def owner(request: web.BaseRequest) -> str:
+    """Who sent `request`: its client key's `owner_of`, or "" when client auth is off."""
+    found: str = request.get(OWNER, "")
+    return found
 
 
 class Keys:
@@ -56,21 +70,25 @@ class Keys:
 
     def check(self, headers: CIMultiDictProxy[str]) -> str | None:
         """None when the headers carry one valid key, else what is wrong with them."""
+        return self.read(headers)[1]
+
+    def read(self, headers: CIMultiDictProxy[str]) -> tuple[str, None] | tuple[None, str]:
+        """(the valid key the headers carry, None), or (None, what is wrong with them)."""
         given = headers.getall("Authorization", []) + headers.getall("x-api-key", [])
         if not given:
-            return "a proxy key is required (Authorization: Bearer KEY, or x-api-key: KEY)"
+            return None, "a proxy key is required (Authorization: Bearer KEY, or x-api-key: KEY)"
         if len(given) > 1:
-            return "send one proxy key, in one Authorization or x-api-key header"
+            return None, "send one proxy key, in one Authorization or x-api-key header"
         if "Authorization" in headers:
             match = _BEARER.fullmatch(given[0])
             if match is None:
-                return "the Authorization header must be 'Bearer KEY'"
+                return None, "the Authorization header must be 'Bearer KEY'"
             token = match[1]
         elif _TOKEN.fullmatch(given[0]):
             token = given[0]
         else:
-            return "the x-api-key header must be one key of visible ASCII characters"
-        return None if self.valid(token) else "the proxy key is not valid"
+            return None, "the x-api-key header must be one key of visible ASCII characters"
+        return (token, None) if self.valid(token) else (None, "the proxy key is not valid")
 
     def valid(self, token: str) -> bool:
         """Whether `token` is one of the keys."""
@@ -119,9 +137,11 @@ class Guard:
         if request.method == "CONNECT":
             return error_response(path, 405, "CONNECT is not supported")
         if self.keys and path not in OPEN_PATHS:
-            problem = self.keys.check(request.headers)
+            key, problem = self.keys.read(request.headers)
             if problem is not None and not self._page_cookie(request):
                 return error_response(path, 401, problem, code="invalid_api_key")
+            if key is not None:
+                request[OWNER] = owner_of(key)
         if request.body_exists:
             refused = await self._read_body(request)
             if refused is not None:

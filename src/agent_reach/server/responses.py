@@ -6,7 +6,8 @@ same engine as every other; a provider of `format: responses` gets it as it came
 answer (or stream) comes back as it is, any other provider's answer is rendered as a
 `response` object (or the Responses event sequence). Responses created with `store` not false
 are kept in the state store for `server.responses_ttl_s`, so that `previous_response_id`
-continues a conversation and `GET` / `DELETE /v1/responses/{id}` find them.
+continues a conversation and `GET` / `DELETE /v1/responses/{id}` find them; each belongs to the
+client key that created it (`guard.owner`), and is not found for any other.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import orjson
 from aiohttp import web
 
 from ..dialects import responses as wire
-from ..errors import AllProvidersFailed, RequestError, StreamInterrupted
+from ..errors import AllProvidersFailed, RequestError, StreamInterrupted, quoted
 from ..request import ChatRequest
 from .errors import all_failed
+from .guard import owner
 from .http import (
     SSE_HEADERS,
     dropped_header,
@@ -41,7 +43,7 @@ Events = list[tuple[str, dict[str, Any]]]
 
 async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     """`POST /v1/responses`."""
-    body = await _continued(proxy, await read_json(request))
+    body = await _continued(proxy, await read_json(request), owner(request))
     inbound = wire.request_in(body)
     parsed = ChatRequest.checked(inbound.body)
     req = with_headers(replace(parsed, api="responses", native=body), request)
@@ -56,7 +58,7 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
         answer, dropped = result.response, {}
     else:
         answer = wire.answer_out(result.response, body, int(time.time()))
-    await _keep(proxy, body, answer)
+    await _keep(proxy, request, body, answer)
     return json_response(answer, {**trace_headers(result.provider, result.trace), **dropped})
 
 
@@ -77,7 +79,7 @@ async def _stream(
         else:
             answer = await _render(resp, stream, body)
         if answer is not None:
-            await _keep(proxy, body, answer)
+            await _keep(proxy, request, body, answer)
         return resp
     finally:
         await stream.aclose()  # a client that went away cancels us: close the upstream
@@ -140,7 +142,7 @@ def _cut(body: dict[str, Any], last: tuple[str | None, bytes] | None, message: s
 # -- stored responses ---------------------------------------------------------------------------
 
 
-async def _continued(proxy: Proxy, body: dict[str, Any]) -> dict[str, Any]:
+async def _continued(proxy: Proxy, body: dict[str, Any], who: str) -> dict[str, Any]:
     """The request with the conversation of its `previous_response_id` (input and output
     items, not instructions) in front of its own input."""
     previous = body.get("previous_response_id")
@@ -148,7 +150,7 @@ async def _continued(proxy: Proxy, body: dict[str, Any]) -> dict[str, Any]:
         return body
     if not isinstance(previous, str) or not previous:
         raise RequestError("'previous_response_id' must be a string", param="previous_response_id")
-    stored = await _load(proxy, previous)
+    stored = await _load(proxy, previous, who)
     given = body.get("input")
     items = (
         [{"type": "message", "role": "user", "content": given}] if isinstance(given, str) else given
@@ -158,36 +160,41 @@ async def _continued(proxy: Proxy, body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "input": [*stored["input"], *stored["response"].get("output", []), *items]}
 
 
-async def _load(proxy: Proxy, id: str) -> dict[str, Any]:
+async def _load(proxy: Proxy, id: str, who: str) -> dict[str, Any]:
+    """The stored response `id` if `who` owns it; else 404, as if there were none."""
     found = await proxy.router.store.load_response(id, time.time())
-    if found is None:
-        raise RequestError(f"no stored response with id {id!r}", status=404, param="id")
-    kept: dict[str, Any] = orjson.loads(found)
+    kept: dict[str, Any] = orjson.loads(found) if found is not None else {}
+    if found is None or kept.get("owner", "") != who:
+        raise RequestError(f"no stored response with id {quoted(id)}", status=404, param="id")
     return kept
 
 
-async def _keep(proxy: Proxy, body: dict[str, Any], answer: dict[str, Any]) -> None:
-    """Store the response and the input that led to it, unless the request said `store: false`."""
+async def _keep(
+    proxy: Proxy, request: web.Request, body: dict[str, Any], answer: dict[str, Any]
+) -> None:
+    """Store the response and the input that led to it, with who asked for it, unless the
+    request said `store: false`."""
     if body.get("store") is False or not isinstance(answer.get("id"), str):
         return
     given = body.get("input")
     items = (
         [{"type": "message", "role": "user", "content": given}] if isinstance(given, str) else given
     )
-    kept = orjson.dumps({"response": answer, "input": items}).decode()
+    kept = orjson.dumps({"response": answer, "input": items, "owner": owner(request)}).decode()
     ttl = proxy.config.server.responses_ttl_s
     await proxy.router.store.save_response(answer["id"], kept, time.time(), ttl)
 
 
 async def retrieve(proxy: Proxy, request: web.Request) -> web.Response:
     """`GET /v1/responses/{id}`: a stored response."""
-    stored = await _load(proxy, request.match_info["id"])
+    stored = await _load(proxy, request.match_info["id"], owner(request))
     return json_response(stored["response"])
 
 
 async def delete(proxy: Proxy, request: web.Request) -> web.Response:
     """`DELETE /v1/responses/{id}`."""
     id = request.match_info["id"]
+    await _load(proxy, id, owner(request))
     if not await proxy.router.store.delete_response(id, time.time()):
-        raise RequestError(f"no stored response with id {id!r}", status=404, param="id")
+        raise RequestError(f"no stored response with id {quoted(id)}", status=404, param="id")
     return json_response({"id": id, "object": "response", "deleted": True})
