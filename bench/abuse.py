@@ -24,6 +24,10 @@ Then the descriptor attack, against a second proxy started under `ulimit -n 1024
 proxy closes them, for `--fd-seconds`, while a client sends normal requests on its keep-alive
 connection and, once a second, one on a new connection. Targets: every request on the open
 connection answered; the proxy's log grows by a few lines (one per episode), not one per socket.
+
+Last, the concurrent budget: `--budget-burst` requests at once to a provider with
+`rate_limit: 2req/day`, through `serve --workers 2` on one SQLite file. Target: at most 2 reach
+the provider.
 Pinning (2-core machine): the proxy on CPU 0, the upstream and this client on CPU 1.
 Results go to bench/results/abuse.json.
 """
@@ -281,6 +285,58 @@ def descriptor_attack(
     }
 
 
+def concurrent_budget(procs: Processes, upstream: int, workdir: Path, burst: int) -> dict[str, Any]:
+    """`burst` requests at once against a budget of 2 requests a day, on two workers."""
+    config = {
+        "health": {"mode": "off"},
+        "state": f"sqlite:///{workdir / 'budget.db'}",
+        "providers": [
+            {
+                "name": "budgeted",
+                "endpoint": f"http://127.0.0.1:{upstream}/budget{PATH}",
+                "metadata": {"rate_limit": "2req/day"},
+            }
+        ],
+    }
+    path = workdir / "bench-budget.json"
+    path.write_text(json.dumps(config))
+    port = free_port()
+    cmd = [*agent_reach_serve(path, port), "--workers", "2", "--no-access-log"]
+    procs.start(cmd, cpu=0, log=workdir / "budget-proxy.log")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # up, without spending the budget
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    statuses: list[int] = []
+    start = threading.Barrier(burst)
+
+    def one() -> None:
+        client = Client(Target(port), timeout=30)
+        start.wait()
+        try:
+            statuses.append(200 if client.post() is not None else 0)
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=one) for _ in range(burst)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    with urllib.request.urlopen(f"http://127.0.0.1:{upstream}/budget/stats", timeout=10) as r:
+        reached = json.loads(r.read())["requests"]
+    return {
+        "limit": 2,
+        "concurrent": burst,
+        "reached_provider": reached,
+        "answered": statuses.count(200),
+        "refused": len(statuses) - statuses.count(200),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--idle", type=int, default=500)
@@ -290,6 +346,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300, help="normal requests per p50")
     parser.add_argument("--fd-idle", type=int, default=1100, help="silent connections, ulimit 1024")
     parser.add_argument("--fd-seconds", type=float, default=15.0)
+    parser.add_argument("--budget-burst", type=int, default=60, help="requests at once")
     args = parser.parse_args()
     pin_self(1)
     phases: list[dict[str, Any]] = []
@@ -344,6 +401,8 @@ def main() -> None:
         log = (Path(tmp) / "proxy.log").read_text()
         fd = descriptor_attack(procs, upstream, Path(tmp), args.fd_idle, args.fd_seconds)
         print(json.dumps({"descriptor attack": fd}), flush=True)
+        budget = concurrent_budget(procs, upstream, Path(tmp), args.budget_burst)
+        print(json.dumps({"concurrent budget": budget}), flush=True)
 
     summary = {
         "rss_kb_per_unread_stream": round(per_stream_kb, 1),
@@ -362,6 +421,8 @@ def main() -> None:
         "ulimit 1024: every request on an open connection answered": fd["failed_on_open_connection"]
         == 0,
         "ulimit 1024: log lines per episode, not per socket": fd["log_lines_during"] <= 4,
+        "concurrent budget: at most the limit reach the provider": budget["reached_provider"]
+        <= budget["limit"],
     }
     print(json.dumps(summary))
     for name, met in targets.items():
@@ -373,6 +434,7 @@ def main() -> None:
         "phases": phases,
         "summary": summary,
         "descriptor_attack": fd,
+        "concurrent_budget": budget,
         "targets": targets,
     }
     (RESULTS / "abuse.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -83,6 +83,20 @@ async def test_usage_counters_are_shared(make: Factory) -> None:
     assert await a.usage("p", "day:2026-12-01|req") == 0
 
 
+async def test_reservations_never_pass_the_limit_across_instances(make: Factory) -> None:
+    stores = [make(), make(), make()]
+    key = "day:2026-11-30|req"
+    taken = await asyncio.gather(*(s.reserve("p", key, 4, 3600) for s in stores * 5))
+    assert sorted(t for t in taken if t is not None) == [1, 2, 3, 4]
+    await stores[0].release("p", key, 3600)
+    assert await stores[1].reserve("p", key, 4, 3600) == 4
+    assert await stores[2].reserve("p", key, 4, 3600) is None
+    memory = MemoryStore()
+    assert [await memory.reserve("p", key, 1, 3600) for _ in range(2)] == [1, None]
+    await memory.release("p", key, 3600)
+    assert await memory.usage("p", key) == 0
+
+
 async def test_claims_deduplicate_across_instances(make: Factory) -> None:
     a, b = make(), make()
     now = time.time()

@@ -28,7 +28,7 @@ from .errors import AllProvidersFailed
 from .events import AttemptEvent, Event, Observer, RequestEvent
 from .health import CheckResult, HealthMonitor, check_provider
 from .hedge import HEDGE_LOST
-from .ledger import Ledger
+from .ledger import Ledger, Reserved
 from .outcomes import Outcome
 from .prepared import PreparedProvider
 from .request import ChatRequest
@@ -239,12 +239,17 @@ class Engine:
                 await self._skip(run, turn, prepared, action)
                 return None
             elif isinstance(action, Send):
+                taken = await self.ledger.reserve(prepared) if prepared.budgets else []
+                if isinstance(taken, tuple):
+                    action = turn.over_budget(*taken)
+                    continue
                 if action.lease is not None and not await self.store.lease(
                     prepared.state_key, action.lease
                 ):
+                    await self.ledger.refund(prepared, taken)
                     action = turn.lease_lost()
                     continue
-                tried = await self._try(run, target, send, pick[1])
+                tried = await self._try(run, target, send, pick[1], taken)
                 if tried.outcome.reason is Reason.OK:
                     return tried.payload
                 action = turn.sent(tried.outcome, run.left(self.monotonic()))
@@ -281,8 +286,11 @@ class Engine:
         if skip.deferrable:
             run.walk.defer(prepared.name)
 
-    async def _try(self, run: Run, target: Target, send: Sender[T], last_resort: bool) -> Tried[T]:
-        """One try: send, record the attempt, tell the circuit and the budgets."""
+    async def _try(
+        self, run: Run, target: Target, send: Sender[T], last_resort: bool, taken: Reserved
+    ) -> Tried[T]:
+        """One try: send, record the attempt, tell the circuit and the budgets (`taken` is
+        what it reserved of them, given back when nothing was sent)."""
         prepared = target.prepared
         start = self.monotonic()
         try:
@@ -305,6 +313,8 @@ class Engine:
         await self.ledger.record(prepared, outcome)
         if prepared.budgets and quota.counts(tried.outcome.reason):
             await self.ledger.count(prepared, tried.payload)
+        elif taken:
+            await self.ledger.refund(prepared, taken)
         return tried
 
     async def cut(

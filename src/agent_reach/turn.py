@@ -10,6 +10,7 @@ in as arguments, so the machine is tested by tables of cases, stepping time by h
     begin()                    -> Gather | Send          (a last resort skips every check)
     consider(facts, now)       -> Skip | Check | Send    (protocol §4 step 1, §5.1 windows)
     checked(health, checked_now, now) -> Skip | Send          (its health check, cached or run now)
+    over_budget(detail, reopens_in) -> Skip              (a budget filled up just before sending)
     lease_lost()               -> Skip                   (another instance holds the trial)
     sent(outcome, left_s)      -> Sleep | Done           (a retry, or the end of the turn)
     woke(left_s)               -> Send | Skip            (after the retry's wait)
@@ -154,6 +155,11 @@ class Turn:
             detail = breaker.opened_detail(circuit, now)
             return Skip(Outcome(Reason.CIRCUIT_OPEN, None, detail))
         return Send(leased if leased != circuit else None)
+
+    def over_budget(self, detail: str, reopens_in: float) -> Skip:
+        """A request budget was full when the try came to take its request from it (others
+        running at once took the rest): skipped as `consider` skips a used-up budget."""
+        return Skip(Outcome(Reason.QUOTA_EXHAUSTED, None, detail, reopens_in))
 
     def lease_lost(self) -> Skip:
         """The half-open trial went to another instance sharing the store."""

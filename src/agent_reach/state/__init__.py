@@ -76,6 +76,16 @@ class StateStore(Protocol):
         """Count `amount` into a budget window; the total as far as this process knows."""
         ...
 
+    async def reserve(self, provider: str, key: str, limit: int, ttl_s: float) -> int | None:
+        """Count one request into a budget window if that keeps it within `limit`, atomically
+        (across processes on SQLite, across a fleet on Redis); the new total, or None when the
+        window is full."""
+        ...
+
+    async def release(self, provider: str, key: str, ttl_s: float) -> None:
+        """Give back one request `reserve` counted (its try sent nothing), in the same way."""
+        ...
+
     async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
         """Every circuit and live budget counter held, by stored key (for `status --all`)."""
         ...

@@ -255,6 +255,24 @@ class CachedStore(MemoryStore, ABC):
         self._schedule_flush()
         return total
 
+    async def reserve(self, provider: str, key: str, limit: int, ttl_s: float) -> int | None:
+        """Taken in the backend itself, on the request path (an increment that passes `limit`
+        is taken back); in this process's view while the backend is down."""
+        shared = await self._safe(self._incr(provider, key, 1, ttl_s))
+        if shared is None:
+            return await super().reserve(provider, key, limit, ttl_s)
+        if shared > limit:
+            await self._safe(self._incr(provider, key, -1, ttl_s))
+        self.used[(provider, key)] = min(shared, limit)
+        return shared if shared <= limit else None
+
+    async def release(self, provider: str, key: str, ttl_s: float) -> None:
+        shared = await self._safe(self._incr(provider, key, -1, ttl_s))
+        if shared is None:
+            await super().release(provider, key, ttl_s)
+        else:
+            self.used[(provider, key)] = max(0, shared)
+
     async def claim(self, key: str, until: float, now: float) -> bool:
         if self.down:
             return await super().claim(key, until, now)

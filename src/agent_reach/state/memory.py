@@ -62,6 +62,16 @@ class MemoryStore:
         self.used[(provider, key)] = total
         return total
 
+    async def release(self, provider: str, key: str, ttl_s: float) -> None:
+        self.used[(provider, key)] = max(0, self.used.get((provider, key), 0) - 1)
+
+    async def reserve(self, provider: str, key: str, limit: int, ttl_s: float) -> int | None:
+        total = self.used.get((provider, key), 0) + 1
+        if total > limit:
+            return None
+        self.used[(provider, key)] = total
+        return total
+
     async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
         return dict(self.circuits), dict(self.used)
 
