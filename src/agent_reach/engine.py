@@ -163,13 +163,17 @@ class Engine:
 
     def _run(self, req: ChatRequest, only: str | None = None) -> Run:
         """A request's run: its walk (`only` one provider, in step mode), its deadline."""
-        budget_s = (req.deadline_ms or self.config.deadline_ms) / 1000
+        configured = self.config.deadline_ms
+        own = req.deadline_ms is not None and req.deadline_ms < configured  # only shortens
+        budget_s = (req.deadline_ms if own and req.deadline_ms else configured) / 1000
         run_id = f"{self._id_prefix}-{next(self._ids)}"
         walk = Walk(self.order(req) if only is None else (only,))
         deadline = self.monotonic() + budget_s
         route = self.table.label(req.route_label, req.model)
         policy = self.policies.get(route, self.policies[""])
-        return Run(req, run_id, route, walk, deadline, policy, hedged=only is None)
+        return Run(
+            req, run_id, route, walk, deadline, policy, hedged=only is None, own_deadline=own
+        )
 
     # -- the walk ----------------------------------------------------------------------------
 
@@ -281,7 +285,7 @@ class Engine:
 
     async def _skip(self, run: Run, turn: Turn, prepared: PreparedProvider, skip: Skip) -> None:
         self._record(run, self._attempt(prepared, skip.outcome, skip.ms, turn.last_resort))
-        if skip.counts:
+        if skip.counts and not run.own_limit(skip.outcome, prepared.spec.first_token_ms):
             await self.ledger.record(prepared, skip.outcome)
         if skip.deferrable:
             run.walk.defer(prepared.name)
@@ -310,7 +314,8 @@ class Engine:
         noted = replace(outcome, detail=outcome.detail + note) if note else outcome
         attempt = self._attempt(prepared, noted, ms, last_resort, sent=True)
         self._record(run, attempt, prepared.excerpt(tried.raw))
-        await self.ledger.record(prepared, outcome)
+        if not run.own_limit(outcome, prepared.spec.first_token_ms):
+            await self.ledger.record(prepared, outcome)
         if prepared.budgets and quota.counts(tried.outcome.reason):
             await self.ledger.count(prepared, tried.payload)
         elif taken:
