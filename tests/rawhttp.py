@@ -67,6 +67,9 @@ def read_reply(sock: socket.socket, buffer: bytearray | None = None) -> Reply:
         name, _, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
     body = bytearray(rest)
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        buf[:] = rest
+        return Reply(status, headers, _dechunk(sock, buf), head)
     if "content-length" in headers:
         length = int(headers["content-length"])
         while len(body) < length:
@@ -81,6 +84,34 @@ def read_reply(sock: socket.socket, buffer: bytearray | None = None) -> Reply:
             body += data
         buf.clear()
     return Reply(status, headers, bytes(body), head)
+
+
+def _dechunk(sock: socket.socket, buf: bytearray) -> bytes:
+    """A chunked body read strictly from `buf` and then `sock` (as httpx reads it: anything but
+    a hex size line where one belongs is an error); bytes past its end stay in `buf`."""
+    body = bytearray()
+    while True:
+        while b"\r\n" not in buf:
+            data = sock.recv(65536)
+            if not data:
+                raise ConnectionError(f"closed inside a chunked body: {bytes(body)!r}")
+            buf += data
+        line, _, rest = bytes(buf).partition(b"\r\n")
+        size_text = line.split(b";", 1)[0].strip()
+        if not size_text or any(c not in b"0123456789abcdefABCDEF" for c in size_text):
+            raise ValueError(f"illegal chunk header {line[:60]!r} after {bytes(body[-200:])!r}")
+        size = int(size_text, 16)
+        while len(rest) < size + 2:
+            data = sock.recv(65536)
+            if not data:
+                raise ConnectionError(f"closed inside a chunk: {bytes(body)!r}")
+            rest += data
+        if rest[size : size + 2] != b"\r\n":
+            raise ValueError(f"a chunk of {size} bytes not followed by CRLF: {rest[: size + 20]!r}")
+        body += rest[:size]
+        buf[:] = rest[size + 2 :]
+        if size == 0:
+            return bytes(body)
 
 
 def exchange(port: int, *pieces: bytes, pause: float = 0.0) -> Reply:

@@ -492,6 +492,22 @@ class Upstream:
             return await self.s_ok(request, body, stream)
         return web.json_response(completion("hello from slow"))
 
+    async def s_late(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        # Slower than the proxy's 2 s `request_timeout_s` in the tests: 2.4 s to a whole answer;
+        # streamed, the first words at once and the last after 2.4 s.
+        if not stream:
+            await asyncio.sleep(2.4)
+            return web.json_response(completion("hello from late"))
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(sse(chunk("hello ", role=True)))
+        for word in ("from ", "late"):
+            await asyncio.sleep(1.2)
+            await resp.write(sse(chunk(word)))
+        await resp.write(sse(chunk(finish="stop")))
+        await resp.write(sse(b"[DONE]"))
+        return resp
+
     async def s_flaky(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         # Fails every other request: 500, ok, 500, ok, ...
         n = sum(1 for r in self.received if r.scenario == "flaky")

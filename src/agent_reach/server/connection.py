@@ -6,7 +6,10 @@ plain text, with a traceback in the log. A `Connection` (aiohttp's `RequestHandl
 them in the error shape of the API that the request line's path belongs to, with one log line,
 and adds the limits aiohttp lacks:
   - `request_timeout_s` from a request's first byte until its head is complete: else 408 and
-    closed (the guard times the body against the same start, `Connection.started`);
+    closed (the guard times the body against the same start, `Connection.started`). A head
+    is timed only while aiohttp waits for one: bytes that arrive while a request is being
+    read or handled are its body (or the next request, timed once it is waited for), and
+    nothing is written by this guard once a request is under way;
   - `client_write_timeout_s` while our writes are paused because the client reads nothing
     (its socket buffers are full): the connection is dropped, which cancels the handler and,
     with it, the upstream request;
@@ -17,7 +20,7 @@ An idle keep-alive connection closes after `keepalive_timeout_s` (aiohttp's own 
 
 Written against aiohttp 3.14: it overrides `RequestHandler.handle_error`, `log_exception`,
 `data_received`, `pause_writing` / `resume_writing` and reads the handler's
-`_loop`, `_request_count`, `_request_in_progress`, `_messages` and `_current_request`;
+`_loop`, `_request_count`, `_waiter` and `_current_request`;
 tests/e2e/test_hostile.py and tests/e2e/test_timeouts.py fail if a new aiohttp changes them.
 """
 
@@ -115,7 +118,7 @@ class Connection(web.RequestHandler):
             if b"\n" in self._head:
                 self._refuse()
             return
-        if not (self._request_in_progress or self._messages):  # a request's head is arriving
+        if self._awaiting_head():
             if self._timer is None:  # not idle any more: our timer replaces aiohttp's
                 self.keep_alive(True)
                 self._start_timer(self._limits.request_timeout_s)
@@ -135,12 +138,22 @@ class Connection(web.RequestHandler):
             # Unparsable bytes inside the body being read: the handler's read fails (400).
             current.content.set_exception(web.RequestPayloadError("malformed chunked body"))
 
+    def _awaiting_head(self) -> bool:
+        """Whether bytes arriving now begin (or continue) a request's head: aiohttp's loop
+        waits for its next message. Not while a request is queued, being read or handled, nor
+        in between (a head parsed, its handler not yet started: httpx's body segment lands
+        there), nor while an answered request's unread body is drained."""
+        waiter = self._waiter
+        return waiter is not None and not waiter.done()
+
     def _start_timer(self, seconds: float) -> None:
         self.started = self._loop.time()
         self._timer = self._loop.call_at(self.started + seconds, self._late)
 
     def _late(self) -> None:
         self._timer = None
+        if not (self._over or self._awaiting_head()):
+            return  # a request got under way meanwhile: its own limits apply, and its answer
         if self._over:
             self._refuse()
         else:

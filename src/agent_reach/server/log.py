@@ -2,6 +2,10 @@
 connection-level problem, never a traceback (unless `--log-level debug`), a key or a body.
 
     2026-11-30T13:22:20.123Z POST /v1/chat/completions 200 provider=ok attempts=2 ms=12
+    2026-11-30T13:22:21.456Z POST /v1/chat/completions 200 interrupted provider=- cut=ok:timeout
+        attempts=2 ms=3012  (one line)
+
+The second is a stream that broke after it began (its 200 was sent) and that no provider finished.
 
 The provider and the attempt count come from the engine's events: the guard gives each request
 a `Served` record and makes it current for the request's task; `observe`, subscribed to the
@@ -42,6 +46,7 @@ class Served:
 
     provider: str | None = None
     attempts: int = 0
+    cut: str | None = None  # `provider:reason` of a stream that broke after it began, unfinished
     logged: bool = False
 
 
@@ -66,6 +71,13 @@ def observe(event: Event) -> None:
         return
     if isinstance(event, AttemptEvent):
         served.attempts += 1
+        attempt = event.attempt
+        if served.provider is None:
+            return
+        if attempt.ok:  # another provider finished the answer that was cut
+            served.provider, served.cut = attempt.provider, None
+        elif served.cut is None:  # the stream under way broke: the first cut is the one to tell
+            served.cut = f"{attempt.provider}:{attempt.reason}"
     elif isinstance(event, RequestEvent):
         served.provider = event.provider
 
@@ -108,10 +120,13 @@ class AccessLog(AbstractAccessLogger):
             return
         if not _pending:
             asyncio.get_running_loop().call_soon(flush)
+        if served.cut is None:
+            outcome = f"{response.status} provider={served.provider or '-'}"
+        else:
+            outcome = f"{response.status} interrupted provider=- cut={served.cut}"
         _pending.append(
-            f"{stamp()} {request.method} {escaped(request.path, 200) or '-'} {response.status}"
-            f" provider={served.provider or '-'} attempts={served.attempts}"
-            f" ms={round(time * 1000)}\n"
+            f"{stamp()} {request.method} {escaped(request.path, 200) or '-'} {outcome}"
+            f" attempts={served.attempts} ms={round(time * 1000)}\n"
         )
 
     @property
