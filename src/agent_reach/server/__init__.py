@@ -19,6 +19,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from ..config import ServerConfig
+from ..errors import ConfigError
 from ..router import Router
 
 if TYPE_CHECKING:
@@ -28,10 +30,21 @@ if TYPE_CHECKING:
     from .connection import Runner
 
 
-def api_keys(var: str | None) -> frozenset[str]:
-    """The client keys from the variable `server.api_keys_env` names (comma-separated)."""
-    value = os.environ.get(var, "") if var else ""
-    return frozenset(k.strip() for k in value.split(",") if k.strip())
+def api_keys(server: ServerConfig, source: str) -> frozenset[str]:
+    """The client keys from the variable `server.api_keys_env` names (comma-separated).
+    ConfigError when client auth was meant but would be off: the config names the variable
+    itself, or the variable is set, and it holds no key (`api_keys_env: null` serves without)."""
+    var = server.api_keys_env
+    value = os.environ.get(var) if var else None
+    keys = frozenset(k.strip() for k in (value or "").split(",") if k.strip())
+    if var and not keys and (value is not None or "api_keys_env" in server.model_fields_set):
+        state = "is empty" if value is not None else "is not set"
+        raise ConfigError(
+            f"server.api_keys_env: the variable {var} {state}, so client auth would be off; "
+            "set it to the client keys, or set api_keys_env: null to serve without them",
+            file=source,
+        )
+    return keys
 
 
 async def run(
@@ -52,11 +65,19 @@ async def run(
 
     from . import reload
     from .app import Proxy
+    from .browsers import host_name, loopback
     from .descriptors import accept_batch
-    from .log import configure
+    from .log import configure, server_log
 
     configure(log_level, access_log)
-    proxy = Proxy(router, api_keys=api_keys(router.config.server.api_keys_env))
+    proxy = Proxy(router, api_keys=api_keys(router.config.server, router.config.source), host=host)
+    if not proxy.api_keys and not loopback(host_name(host)):
+        server_log.warning(
+            "agent-reach: client auth is off on %s: anyone who can reach it may use your "
+            "providers (set %s to client keys)",
+            host,
+            router.config.server.api_keys_env or "server.api_keys_env",
+        )
     runner = _runner(proxy, proxy.app(), shutdown_s, access_log=access_log)
     await runner.setup()
     backlog = accept_batch(runner.limits.max_connections)
@@ -83,7 +104,7 @@ async def run(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    stop_reloading = reload.install(proxy, api_keys, watch=watch)
+    stop_reloading = reload.install(proxy, watch=watch)
     started = time.monotonic()
     try:
         await stop.wait()

@@ -31,7 +31,10 @@ Face = Callable[["Proxy", web.Request], Awaitable[web.StreamResponse]]
 class Proxy:
     """The proxy's handlers, metrics and status around one `Router`."""
 
-    def __init__(self, router: Router, *, api_keys: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, router: Router, *, api_keys: frozenset[str] = frozenset(), host: str | None = None
+    ) -> None:
+        """`host`: the address it serves on, besides the configured one (`server.host`)."""
         self.router = router
         self.config = router.config
         self.api_keys = api_keys
@@ -41,7 +44,7 @@ class Proxy:
         router.subscribe(self.metrics)
         router.subscribe(self.recent)
         router.subscribe(log.observe)
-        self.guard = Guard(api_keys, self.config.server)
+        self.guard = Guard(api_keys, self.config.server, host)
         self.models_body = orjson.dumps(self._models())
         self.started = time.time()
         self._background: asyncio.Task[None] | None = None

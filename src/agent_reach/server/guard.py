@@ -7,7 +7,7 @@ In order, for every route (those added later too):
   - the proxy key, when client keys are set (every path but `OPEN_PATHS`): exactly one
     `Authorization: Bearer KEY` or `x-api-key: KEY` header, the token parsed exactly and
     compared in constant time against every key (or, for the status page's reads, its
-    cookie); else 401;
+    cookie); else 401. When none are set, what keeps web pages out (`browsers`): 403 / 415;
   - the body's encoding: gzip and deflate are decoded by aiohttp (in bounded steps), any other
     is 415;
   - its size: a Content-Length over `server.max_body_bytes` is 413 at once (before
@@ -32,6 +32,7 @@ from multidict import CIMultiDictProxy
 from ..config import ServerConfig
 from ..errors import RequestError, quoted
 from . import log, status_page
+from .browsers import Browsers
 from .connection import Connection
 from .errors import error_response
 from .http import BadBody
@@ -103,8 +104,9 @@ class Guard:
     """The checks above, as aiohttp middleware (`middleware`) and as the screen that runs
     before aiohttp's own `Expect` handling (`expect`)."""
 
-    def __init__(self, keys: frozenset[str], server: ServerConfig) -> None:
+    def __init__(self, keys: frozenset[str], server: ServerConfig, host: str | None) -> None:
         self.keys = Keys(keys)
+        self.browsers = Browsers((server.host, host))  # while there are no keys
         self.max_body = server.max_body_bytes
         self.request_timeout_s = server.request_timeout_s
         self.too_large = f"request body over {self.max_body} bytes (server.max_body_bytes)"
@@ -142,6 +144,8 @@ class Guard:
                 return error_response(path, 401, problem, code="invalid_api_key")
             if key is not None:
                 request[OWNER] = owner_of(key)
+        elif not self.keys and (away := self.browsers.refused(request)) is not None:
+            return error_response(path, away[0], away[1])
         if request.body_exists:
             refused = await self._read_body(request)
             if refused is not None:
