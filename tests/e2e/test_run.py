@@ -123,3 +123,23 @@ def test_setup_write_keeps_the_users_settings(tmp_path: Path) -> None:
     assert settings["theme"] == "dark"
     assert settings["env"] == {"FOO": "1", "ANTHROPIC_BASE_URL": "http://127.0.0.1:8000"}
     assert "AGENT_REACH_API_KEY" in settings["apiKeyHelper"]
+
+
+def test_setup_write_keeps_tokens_private(tmp_path: Path) -> None:
+    cx = tmp_path / "cx"
+    cx.mkdir()
+    (cx / "config.toml").write_text('model = "o3"\n[auth]\ntoken = "sk-secret"\n')
+    (cx / "config.toml").chmod(0o600)
+    (cx / "config.toml.bak").write_text("an older backup\n")
+    (cx / "config.toml.bak").chmod(0o644)
+    setup_cli(tmp_path, "codex", "--write")
+    assert mode(cx / "config.toml") == 0o600
+    assert mode(cx / "config.toml.bak") == 0o600  # the source's mode, not the umask's
+    assert "sk-secret" in (cx / "config.toml.bak").read_text()
+    setup_cli(tmp_path, "claude", "--write")  # ~/.claude does not exist yet
+    assert mode(tmp_path / ".claude") == 0o700
+    assert mode(tmp_path / ".claude" / "settings.json") == 0o600
+
+
+def mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -92,10 +93,18 @@ def _base_url(config_path: str | None, given: str | None) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        path.with_name(path.name + ".bak").write_text(path.read_text())
-    path.write_text(text)
+    """Write `text` to `path`, the old file kept as `*.bak`. They may hold tokens: the backup
+    takes the old file's mode, a new file is 0600 and new directories 0700."""
+    missing = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700)
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o600
+    saves = [(path.with_name(path.name + ".bak"), path.read_text())] if path.exists() else []
+    for target, content in [*saves, (path, text)]:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        os.fchmod(fd, mode)  # an existing backup, or the umask, may have had another
+        with os.fdopen(fd, "w") as out:
+            out.write(content)
 
 
 @click.command()
