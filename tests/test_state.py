@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -14,7 +15,7 @@ from agent_reach import Router
 from agent_reach.breaker import CLOSED, CircuitState
 from agent_reach.outcomes import Outcome
 from agent_reach.routing import Health
-from agent_reach.state import LoggedAttempt, MemoryStore, open_store
+from agent_reach.state import Keep, LoggedAttempt, MemoryStore, open_store
 from agent_reach.state.cached import CachedStore
 from agent_reach.state.redis import RedisStore
 from agent_reach.state.sqlite import SQLiteStore
@@ -241,11 +242,39 @@ async def test_stored_responses_are_shared_and_expire(make: Factory) -> None:
 
 async def test_memory_store_keeps_the_latest_responses() -> None:
     store = MemoryStore()
-    store.responses_kept = 2
     for n in range(3):
-        await store.save_response(f"r{n}", str(n), NOW, 60)
+        await store.save_response(f"r{n}", str(n), NOW, 60, Keep(max_count=2))
     assert await store.load_response("r0", NOW) is None
     assert await store.load_response("r2", NOW) == "2"
     assert await store.load_response("r2", NOW + 61) is None
     assert await store.delete_response("r1", NOW)
     assert not await store.delete_response("r1", NOW)
+
+
+def record(owner: str, size: int) -> str:
+    return json.dumps({"owner": owner, "pad": "x" * size})
+
+
+async def test_stored_responses_are_evicted_oldest_first_past_their_caps(make: Factory) -> None:
+    a, b = make(), make()
+    now = time.time()
+    caps = {"max_count": 4, "max_bytes": 10_000, "owner_max_count": 3, "owner_max_bytes": 2500}
+    for n in range(4):  # the key's fourth pushes out its first
+        await a.save_response(f"mine{n}", record("me", 100), now, 60, Keep("me", **caps))
+        await settle(a)
+    for n in range(2):  # big ones of its own push out its older ones
+        await b.save_response(f"big{n}", record("me", 1000), now, 60, Keep("me", **caps))
+        await settle(b)
+    await b.save_response("huge", record("me", 2600), now, 60, Keep("me", **caps))  # too big
+    await settle(b)
+    for n in range(3):  # another key's: the store's count pushes out the oldest of all
+        await a.save_response(f"theirs{n}", record("them", 100), now, 60, Keep("them", **caps))
+        await settle(a)
+    kept = [
+        id
+        for id in [f"mine{n}" for n in range(4)]
+        + ["big0", "big1", "huge"]
+        + [f"theirs{n}" for n in range(3)]
+        if await b.load_response(id, time.time()) is not None
+    ]
+    assert kept == ["big1", "theirs0", "theirs1", "theirs2"]

@@ -4,6 +4,8 @@ official OpenAI SDK's `responses` client and by raw HTTP for schema checks."""
 from __future__ import annotations
 
 import json
+import sqlite3
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -384,3 +386,63 @@ def test_a_stored_response_is_found_only_with_the_key_that_made_it(
         assert len(body["error"]["message"]) < 300  # the id quoted as promised, not in full
     finally:
         stop(p)
+
+
+def test_stored_conversations_grow_by_each_turn_once_and_within_caps(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    cfg = config(upstream)
+    cfg["state"] = f"sqlite:///{tmp_path / 'state.db'}"
+    cfg["server"] = {"max_body_bytes": 20000, "responses_key_max_count": 8}
+    p = start(cfg, tmp_path, upstream)
+    try:
+        client = p.client()
+        ids: list[str] = []
+        for n in range(3):
+            more = {"previous_response_id": ids[-1]} if ids else {}
+            turn = f"turn {n} " + "x" * 4000
+            ids.append(client.responses.create(model="m", input=turn, **more, **chain("ok")).id)
+        sent = p.upstream.bodies("ok")[-1]["messages"]
+        assert [m["content"][:6] for m in sent if m["role"] == "user"] == [
+            "turn 0",
+            "turn 1",
+            "turn 2",
+        ]
+        last = stored(tmp_path / "state.db", ids[-1])
+        assert "turn 2" in last
+        assert "turn 0" not in last  # linked, not copied: the store grows linearly
+        # Past max_body_bytes once expanded: 413, naming the limit.
+        with pytest.raises(openai.APIStatusError) as refused:
+            for _ in range(10):
+                answer = client.responses.create(
+                    model="m", input="y" * 4000, previous_response_id=ids[-1], **chain("ok")
+                )
+                ids.append(answer.id)
+        assert refused.value.status_code == 413
+        assert "server.max_body_bytes" in refused.value.message
+        assert 3 <= len(ids) < 6
+        # The key keeps its 8 latest: the oldest are evicted, and a conversation that needs
+        # one of them says so.
+        chained = ids[2]
+        while len(ids) < 9:
+            ids.append(client.responses.create(model="m", input="new", **chain("ok")).id)
+        assert client.responses.retrieve(ids[-1]).id == ids[-1]
+        with pytest.raises(openai.NotFoundError):
+            client.responses.retrieve(ids[0])
+        with pytest.raises(openai.NotFoundError) as broken:
+            client.responses.create(model="m", input="z", previous_response_id=chained)
+        assert "no longer stored" in broken.value.message
+    finally:
+        stop(p)
+
+
+def stored(db_path: Path, id: str) -> str:
+    """A stored response's record in the SQLite file, once its write has landed."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        with sqlite3.connect(db_path) as db:
+            row = db.execute("SELECT data FROM responses WHERE id = ?", (id,)).fetchone()
+        if row is not None:
+            return str(row[0])
+        time.sleep(0.05)
+    raise AssertionError(f"{id} was not stored")

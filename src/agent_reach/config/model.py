@@ -125,6 +125,11 @@ class ServerConfig(Section):
     api_keys_env: str | None = "AGENT_REACH_API_KEYS"
     max_body_bytes: Annotated[int, Field(gt=0)] = 4 * 1024 * 1024
     responses_ttl_s: Annotated[float, Field(gt=0)] = 86400.0  # stored Responses-API answers
+    # ... how many of them the store keeps, in all and per client key (oldest evicted)
+    responses_max_count: Annotated[int, Field(gt=0)] = 10000
+    responses_max_bytes: Annotated[int, Field(gt=0)] = 256 * 2**20
+    responses_key_max_count: Annotated[int, Field(gt=0)] = 1000
+    responses_key_max_bytes: Annotated[int, Field(gt=0)] = 64 * 2**20
     # Client connections (protocol §14): idle keep-alive, receiving one request's head and body,
     # a streaming client that reads nothing, and how many connections are open at once.
     keepalive_timeout_s: Annotated[float, Field(gt=0)] = 75.0

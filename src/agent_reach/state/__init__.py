@@ -22,7 +22,7 @@ from typing import Protocol
 
 from ..breaker import CircuitPolicy, CircuitState
 from ..routing import Health
-from .memory import CircuitChanged, MemoryStore
+from .memory import ANYONE, CircuitChanged, Keep, MemoryStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +94,11 @@ class StateStore(Protocol):
         """True for the first caller to claim `key` until `until` (de-duplicates alerts)."""
         ...
 
-    async def save_response(self, id: str, data: str, now: float, ttl_s: float) -> None:
-        """Keep a stored Responses-API response (JSON text) for `ttl_s` (protocol §10.1)."""
+    async def save_response(
+        self, id: str, data: str, now: float, ttl_s: float, keep: Keep = ANYONE
+    ) -> None:
+        """Keep a stored Responses-API response (JSON text) for `ttl_s`, as `keep` says whose
+        it is and how many the store keeps (protocol §10.1)."""
         ...
 
     async def load_response(self, id: str, now: float) -> str | None:
@@ -139,4 +142,4 @@ def open_store(url: str, *, retention_s: float = 7 * 86400) -> StateStore:
     return MemoryStore()
 
 
-__all__ = ["CircuitChanged", "LoggedAttempt", "MemoryStore", "StateStore", "open_store"]
+__all__ = ["CircuitChanged", "Keep", "LoggedAttempt", "MemoryStore", "StateStore", "open_store"]

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 from ..breaker import CLOSED, CircuitState
 from ..routing import Health
 from . import LoggedAttempt
-from .memory import MemoryStore
+from .memory import ANYONE, Keep, MemoryStore
 
 log = logging.getLogger("agent_reach")
 Work = Callable[[], Awaitable[Any]]
@@ -113,7 +113,8 @@ class CachedStore(MemoryStore, ABC):
     async def _claim(self, key: str, until: float, now: float) -> bool: ...
 
     @abstractmethod
-    async def _put_response(self, id: str, data: str, expires: float) -> None: ...
+    async def _put_response(self, id: str, data: str, expires: float, keep: Keep) -> None:
+        """Store it, then evict the oldest past `keep`'s caps (`memory.overflow`)."""
 
     @abstractmethod
     async def _get_response(self, id: str, now: float) -> str | None: ...
@@ -283,11 +284,13 @@ class CachedStore(MemoryStore, ABC):
     # has landed (so a store that is down loses none of this process's), and reads go to the
     # backend for the rest (so a DELETE on one instance is seen by all).
 
-    async def save_response(self, id: str, data: str, now: float, ttl_s: float) -> None:
-        await super().save_response(id, data, now, ttl_s)
+    async def save_response(
+        self, id: str, data: str, now: float, ttl_s: float, keep: Keep = ANYONE
+    ) -> None:
+        await super().save_response(id, data, now, ttl_s, keep)
 
         async def write() -> None:
-            await self._put_response(id, data, now + ttl_s)
+            await self._put_response(id, data, now + ttl_s, keep)
             self.responses.pop(id, None)
 
         self._enqueue(write)

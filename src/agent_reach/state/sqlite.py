@@ -22,6 +22,7 @@ from ..breaker import CLOSED, CircuitState
 from ..routing import Health
 from . import LoggedAttempt
 from .cached import CachedStore, Snapshot
+from .memory import Keep, overflow
 
 T = TypeVar("T")
 
@@ -182,11 +183,23 @@ class SQLiteStore(CachedStore):
 
         return await self._run(claim)
 
-    async def _put_response(self, id: str, data: str, expires: float) -> None:
+    async def _put_response(self, id: str, data: str, expires: float, keep: Keep) -> None:
         def put() -> None:
-            self._db().execute(
-                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?)", (id, data, expires)
-            )
+            db = self._db()
+            db.execute("BEGIN IMMEDIATE")  # other processes evict after their own writes
+            try:
+                db.execute("DELETE FROM responses WHERE expires < ?", (time.time(),))
+                db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?)", (id, data, expires))
+                rows = db.execute(
+                    "SELECT id, coalesce(json_extract(data, '$.owner'), ''), length(data) "
+                    "FROM responses ORDER BY rowid"
+                )
+                evicted = overflow(rows, keep)
+                db.executemany("DELETE FROM responses WHERE id = ?", [(i,) for i in evicted])
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
 
         await self._run(put)
 
