@@ -278,3 +278,25 @@ async def test_stored_responses_are_evicted_oldest_first_past_their_caps(make: F
         if await b.load_response(id, time.time()) is not None
     ]
     assert kept == ["big1", "theirs0", "theirs1", "theirs2"]
+
+
+async def test_the_sqlite_file_and_its_directory_are_private(tmp_path: Path) -> None:
+    path = tmp_path / "home" / ".agent-reach" / "state.db"
+    store = open_store(f"sqlite:///{path}")
+    assert isinstance(store, SQLiteStore)
+    await store.save_response("r", '{"a whole": "conversation"}', time.time(), 60)
+    await settle(store)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in [path.parent, *path.parent.iterdir()]}
+    await store.aclose()
+    assert modes == {
+        ".agent-reach": 0o700,
+        "state.db": 0o600,
+        "state.db-wal": 0o600,
+        "state.db-shm": 0o600,
+    }
+    path.chmod(0o644)  # a file from before: made private when opened
+    again = open_store(f"sqlite:///{path}")
+    await again.usage("p", "k")
+    await again.refresh()
+    assert path.stat().st_mode & 0o777 == 0o600
+    await again.aclose()

@@ -92,8 +92,9 @@ class Keys:
         return (token, None) if self.valid(token) else (None, "the proxy key is not valid")
 
     def valid(self, token: str) -> bool:
-        """Whether `token` is one of the keys."""
-        presented = token.encode()
+        """Whether `token` is one of the keys (bytes that are no UTF-8, e.g. in a cookie, are
+        none)."""
+        presented = token.encode(errors="surrogateescape")
         valid = False
         for key in self.keys:  # all of them, whatever matched: the time says nothing
             valid |= hmac.compare_digest(presented, key)

@@ -63,7 +63,10 @@ async def page(proxy: Proxy, request: web.Request) -> web.Response:
 
 async def login(proxy: Proxy, request: web.Request) -> web.Response:
     """Check the form's key; a valid one becomes the page's cookie."""
-    form = await request.post()
+    try:
+        form = await request.post()
+    except (ValueError, LookupError, AssertionError):  # not UTF-8, a charset unknown, bad multipart
+        return login_form("The form could not be read.", 400)
     key = form.get("key")
     if not isinstance(key, str) or not proxy.valid_key(key):
         return login_form("That key is not one of this proxy's client keys.")
