@@ -186,3 +186,22 @@ def test_a_reload_that_would_turn_client_auth_off_is_refused(up: Upstream, tmp_p
         assert "serves without client keys" in log
     finally:
         assert stop(proxy) == 0
+
+
+def test_after_a_reload_the_access_log_names_the_provider_and_limits_say_restart(
+    up: Upstream, tmp_path: Path
+) -> None:
+    proxy = start(config({"name": "old", "endpoint": up.url("ok")}), tmp_path, up)
+    try:
+        changed = {**config({"name": "new", "endpoint": up.url("backup")})}
+        changed["server"] = {"max_body_bytes": 1000, "request_timeout_s": 5}
+        rewrite(tmp_path, changed)
+        proxy.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: reloads(proxy).get("ok") == 1.0)
+        proxy.client().chat.completions.create(model="m", messages=MSG)
+        wait_for(lambda: "provider=new attempts=1" in (tmp_path / "proxy.log").read_text())
+        log = (tmp_path / "proxy.log").read_text()
+        assert "server.max_body_bytes, server.request_timeout_s changed" in log
+        assert "applies at the next restart" in log
+    finally:
+        assert stop(proxy) == 0

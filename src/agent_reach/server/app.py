@@ -55,6 +55,7 @@ class Proxy:
         router.adopt(self.router)
         router.subscribe(self.metrics)
         router.subscribe(self.recent)
+        router.subscribe(log.observe)
         self.router, self.config = router, router.config
         self.api_keys = api_keys
         self.guard.keys = Keys(api_keys)

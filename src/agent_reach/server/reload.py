@@ -123,10 +123,26 @@ def _changes(old: Config, new: Config) -> str:
     return f"{len(after)} providers" + (f" ({'; '.join(parts)})" if parts else "")
 
 
+# What the listener, its connections and the guard take at start (the rest is read per request).
+_AT_START = (
+    "host",
+    "port",
+    "max_body_bytes",
+    "first_byte_timeout_s",
+    "keepalive_timeout_s",
+    "request_timeout_s",
+    "client_write_timeout_s",
+    "max_connections",
+)
+
+
 def _warn_restart_only(old: Config, new: Config) -> None:
     if new.state != old.state:
         log.warning("agent-reach: `state:` changed; it applies at the next restart")
-    if (new.server.host, new.server.port) != (old.server.host, old.server.port):
-        log.warning(
-            "agent-reach: `server.host`/`server.port` changed; they apply at the next restart"
-        )
+    changed = [
+        f"server.{name}"
+        for name in _AT_START
+        if getattr(new.server, name) != getattr(old.server, name)
+    ]
+    if changed:
+        log.warning("agent-reach: %s changed; it applies at the next restart", ", ".join(changed))
