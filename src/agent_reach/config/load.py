@@ -58,24 +58,55 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     return config_from_data(data, source=str(file))
 
 
+MAX_DEPTH = 64  # levels of nesting a config file may have
+MAX_VALUES = 100_000  # values it may hold once YAML aliases are expanded
+
+
 def parse_text(text: str, *, json_file: bool, file: str) -> Any:
-    """YAML (or JSON) text to data, with the line of a syntax error."""
+    """YAML (or JSON) text to data, with the line of a syntax error; at most `MAX_DEPTH`
+    deep and `MAX_VALUES` values (a YAML alias counts each time it is used)."""
+    too_deep = f"nested deeper than {MAX_DEPTH} levels"
     if json_file:
         try:
-            return json.loads(text)
+            return _bounded(json.loads(text), file)
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}", file=file
             ) from exc
+        except RecursionError:
+            raise ConfigError(too_deep, file=file) from None
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return _bounded(yaml.safe_load(text), file)
+    except RecursionError:
+        raise ConfigError(too_deep, file=file) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"{at}invalid YAML: {problem}", file=file) from exc
+
+
+def _bounded(data: Any, file: str) -> Any:
+    """`data`, if within `MAX_DEPTH` and `MAX_VALUES`; the walk stops at the first excess,
+    so an alias bomb costs no more than `MAX_VALUES` steps."""
+    todo: list[tuple[Any, int]] = [(data, 1)]
+    seen = 0
+    while todo:
+        value, depth = todo.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            raise ConfigError(
+                f"more than {MAX_VALUES} values once its YAML aliases are expanded", file=file
+            )
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"nested deeper than {MAX_DEPTH} levels", file=file)
+        if isinstance(value, dict):
+            todo.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            todo.extend((v, depth + 1) for v in value)
+    return data
 
 
 def config_from_data(data: Any, *, source: str = "<dict>") -> Config:
