@@ -115,14 +115,26 @@ def config_from_data(data: Any, *, source: str = "<dict>") -> Config:
         raise ConfigError("expected a mapping at the top level with `providers:`", file=source)
     if "providers" not in data and "agent_reach_fallbacks" in data:
         data = {("providers" if k == "agent_reach_fallbacks" else k): v for k, v in data.items()}
-    data = _expand(data, (), source, data)
-    data = _apply_defaults(data, source)
+    expanded: dict[str, str] = {}  # what `${VAR}` became → `${VAR}`
+    data = _expand(data, (), source, data, expanded)
     try:
-        config = Config.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(describe(exc, data, Config), file=source) from None
-    config.attach(source, _load_hooks(config, source))
+        data = _apply_defaults(data, source)
+        try:
+            config = Config.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(describe(exc, data, Config), file=source) from None
+        config.attach(source, _load_hooks(config, source))
+    except ConfigError as exc:  # it may quote a value: never what a variable held (a key)
+        exc.args = (_masked(str(exc), expanded),)
+        raise
     return config
+
+
+def _masked(text: str, expanded: dict[str, str]) -> str:
+    """`text` with each variable's value written as the `${VAR}` it came from, longest first."""
+    for value in sorted(expanded, key=len, reverse=True):
+        text = text.replace(value, expanded[value])
+    return text
 
 
 def _load_hooks(config: Config, source: str) -> dict[tuple[str, str], Any]:
@@ -150,8 +162,11 @@ def _load_hooks(config: Config, source: str) -> dict[tuple[str, str], Any]:
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-def _expand(value: Any, loc: tuple[Any, ...], source: str, root: Any) -> Any:
-    """`${VAR}` and `${VAR:-default}` in every string, from the environment."""
+def _expand(
+    value: Any, loc: tuple[Any, ...], source: str, root: Any, expanded: dict[str, str]
+) -> Any:
+    """`${VAR}` and `${VAR:-default}` in every string, from the environment; what each
+    variable held goes into `expanded` (value → `${VAR}`)."""
     if isinstance(value, str) and "${" in value:
 
         def sub(m: re.Match[str]) -> str:
@@ -165,13 +180,15 @@ def _expand(value: Any, loc: tuple[Any, ...], source: str, root: Any) -> Any:
                         file=source,
                     )
                 return default
+            if len(got) >= 3:  # shorter is no secret, and would mask too much
+                expanded[got] = f"${{{var}}}"
             return got
 
         return _VAR.sub(sub, value)
     if isinstance(value, dict):
-        return {k: _expand(v, (*loc, k), source, root) for k, v in value.items()}
+        return {k: _expand(v, (*loc, k), source, root, expanded) for k, v in value.items()}
     if isinstance(value, list):
-        return [_expand(v, (*loc, i), source, root) for i, v in enumerate(value)]
+        return [_expand(v, (*loc, i), source, root, expanded) for i, v in enumerate(value)]
     return value
 
 

@@ -1,8 +1,10 @@
 """Config files built to hurt (protocol §2.2): nesting thousands deep and YAML alias bombs are
-config errors, exit 2 with one line, quickly; a proxy being reloaded with one keeps serving."""
+config errors, exit 2 with one line, quickly; and a config error never shows what a `${VAR}`
+held (a key with a typo around it), only the `${VAR}`."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -42,3 +44,16 @@ def test_a_hostile_config_is_a_one_line_config_error(tmp_path: Path, text: str, 
     assert says in done.stderr
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_config_error_shows_the_variable_not_its_value(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("providers:\n  - {name: a, endpoint: 'htps://x.example/v1?key=${MY_KEY}'}\n")
+    env = {**os.environ, "MY_KEY": "sk-secret-0a1b2c3d"}
+    done = subprocess.run(
+        [BIN, "config", "validate", str(path)], capture_output=True, text=True, env=env, check=False
+    )
+    assert done.returncode == 2
+    assert "field 'endpoint'" in done.stderr
+    assert "key=${MY_KEY}" in done.stderr
+    assert "sk-secret-0a1b2c3d" not in done.stderr + done.stdout
