@@ -6,6 +6,7 @@ does not exist); finding, reading and expanding the file is `load`'s job.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from datetime import tzinfo
 from typing import Annotated, Any, Literal, Union
@@ -137,6 +138,15 @@ class ServerConfig(Section):
     request_timeout_s: Annotated[float, Field(gt=0)] = 30.0
     client_write_timeout_s: Annotated[float, Field(gt=0)] = 60.0
     max_connections: Annotated[int, Field(gt=0)] = 10000
+    # Hops (addresses or networks) whose X-Forwarded-Proto is believed: TLS ends there.
+    trusted_proxies: list[str] = []
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for item in value:
+            ipaddress.ip_network(item, strict=False)  # ValueError: named in the config error
+        return value
 
 
 class TracingConfig(Section):

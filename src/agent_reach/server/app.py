@@ -9,6 +9,7 @@ the engine builds every upstream request from the provider's config alone.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -28,6 +29,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Face = Callable[["Proxy", web.Request], Awaitable[web.StreamResponse]]
 
 
+async def _nosniff(_: web.BaseRequest, response: web.StreamResponse) -> None:
+    """Every answer is what its Content-Type says: no browser guesses it into HTML."""
+    response.headers["X-Content-Type-Options"] = "nosniff"
+
+
 class Proxy:
     """The proxy's handlers, metrics and status around one `Router`."""
 
@@ -45,6 +51,10 @@ class Proxy:
         router.subscribe(self.recent)
         router.subscribe(log.observe)
         self.guard = Guard(api_keys, self.config.server, host)
+        self.logins = status_page.Logins()  # wrong keys sent to the status page's form
+        self.trusted_proxies = tuple(
+            ipaddress.ip_network(n, strict=False) for n in self.config.server.trusted_proxies
+        )
         self.models_body = orjson.dumps(self._models())
         self.started = time.time()
         self._background: asyncio.Task[None] | None = None
@@ -82,6 +92,7 @@ class Proxy:
         app.router.add_post("/agent-reach/v1/route", self._face(step.step))
         app.router.add_get(status_page.PATH, self._face(status_page.page))
         app.router.add_post(status_page.LOGIN, self._face(status_page.login))
+        app.on_response_prepare.append(_nosniff)
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
         return app
@@ -139,7 +150,8 @@ class Proxy:
             "providers": providers,
             "failovers": list(self.recent.failovers),
         }
-        return web.Response(body=orjson.dumps(body), content_type=JSON)
+        headers = {"Cache-Control": "no-store"}
+        return web.Response(body=orjson.dumps(body), content_type=JSON, headers=headers)
 
     # -- lifecycle -----------------------------------------------------------------------------
 

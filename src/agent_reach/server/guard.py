@@ -65,6 +65,7 @@ class Keys:
 
     def __init__(self, keys: frozenset[str]) -> None:
         self.keys = tuple(k.encode() for k in keys)
+        self.cookies = tuple(status_page.cookie_of(k).encode() for k in keys)
 
     def __bool__(self) -> bool:
         return bool(self.keys)
@@ -91,12 +92,12 @@ class Keys:
             return None, "the x-api-key header must be one key of visible ASCII characters"
         return (token, None) if self.valid(token) else (None, "the proxy key is not valid")
 
-    def valid(self, token: str) -> bool:
-        """Whether `token` is one of the keys (bytes that are no UTF-8, e.g. in a cookie, are
-        none)."""
+    def valid(self, token: str, cookie: bool = False) -> bool:
+        """Whether `token` is one of the keys (or, with `cookie`, of their status-page cookies);
+        bytes that are no UTF-8 are none."""
         presented = token.encode(errors="surrogateescape")
         valid = False
-        for key in self.keys:  # all of them, whatever matched: the time says nothing
+        for key in self.cookies if cookie else self.keys:  # all: the time says nothing
             valid |= hmac.compare_digest(presented, key)
         return valid
 
@@ -118,8 +119,8 @@ class Guard:
 
     def _page_cookie(self, request: web.Request) -> bool:
         """The status page's cookie, which opens the page's own reads and nothing else."""
-        key = status_page.by_cookie(request)
-        return key is not None and self.keys.valid(key)
+        token = status_page.by_cookie(request)
+        return token is not None and self.keys.valid(token, cookie=True)
 
     def expect(self, request: web.BaseRequest) -> web.StreamResponse | None:
         """An answer for an `Expect` that must not get `100 Continue`: a body announced over
