@@ -138,6 +138,18 @@ class ServerConfig(Section):
     request_timeout_s: Annotated[float, Field(gt=0)] = 30.0
     client_write_timeout_s: Annotated[float, Field(gt=0)] = 60.0
     max_connections: Annotated[int, Field(gt=0)] = 10000
+    # The `anthropic-beta` flags a Messages client may pass to `format: anthropic` providers
+    # (its only header that is forwarded); `"*"` for any.
+    anthropic_betas: list[str] = [
+        "claude-code-20250219",
+        "interleaved-thinking-2025-05-14",
+        "fine-grained-tool-streaming-2025-05-14",
+        "context-management-2025-06-27",
+        "token-efficient-tools-2025-02-19",
+        "prompt-caching-2024-07-31",
+        "output-128k-2025-02-19",
+        "context-1m-2025-08-07",
+    ]
     # Hops (addresses or networks) whose X-Forwarded-Proto is believed: TLS ends there.
     trusted_proxies: list[str] = []
 

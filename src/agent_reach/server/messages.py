@@ -35,11 +35,22 @@ if TYPE_CHECKING:
     from .app import Proxy
 
 
+def _betas(given: str | None, allowed: list[str]) -> str | None:
+    """The client's `anthropic-beta` flags that `server.anthropic_betas` lets through (a
+    beta may add server-side tools or change billing: the config decides, not the client)."""
+    if not given:
+        return None
+    if "*" in allowed:
+        return given
+    kept = [flag for f in given.split(",") if (flag := f.strip()) in allowed]
+    return ",".join(kept) or None
+
+
 async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     """`POST /v1/messages`: one message, whole or streamed, with failover."""
     body = await read_json(request)
     inbound = anthropic.read_request(body)
-    beta = request.headers.get("anthropic-beta")  # Anthropic needs it for beta fields
+    beta = _betas(request.headers.get("anthropic-beta"), proxy.config.server.anthropic_betas)
     req = replace(
         with_headers(ChatRequest.checked(inbound.body), request),
         api="messages",
