@@ -14,7 +14,7 @@ from typing import Any
 import openai
 import pytest
 
-from ..conftest import RESPONSE, RESPONSE_ERROR, assert_valid, assert_valid_event
+from ..conftest import FUNCTION_TOOL, RESPONSE, RESPONSE_ERROR, assert_valid, assert_valid_event
 from ..upstream import TOOL_WORD, Upstream
 from .test_proxy import PROVIDER_KEY, Proxy, base_config, chain, start, stop
 
@@ -446,3 +446,28 @@ def stored(db_path: Path, id: str) -> str:
             return str(row[0])
         time.sleep(0.05)
     raise AssertionError(f"{id} was not stored")
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_function_tools_are_echoed_in_the_apis_normalized_form(
+    proxy: Proxy, streamed: bool
+) -> None:
+    tool = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
+    body = {
+        "model": "m",
+        "input": "hi",
+        "tools": [tool, {**tool, "name": "loose", "strict": False}],
+    }
+    headers = {"X-Agent-Reach-Fallback-Order": "ok"}
+    if streamed:
+        _, events = post_events(proxy, body, headers)
+        echoed = [e["response"]["tools"] for e in events if "response" in e]
+    else:
+        status, answer = proxy.post("/v1/responses", body, headers)
+        assert status == 200
+        echoed = [answer["tools"]]
+    for tools in echoed:
+        for t in tools:
+            assert_valid(FUNCTION_TOOL, t)
+        assert [t["strict"] for t in tools] == [True, False]
+        assert tools[0]["description"] is None
