@@ -17,6 +17,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from ..errors import escaped
+from ..events import AttemptEvent, Event
 from ..router import Router
 from ..version import __version__
 from . import chat, log, messages, responses, status_page, step
@@ -50,6 +52,8 @@ class Proxy:
         router.subscribe(self.metrics)
         router.subscribe(self.recent)
         router.subscribe(log.observe)
+        router.subscribe(self._debug)
+        self.dumped: set[str] = set()  # providers whose config `_debug` has logged
         self.guard = Guard(api_keys, self.config.server, host)
         self.logins = status_page.Logins()  # wrong keys sent to the status page's form
         self.trusted_proxies = tuple(
@@ -66,6 +70,8 @@ class Proxy:
         router.subscribe(self.metrics)
         router.subscribe(self.recent)
         router.subscribe(log.observe)
+        router.subscribe(self._debug)
+        self.dumped = set()
         self.router, self.config = router, router.config
         self.api_keys = api_keys
         self.guard.keys = Keys(api_keys)
@@ -104,6 +110,22 @@ class Proxy:
 
     def valid_key(self, token: str) -> bool:
         return self.guard.keys.valid(token)
+
+    def _debug(self, event: Event) -> None:
+        """A provider's `schema_compatibility.debug_mode`: one log line per failed attempt of
+        its `debug_reasons`, with the raw answer (an excerpt, keys as `***`) and, the first
+        time, its effective config (keys masked)."""
+        if not isinstance(event, AttemptEvent) or not self.router.debugged(event.attempt):
+            return
+        a = event.attempt
+        config = ""
+        if a.provider not in self.dumped:
+            self.dumped.add(a.provider)
+            config = f"; config: {orjson.dumps(self.router.describe(a.provider)).decode()}"
+        raw = escaped(event.raw, 2000) if event.raw else "(no body)"
+        log.server_log.warning(
+            "debug_mode: %s %s: raw answer: %s%s", a.provider, a.reason, raw, config
+        )
 
     def _face(self, handler: Face) -> Handler:
         """An aiohttp handler for one API face's handler function."""
