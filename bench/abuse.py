@@ -18,6 +18,16 @@ All three timeouts are `--timeout` seconds (defaults in a config: 75, 30 and 60 
 for every stream to fill its buffers before any timer runs out; a run takes about a minute.
 Targets: fds back to baseline after the timeouts; RSS growth at most 256 KB per unread stream;
 normal p50 under attack within 2x of the baseline.
+
+Then the descriptor attack, against a second proxy started under `ulimit -n 1024`
+(`prlimit --nofile=1024:1024`): `--fd-idle` connections that send nothing, reopened as the
+proxy closes them, for `--fd-seconds`, while a client sends normal requests on its keep-alive
+connection and, once a second, one on a new connection. Targets: every request on the open
+connection answered; the proxy's log grows by a few lines (one per episode), not one per socket.
+
+Last, the concurrent budget: `--budget-burst` requests at once to a provider with
+`rate_limit: 2req/day`, through `serve --workers 2` on one SQLite file. Target: at most 2 reach
+the provider.
 Pinning (2-core machine): the proxy on CPU 0, the upstream and this client on CPU 1.
 Results go to bench/results/abuse.json.
 """
@@ -38,6 +48,7 @@ from typing import Any
 from common import (
     PATH,
     RESULTS,
+    Client,
     Processes,
     Target,
     agent_reach_serve,
@@ -57,7 +68,12 @@ STREAM = json.dumps(
 
 
 def start_proxy(
-    procs: Processes, upstream: int, workdir: Path, timeout_s: float
+    procs: Processes,
+    upstream: int,
+    workdir: Path,
+    timeout_s: float,
+    prefix: tuple[str, ...] = (),
+    name: str = "proxy",
 ) -> tuple[int, int]:
     base = f"http://127.0.0.1:{upstream}"
     config = {
@@ -74,12 +90,12 @@ def start_proxy(
         ],
         "routes": {"normal": ["mock"]},
     }
-    path = workdir / "bench-abuse.json"
+    path = workdir / f"bench-abuse-{name}.json"
     path.write_text(json.dumps(config))
     env = {k: v for k, v in os.environ.items() if k != "AGENT_REACH_API_KEYS"}
     port = free_port()
-    cmd = [*agent_reach_serve(path, port), "--no-access-log"]
-    proc = procs.start(cmd, cpu=0, env=env, log=workdir / "proxy.log")
+    cmd = [*prefix, *agent_reach_serve(path, port), "--no-access-log"]
+    proc = procs.start(cmd, cpu=0, env=env, log=workdir / f"{name}.log")
     if wait_until_ok(Target(port), timeout_s=30) is None:
         raise SystemExit("agent-reach serve did not answer within 30 s")
     return port, proc.pid
@@ -179,6 +195,148 @@ def wait_for_backpressure(upstream: int, streams: int, max_s: float = 60.0) -> d
     return flood_stats(upstream)
 
 
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Holder:
+    """`count` connections that send nothing, each reopened once the proxy has closed it."""
+
+    def __init__(self, port: int, count: int) -> None:
+        self.port = port
+        self.socks = [connect(port) for _ in range(count)]
+        self.reopened = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            for i, sock in enumerate(self.socks):
+                if closed_by_server(sock):
+                    sock.close()
+                    self.socks[i] = connect(self.port)
+                    self.reopened += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        for sock in self.socks:
+            sock.close()
+
+
+def descriptor_attack(
+    procs: Processes, upstream: int, workdir: Path, idle: int, seconds: float
+) -> dict[str, Any]:
+    """Normal requests while `idle` silent connections are held against a proxy that may open
+    1024 files."""
+    prefix = ("prlimit", "--nofile=1024:1024", "--")
+    port, pid = start_proxy(procs, upstream, workdir, 75.0, prefix, name="fd-proxy")
+    log = workdir / "fd-proxy.log"
+    target = Target(port, headers={"X-Agent-Reach-Route": "normal"})
+    client = Client(target, timeout=15)
+    for _ in range(50):
+        client.post()
+    lines_before, cpu_before = len(log.read_text().splitlines()), cpu_s(pid)
+    holder = Holder(port, idle)
+    kept: list[float] = []
+    failed = fresh_ok = fresh_refused = 0
+    stop = next_fresh = time.monotonic()
+    stop += seconds
+    while (now := time.monotonic()) < stop:
+        try:
+            ms = client.post()
+        except OSError:
+            ms = None
+        if ms is None:
+            failed += 1
+        else:
+            kept.append(ms)
+        if now >= next_fresh:
+            next_fresh = now + 1.0
+            fresh = Client(target, timeout=15)
+            try:
+                ok = fresh.post() is not None
+            except OSError:
+                ok = False
+            fresh_ok, fresh_refused = fresh_ok + ok, fresh_refused + (not ok)
+            fresh.close()
+        time.sleep(0.01)
+    held_fds = fds(pid)
+    holder.stop()
+    client.close()
+    text = log.read_text()
+    return {
+        "idle_connections": idle,
+        "seconds": seconds,
+        "reopened_by_attacker": holder.reopened,
+        "proxy_fds_at_end": held_fds,
+        "requests_on_open_connection": len(kept) + failed,
+        "failed_on_open_connection": failed,
+        "p50_ms": round(pct(kept, 0.5), 3) if kept else None,
+        "max_ms": round(max(kept), 1) if kept else None,
+        "new_connections_answered": fresh_ok,
+        "new_connections_refused": fresh_refused,
+        "log_lines_during": len(text.splitlines()) - lines_before,
+        "accept_error_lines": text.count("cannot accept"),
+        "proxy_cpu_s": round(cpu_s(pid) - cpu_before, 2),
+        "clamp_line": next((x for x in text.splitlines() if "lowered to" in x), None),
+    }
+
+
+def concurrent_budget(procs: Processes, upstream: int, workdir: Path, burst: int) -> dict[str, Any]:
+    """`burst` requests at once against a budget of 2 requests a day, on two workers."""
+    config = {
+        "health": {"mode": "off"},
+        "state": f"sqlite:///{workdir / 'budget.db'}",
+        "providers": [
+            {
+                "name": "budgeted",
+                "endpoint": f"http://127.0.0.1:{upstream}/budget{PATH}",
+                "metadata": {"rate_limit": "2req/day"},
+            }
+        ],
+    }
+    path = workdir / "bench-budget.json"
+    path.write_text(json.dumps(config))
+    port = free_port()
+    cmd = [*agent_reach_serve(path, port), "--workers", "2", "--no-access-log"]
+    procs.start(cmd, cpu=0, log=workdir / "budget-proxy.log")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # up, without spending the budget
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    statuses: list[int] = []
+    start = threading.Barrier(burst)
+
+    def one() -> None:
+        client = Client(Target(port), timeout=30)
+        start.wait()
+        try:
+            statuses.append(200 if client.post() is not None else 0)
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=one) for _ in range(burst)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    with urllib.request.urlopen(f"http://127.0.0.1:{upstream}/budget/stats", timeout=10) as r:
+        reached = json.loads(r.read())["requests"]
+    return {
+        "limit": 2,
+        "concurrent": burst,
+        "reached_provider": reached,
+        "answered": statuses.count(200),
+        "refused": len(statuses) - statuses.count(200),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--idle", type=int, default=500)
@@ -186,6 +344,9 @@ def main() -> None:
     parser.add_argument("--unread", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=30.0, help="all three timeouts, s")
     parser.add_argument("--requests", type=int, default=300, help="normal requests per p50")
+    parser.add_argument("--fd-idle", type=int, default=1100, help="silent connections, ulimit 1024")
+    parser.add_argument("--fd-seconds", type=float, default=15.0)
+    parser.add_argument("--budget-burst", type=int, default=60, help="requests at once")
     args = parser.parse_args()
     pin_self(1)
     phases: list[dict[str, Any]] = []
@@ -238,6 +399,10 @@ def main() -> None:
         for sock in [*idle, *loris.socks, *unread]:
             sock.close()
         log = (Path(tmp) / "proxy.log").read_text()
+        fd = descriptor_attack(procs, upstream, Path(tmp), args.fd_idle, args.fd_seconds)
+        print(json.dumps({"descriptor attack": fd}), flush=True)
+        budget = concurrent_budget(procs, upstream, Path(tmp), args.budget_burst)
+        print(json.dumps({"concurrent budget": budget}), flush=True)
 
     summary = {
         "rss_kb_per_unread_stream": round(per_stream_kb, 1),
@@ -253,6 +418,11 @@ def main() -> None:
         "normal p50 within 2x during the attack": summary["p50_during_over_baseline"] <= 2,
         "all attack connections closed": closed
         == {"idle": args.idle, "slowloris": args.slowloris, "unread": args.unread},
+        "ulimit 1024: every request on an open connection answered": fd["failed_on_open_connection"]
+        == 0,
+        "ulimit 1024: log lines per episode, not per socket": fd["log_lines_during"] <= 4,
+        "concurrent budget: at most the limit reach the provider": budget["reached_provider"]
+        <= budget["limit"],
     }
     print(json.dumps(summary))
     for name, met in targets.items():
@@ -263,6 +433,8 @@ def main() -> None:
         "settings": vars(args),
         "phases": phases,
         "summary": summary,
+        "descriptor_attack": fd,
+        "concurrent_budget": budget,
         "targets": targets,
     }
     (RESULTS / "abuse.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -8,6 +8,9 @@ and `data: [DONE]`, so that a proxy's added time to first token and per-chunk ga
 Under `/flood/` every POST is answered with 8 KB content chunks as fast as its reader takes
 them (at most `FLOOD_MAX` bytes), and `GET /flood/stats` says how many such streams are open,
 how many ended because their reader went away, and the bytes each one got written.
+
+Under `/budget/` every POST is counted and answered after `BUDGET_S`; `GET /budget/stats` says
+how many came (bench/abuse.py: how many requests a budget let through).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ BODY = (
 HANG_S = 3600
 SSE_CHUNKS = 20
 SSE_GAP_S = 0.005
+BUDGET_S = 0.3
+BUDGETED: list[int] = []  # one item per request that reached `/budget/`
 
 
 def _sse(delta: dict[str, str], finish: str | None = None) -> bytes:
@@ -96,6 +101,16 @@ async def flood(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+async def budgeted(_: web.Request) -> web.Response:
+    BUDGETED.append(1)
+    await asyncio.sleep(BUDGET_S)
+    return web.Response(body=BODY, content_type="application/json")
+
+
+async def budget_stats(_: web.Request) -> web.Response:
+    return web.json_response({"requests": len(BUDGETED)})
+
+
 async def flood_stats(_: web.Request) -> web.Response:
     return web.json_response({"written": FLOOD_WRITTEN, "cut": len(FLOOD_CUT)})
 
@@ -109,6 +124,8 @@ async def main() -> None:
     app.router.add_get("/sse/v1/models", models)
     app.router.add_post("/flood/v1/chat/completions", flood)
     app.router.add_get("/flood/stats", flood_stats)
+    app.router.add_post("/budget/v1/chat/completions", budgeted)
+    app.router.add_get("/budget/stats", budget_stats)
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -26,6 +26,7 @@ ERROR = _validator("ErrorResponse")
 RESPONSE = _validator("Response", RESPONSES_SCHEMAS)
 RESPONSE_EVENT = _validator("ResponseStreamEvent", RESPONSES_SCHEMAS)
 RESPONSE_ERROR = _validator("ErrorResponse", RESPONSES_SCHEMAS)
+FUNCTION_TOOL = _validator("FunctionTool", RESPONSES_SCHEMAS)
 
 
 def _event_validators() -> dict[str, Draft202012Validator]:

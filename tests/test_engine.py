@@ -553,6 +553,18 @@ async def test_all_failed_carries_every_attempt_without_secrets(up: Upstream) ->
     assert KEY not in str(info.value)
 
 
+async def test_a_key_echoed_url_encoded_is_redacted_too(up: Upstream) -> None:
+    key = "k+y/z=1 2&3"  # every character that URL-encoding changes
+    provider = prov("q", up.url("echourl"), api_key_env="TEST_KEY", auth_query="key")
+    async with router(provider, environ={"TEST_KEY": key}) as r:
+        with pytest.raises(AllProvidersFailed) as info:
+            await r.achat(HELLO)
+    detail = info.value.attempts[0].detail
+    assert "key=***" in detail, detail
+    for form in ("k+y", "k%2By", "z%3D1", "1%202", "1+2"):
+        assert form not in str(info.value)
+
+
 async def test_request_errors(up: Upstream) -> None:
     async with router(prov("a", up.url("ok"))) as r:
         with pytest.raises(RequestError):

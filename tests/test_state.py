@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -14,7 +15,7 @@ from agent_reach import Router
 from agent_reach.breaker import CLOSED, CircuitState
 from agent_reach.outcomes import Outcome
 from agent_reach.routing import Health
-from agent_reach.state import LoggedAttempt, MemoryStore, open_store
+from agent_reach.state import Keep, LoggedAttempt, MemoryStore, open_store
 from agent_reach.state.cached import CachedStore
 from agent_reach.state.redis import RedisStore
 from agent_reach.state.sqlite import SQLiteStore
@@ -96,6 +97,20 @@ async def test_usage_counters_are_shared(make: Factory) -> None:
     assert await a.usage("p", "day:2026-11-30|req") == 5
     assert await b.usage("p", "day:2026-11-30|req") == 5
     assert await a.usage("p", "day:2026-12-01|req") == 0
+
+
+async def test_reservations_never_pass_the_limit_across_instances(make: Factory) -> None:
+    stores = [make(), make(), make()]
+    key = "day:2026-11-30|req"
+    taken = await asyncio.gather(*(s.reserve("p", key, 4, 3600) for s in stores * 5))
+    assert sorted(t for t in taken if t is not None) == [1, 2, 3, 4]
+    await stores[0].release("p", key, 3600)
+    assert await stores[1].reserve("p", key, 4, 3600) == 4
+    assert await stores[2].reserve("p", key, 4, 3600) is None
+    memory = MemoryStore()
+    assert [await memory.reserve("p", key, 1, 3600) for _ in range(2)] == [1, None]
+    await memory.release("p", key, 3600)
+    assert await memory.usage("p", key) == 0
 
 
 async def test_claims_deduplicate_across_instances(make: Factory) -> None:
@@ -242,11 +257,61 @@ async def test_stored_responses_are_shared_and_expire(make: Factory) -> None:
 
 async def test_memory_store_keeps_the_latest_responses() -> None:
     store = MemoryStore()
-    store.responses_kept = 2
     for n in range(3):
-        await store.save_response(f"r{n}", str(n), NOW, 60)
+        await store.save_response(f"r{n}", str(n), NOW, 60, Keep(max_count=2))
     assert await store.load_response("r0", NOW) is None
     assert await store.load_response("r2", NOW) == "2"
     assert await store.load_response("r2", NOW + 61) is None
     assert await store.delete_response("r1", NOW)
     assert not await store.delete_response("r1", NOW)
+
+
+def record(owner: str, size: int) -> str:
+    return json.dumps({"owner": owner, "pad": "x" * size})
+
+
+async def test_stored_responses_are_evicted_oldest_first_past_their_caps(make: Factory) -> None:
+    a, b = make(), make()
+    now = time.time()
+    caps = {"max_count": 4, "max_bytes": 10_000, "owner_max_count": 3, "owner_max_bytes": 2500}
+    for n in range(4):  # the key's fourth pushes out its first
+        await a.save_response(f"mine{n}", record("me", 100), now, 60, Keep("me", **caps))
+        await settle(a)
+    for n in range(2):  # big ones of its own push out its older ones
+        await b.save_response(f"big{n}", record("me", 1000), now, 60, Keep("me", **caps))
+        await settle(b)
+    await b.save_response("huge", record("me", 2600), now, 60, Keep("me", **caps))  # too big
+    await settle(b)
+    for n in range(3):  # another key's: the store's count pushes out the oldest of all
+        await a.save_response(f"theirs{n}", record("them", 100), now, 60, Keep("them", **caps))
+        await settle(a)
+    kept = [
+        id
+        for id in [f"mine{n}" for n in range(4)]
+        + ["big0", "big1", "huge"]
+        + [f"theirs{n}" for n in range(3)]
+        if await b.load_response(id, time.time()) is not None
+    ]
+    assert kept == ["big1", "theirs0", "theirs1", "theirs2"]
+
+
+async def test_the_sqlite_file_and_its_directory_are_private(tmp_path: Path) -> None:
+    path = tmp_path / "home" / ".agent-reach" / "state.db"
+    store = open_store(f"sqlite:///{path}")
+    assert isinstance(store, SQLiteStore)
+    await store.save_response("r", '{"a whole": "conversation"}', time.time(), 60)
+    await settle(store)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in [path.parent, *path.parent.iterdir()]}
+    await store.aclose()
+    assert modes == {
+        ".agent-reach": 0o700,
+        "state.db": 0o600,
+        "state.db-wal": 0o600,
+        "state.db-shm": 0o600,
+    }
+    path.chmod(0o644)  # a file from before: made private when opened
+    again = open_store(f"sqlite:///{path}")
+    await again.usage("p", "k")
+    await again.refresh()
+    assert path.stat().st_mode & 0o777 == 0o600
+    await again.aclose()

@@ -386,6 +386,12 @@ class Upstream:
         }
         return web.json_response({"error": error}, status=401)
 
+    async def s_echourl(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A 401 that quotes the URL it was asked, query (and so an `auth_query` key) included,
+        as it came: URL-encoded."""
+        error = {"message": f"bad key in {request.raw_path}", "type": "invalid_request_error"}
+        return web.json_response({"error": error}, status=401)
+
     async def s_keyed(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """Answers only the key `KEYED_GOOD`; any other key gets a 401."""
         if request.headers.get("Authorization") != f"Bearer {KEYED_GOOD}":

@@ -31,7 +31,7 @@ from .errors import AllProvidersFailed
 from .events import AttemptEvent, Event, Observer, RequestEvent
 from .health import CheckResult, HealthMonitor, check_provider
 from .hedge import HEDGE_LOST
-from .ledger import Ledger
+from .ledger import Ledger, Reserved
 from .outcomes import Outcome
 from .prepared import PreparedProvider
 from .request import ChatRequest
@@ -194,13 +194,17 @@ class Engine:
 
     def _run(self, req: ChatRequest, only: str | None = None) -> Run:
         """A request's run: its walk (`only` one provider, in step mode), its deadline."""
-        budget_s = (req.deadline_ms or self.config.deadline_ms) / 1000
+        configured = self.config.deadline_ms
+        own = req.deadline_ms is not None and req.deadline_ms < configured  # only shortens
+        budget_s = (req.deadline_ms if own and req.deadline_ms else configured) / 1000
         run_id = f"{self._id_prefix}-{next(self._ids)}"
         walk = Walk(self.order(req) if only is None else (only,))
         deadline = self.monotonic() + budget_s
         route = self.table.label(req.route_label, req.model)
         policy = self.policies.get(route, self.policies[""])
-        return Run(req, run_id, route, walk, deadline, policy, hedged=only is None)
+        return Run(
+            req, run_id, route, walk, deadline, policy, hedged=only is None, own_deadline=own
+        )
 
     # -- the walk ----------------------------------------------------------------------------
 
@@ -273,14 +277,19 @@ class Engine:
                 await self._skip(run, turn, prepared, action)
                 return None
             elif isinstance(action, Send):
+                taken = await self.ledger.reserve(prepared) if prepared.budgets else []
+                if isinstance(taken, tuple):
+                    action = turn.over_budget(*taken)
+                    continue
                 if action.lease is not None and not await self.store.lease(
                     prepared.state_key, action.lease
                 ):
+                    await self.ledger.refund(prepared, taken)
                     action = turn.lease_lost()
                     continue
                 if action.bare:
                     target = replace(target, bare=True)
-                tried = await self._try(run, target, send, pick[1])
+                tried = await self._try(run, target, send, pick[1], taken)
                 if tried.outcome.reason is Reason.OK:
                     return tried.payload
                 action = turn.sent(tried.outcome, run.left(self.monotonic()), target.sent_cap)
@@ -329,13 +338,16 @@ class Engine:
 
     async def _skip(self, run: Run, turn: Turn, prepared: PreparedProvider, skip: Skip) -> None:
         self._record(run, self._attempt(prepared, skip.outcome, skip.ms, turn.last_resort))
-        if skip.counts:
+        if skip.counts and not run.own_limit(skip.outcome, prepared.spec.first_token_ms):
             await self.ledger.record(prepared, skip.outcome)
         if skip.deferrable:
             run.walk.defer(prepared.name)
 
-    async def _try(self, run: Run, target: Target, send: Sender[T], last_resort: bool) -> Tried[T]:
-        """One try: send, record the attempt, tell the circuit and the budgets."""
+    async def _try(
+        self, run: Run, target: Target, send: Sender[T], last_resort: bool, taken: Reserved
+    ) -> Tried[T]:
+        """One try: send, record the attempt, tell the circuit and the budgets (`taken` is
+        what it reserved of them, given back when nothing was sent)."""
         prepared = target.prepared
         start = self.monotonic()
         try:
@@ -355,9 +367,12 @@ class Engine:
         noted = replace(outcome, detail=outcome.detail + note) if note else outcome
         attempt = self._attempt(prepared, noted, ms, last_resort, sent=True)
         self._record(run, attempt, prepared.excerpt(tried.raw))
-        await self.ledger.record(prepared, outcome, last_resort)
+        if not run.own_limit(outcome, prepared.spec.first_token_ms):
+            await self.ledger.record(prepared, outcome, last_resort)
         if prepared.budgets and quota.counts(tried.outcome.reason):
             await self.ledger.count(prepared, tried.payload)
+        elif taken:
+            await self.ledger.refund(prepared, taken)
         return tried
 
     def skipped(self, run: Run, prepared: PreparedProvider, exc: Mismatch) -> None:

@@ -171,11 +171,12 @@ class HealthMonitor:
         now: float,
         remaining_s: float,
     ) -> Health:
-        """Check now and remember the result. A request that joins a check already in flight
-        waits for it no longer than its own `remaining_s` (then: a `timeout`, "deadline")."""
+        """Check now and remember the result. The check has the provider's own timeouts; a
+        request waits for it no longer than its `remaining_s` (then: a `timeout`, "deadline"),
+        so a short deadline of one client's makes no result for everyone."""
         task = self._inflight.get(prepared.state_key)
         if task is None:
-            check = run_check(session, prepared, now, remaining_s)
+            check = run_check(session, prepared, now, prepared.connect_s + prepared.read_s)
             task = asyncio.ensure_future(self._remember(prepared, check))
             self._inflight[prepared.state_key] = task
             task.add_done_callback(functools.partial(self._forget, prepared.state_key))

@@ -17,6 +17,8 @@ from .outcomes import Outcome
 from .prepared import PreparedProvider
 from .state import StateStore
 
+Reserved = list[tuple[str, float]]  # the budget windows a try took a request from, with TTLs
+
 
 class Ledger:
     """Circuits and budgets of one config's providers, by identity (`names`: identity →
@@ -48,11 +50,34 @@ class Ledger:
                 return f"{budget} used up until the {budget.window} ends", end - now
         return None
 
+    async def reserve(self, prepared: PreparedProvider) -> Reserved | tuple[str, float]:
+        """Take one request from each of the provider's request budgets before a try, so that
+        however many requests run at once at most `limit` are sent (protocol §12): what was
+        taken, or which budget is full and the seconds until its window ends."""
+        now = self.clock()
+        taken: Reserved = []
+        for budget, key, end in self.windows.current(prepared.budgets, now):
+            if budget.unit != "req":
+                continue
+            used = await self.store.reserve(prepared.quota_key, key, budget.limit, end - now)
+            if used is None:
+                await self.refund(prepared, taken)
+                return f"{budget} used up until the {budget.window} ends", end - now
+            taken.append((key, end - now))
+            self.emit(QuotaEvent(prepared.name, budget, key, used, now))
+        return taken
+
+    async def refund(self, prepared: PreparedProvider, taken: Reserved) -> None:
+        """Give back what `reserve` took, for a try that sent nothing."""
+        for key, ttl_s in taken:
+            await self.store.release(prepared.quota_key, key, ttl_s)
+
     async def count(self, prepared: PreparedProvider, response: Any) -> None:
-        """Count one request (and its tokens) into the provider's budgets."""
+        """Count an answer's tokens into the provider's token budgets (requests were counted
+        by `reserve`)."""
         now = self.clock()
         for budget, key, end in self.windows.current(prepared.budgets, now):
-            amount = quota.spent(budget, response)
+            amount = quota.spent(budget, response) if budget.unit == "tok" else 0
             if amount:
                 used = await self.store.add_usage(prepared.quota_key, key, amount, end - now)
                 self.emit(QuotaEvent(prepared.name, budget, key, used, now))

@@ -59,13 +59,16 @@ class Outcome:
 
 OK = Outcome(Reason.OK)
 
+DEADLINE = "deadline"  # the detail of a timeout of the request's deadline
+FIRST_TOKEN = "first token: no content within"  # ... of a stream's `first_token_ms`
+
 _TRANSPORT = {
     Transport.CONNECT: (Reason.CONNECT_FAILED, "connection failed"),
     Transport.CONNECT_TIMEOUT: (Reason.CONNECT_FAILED, "connect timeout"),
     Transport.TLS: (Reason.CONNECT_FAILED, "TLS failure"),
     Transport.READ_TIMEOUT: (Reason.TIMEOUT, "read timeout"),
     Transport.DISCONNECTED: (Reason.SERVER_ERROR, "server closed the connection"),
-    Transport.DEADLINE: (Reason.TIMEOUT, "deadline"),
+    Transport.DEADLINE: (Reason.TIMEOUT, DEADLINE),
 }
 
 _AUTH_WORDS = (

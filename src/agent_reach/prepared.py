@@ -5,11 +5,13 @@ in); it does run the provider's hooks, which are user code.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urljoin, urlsplit
+from urllib.parse import quote, quote_plus, urljoin, urlsplit
 
 import orjson
 
@@ -329,8 +331,12 @@ class PreparedProvider:
         )
 
     def redact(self, text: str) -> str:
-        """`text` with this provider's key replaced by `***`."""
-        return text.replace(self.key, REDACTED) if self.key and self.key in text else text
+        """`text` with this provider's key replaced by `***`, as it is and URL-encoded (a URL
+        with `auth_query` carries it so)."""
+        for form in _forms(self.key):
+            if form in text:
+                text = text.replace(form, REDACTED)
+        return text
 
     def excerpt(self, raw: bytes | None, limit: int = 2000) -> str | None:
         """A redacted, bounded piece of a raw body, for `--debug`."""
@@ -344,6 +350,18 @@ def _clamped(body: dict[str, Any], fields: tuple[str, ...], cap: int) -> dict[st
     """`body` with each of its output-cap `fields` above `cap` set to `cap` (a copy if any is)."""
     over = [f for f in fields if isinstance(body.get(f), int) and body[f] > cap]
     return {**body, **dict.fromkeys(over, cap)} if over else body
+
+
+@functools.cache
+def _forms(key: str | None) -> tuple[str, ...]:
+    """The ways a key may be written in a text: as it is, URL-encoded (`%2B`, or `+` for a
+    space), longest first so that one never leaves a piece of another."""
+    if not key:
+        return ()
+    encoded = quote(key, safe="")
+    lower = re.sub(r"%[0-9A-F]{2}", lambda m: m[0].lower(), encoded)
+    found = {key, encoded, lower, quote(key), quote_plus(key)}
+    return tuple(sorted(found, key=len, reverse=True))
 
 
 def _origin(url: str) -> tuple[str, str | None, int | None]:

@@ -101,6 +101,15 @@ class Router:
         redacted: dict[str, Any] = orjson.loads(prepared.redact(orjson.dumps(data).decode()))
         return redacted
 
+    def debugged(self, attempt: Attempt) -> bool:
+        """Whether a failed attempt is one its provider's `schema_compatibility.debug_mode`
+        wants shown (its raw answer and `describe`), for one of its `debug_reasons`."""
+        prepared = self.engine.prepared.get(attempt.provider)
+        if prepared is None or attempt.ok or not attempt.sent:
+            return False
+        sc = prepared.spec.schema_compatibility
+        return sc.debug_mode and ("*" in sc.debug_reasons or attempt.reason in sc.debug_reasons)
+
     def health_url(self, name: str) -> str | None:
         """Provider `name`'s health URL (resolved against its endpoint), or None."""
         return self.engine.prepared[name].health_url

@@ -32,7 +32,7 @@ from typing import Any, Generic, TypeVar
 
 from .breaker import CircuitState, opened_detail
 from .errors import RequestError, quoted
-from .outcomes import Outcome
+from .outcomes import DEADLINE, FIRST_TOKEN, Outcome
 from .request import ChatRequest
 from .trace import Attempt, Reason
 
@@ -243,12 +243,29 @@ class Run:
     hedged: bool = True  # whether `hedge_after_ms` applies (not in step mode)
     trace: list[Attempt] = field(default_factory=list)
     input_tokens: int | None = None  # the request's estimated input, once a provider asked
+    own_deadline: bool = False  # the client's `deadline_ms`, shorter than the config's, rules
 
     def first_token_s(self, provider_ms: float | None) -> float | None:
-        """How long a stream may go without content (protocol §10): the request's
-        `first_token_ms`, else its route's, else the provider's; None for no limit."""
-        ms = self.req.first_token_ms or self.policy.first_token_ms or provider_ms
+        """How long a stream may go without content (protocol §10): its route's
+        `first_token_ms`, else the provider's, or the request's when that is shorter (a client
+        may only shorten it); None for no limit."""
+        configured = self.policy.first_token_ms or provider_ms
+        ms = configured if not self._own_first_token(configured) else self.req.first_token_ms
         return ms / 1000 if ms and self.req.stream else None
+
+    def _own_first_token(self, configured: float | None) -> bool:
+        asked = self.req.first_token_ms
+        return asked is not None and (configured is None or asked < configured)
+
+    def own_limit(self, outcome: Outcome, provider_ms: float | None) -> bool:
+        """Whether `outcome` is the client's doing: a timeout of a limit it set tighter than the
+        config's (its `deadline_ms`, or its `first_token_ms` on a stream). Such an outcome says
+        nothing about the provider, so it tells no circuit (protocol §4.1)."""
+        if outcome.reason is not Reason.TIMEOUT:
+            return False
+        if outcome.detail.startswith(FIRST_TOKEN):
+            return self._own_first_token(self.policy.first_token_ms or provider_ms)
+        return self.own_deadline and outcome.detail == DEADLINE
 
     def left(self, now: float) -> float:
         """Seconds left of the deadline at `now` (monotonic)."""

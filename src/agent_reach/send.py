@@ -20,7 +20,7 @@ from . import completion
 from .dialects import Mismatch, ProviderError, artifacts
 from .dialects.convert import max_tokens_of
 from .dialects.framing import framer
-from .outcomes import Outcome, classify, filtered, mismatch
+from .outcomes import FIRST_TOKEN, Outcome, classify, filtered, mismatch
 from .prepared import PreparedProvider
 from .request import ChatRequest
 from .stream import STREAM_FAILURES, LiveStream, Stalled
@@ -191,7 +191,7 @@ async def open_stream(
     except STREAM_FAILURES as exc:
         if first.expired() and not limit.expired():
             ms = round((target.first_token_s or 0) * 1000)
-            return Tried(Outcome(Reason.TIMEOUT, status, f"first token: no content within {ms} ms"))
+            return Tried(Outcome(Reason.TIMEOUT, status, f"{FIRST_TOKEN} {ms} ms"))
         return Tried(stream_failure(exc, limit, status, now))
     finally:  # also on cancellation: nothing of a failed try stays open
         if not handed_over:

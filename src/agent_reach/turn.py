@@ -11,6 +11,7 @@ in as arguments, so the machine is tested by tables of cases, stepping time by h
     consider(facts, now)       -> Skip | Check | Send    (protocol §4 step 1, §5.1 windows;
                                                           a bad key's circuit is no last resort)
     checked(health, checked_now, now) -> Skip | Send          (its health check, cached or run now)
+    over_budget(detail, reopens_in) -> Skip              (a budget filled up just before sending)
     lease_lost()               -> Skip                   (another instance holds the trial)
     sent(outcome, left_s, cap) -> Clamp | Sleep | Send | Done   (a retry; once with a lower
                                                           cap; once without refused reasoning
@@ -188,6 +189,11 @@ class Turn:
             detail = breaker.opened_detail(circuit, now)
             return Skip(Outcome(Reason.CIRCUIT_OPEN, None, detail), final=_bad_key(self._facts))
         return Send(leased if leased != circuit else None)
+
+    def over_budget(self, detail: str, reopens_in: float) -> Skip:
+        """A request budget was full when the try came to take its request from it (others
+        running at once took the rest): skipped as `consider` skips a used-up budget."""
+        return Skip(Outcome(Reason.QUOTA_EXHAUSTED, None, detail, reopens_in))
 
     def lease_lost(self) -> Skip:
         """The half-open trial went to another instance sharing the store (after a used-up

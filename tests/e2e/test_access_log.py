@@ -164,3 +164,24 @@ def _wait_ready(proxy: Proxy) -> None:
         except OSError:
             time.sleep(0.05)
     raise AssertionError("the workers did not start")
+
+
+def test_debug_mode_logs_the_raw_answer_and_config_once(upstream: Upstream, tmp_path: Path) -> None:
+    config = base_config(upstream)
+    for provider in config["providers"]:
+        if provider["name"] in ("html", "server"):
+            provider["schema_compatibility"] = {"debug_mode": True}
+    proxy = start(config, tmp_path, upstream)
+    try:
+        for _ in range(2):
+            proxy.client().chat.completions.create(model="m", messages=MSG, **chain("html", "ok"))
+        proxy.client().chat.completions.create(model="m", messages=MSG, **chain("server", "ok"))
+    finally:
+        stop(proxy)
+    lines = [x for x in (tmp_path / "proxy.log").read_text().splitlines() if "debug_mode:" in x]
+    assert len(lines) == 2  # html twice; server_error is not one of its debug_reasons
+    assert all("debug_mode: html schema_mismatch: raw answer: " in x for x in lines)
+    assert "<html" in lines[0].lower()
+    assert '"api_key":"***"' in lines[0]  # the config, the first time only
+    assert "config:" not in lines[1]
+    assert PROVIDER_KEY not in "".join(lines)

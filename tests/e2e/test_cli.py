@@ -286,6 +286,29 @@ def test_debug_dumps_raw_answer_and_config_without_secrets(up: Upstream, tmp_pat
     no_secrets(result)
 
 
+def test_debug_mode_in_the_config_shows_what_broke_in_the_verbose_trace(
+    up: Upstream, tmp_path: Path
+) -> None:
+    debug = {"debug_mode": True}
+    cfg = config_file(
+        tmp_path,
+        p("html", up.url("html"), api_key_env="CLI_KEY", schema_compatibility=debug),
+        p("down", up.url("server"), schema_compatibility=debug),  # not one of its reasons
+        p("quiet", up.url("brokenjson")),  # no debug_mode
+        p("b", up.url("backup")),
+    )
+    result = run("chat", "--verbose", "-p", "hi", config=cfg)
+    assert result.returncode == 0, result.stderr
+    err = result.stderr
+    assert "raw answer from html:" in err
+    assert "<html>" in err.lower()
+    assert "config of html:" in err
+    assert '"api_key": "***"' in err
+    assert "raw answer from down" not in err
+    assert "raw answer from quiet" not in err
+    no_secrets(result)
+
+
 def test_json_failure_has_no_secrets(up: Upstream, tmp_path: Path) -> None:
     cfg = config_file(tmp_path, p("a", up.url("auth"), api_key_env="CLI_KEY"))
     result = run("chat", "--json", "--debug", "--verbose", "-p", "hi", config=cfg)

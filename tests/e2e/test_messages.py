@@ -434,7 +434,7 @@ def test_native_passthrough_keeps_everything(client: anthropic.Anthropic, up: Up
         **native(),
         extra_headers={
             "X-Agent-Reach-Fallback-Order": "dead,claude",
-            "anthropic-beta": "context-management-2025-06-27",
+            "anthropic-beta": "context-management-2025-06-27, mcp-client-2025-04-04",
         },
     )
     body = message(raw)
@@ -458,7 +458,7 @@ def test_native_passthrough_keeps_everything(client: anthropic.Anthropic, up: Up
     assert got.body == {**NATIVE, "model": "claude-upstream-model", "stream": False}
     assert got.headers["x-api-key"] == PROVIDER_KEY
     assert got.headers["anthropic-version"] == "2023-06-01"
-    assert got.headers["anthropic-beta"] == "context-management-2025-06-27"
+    assert got.headers["anthropic-beta"] == "context-management-2025-06-27"  # allowed only
     assert "Authorization" not in got.headers
 
 

@@ -97,14 +97,16 @@ def start(
     upstream: Upstream,
     *args: str,
     env: dict[str, str] | None = None,
+    prefix: tuple[str, ...] = (),
 ) -> Proxy:
+    """`agent-reach serve` with `config` (run under `prefix`, e.g. `prlimit …`, if given)."""
     path = tmp / "proxy.yaml"
     path.write_text(yaml.safe_dump(config))
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_REACH")}
     full_env.update({"PROVIDER_KEY": PROVIDER_KEY, "HOME": str(tmp)}, **(env or {}))
     with (tmp / "proxy.log").open("a") as log:
         proc = subprocess.Popen(
-            [BIN, "--config", str(path), "serve", "--port", "0", *args],
+            [*prefix, BIN, "--config", str(path), "serve", "--port", "0", *args],
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,

@@ -37,7 +37,7 @@ def rewrite(proxy_dir: Path, data: dict[str, Any] | str) -> None:
 
 
 def reloads(proxy: Proxy) -> dict[str, float]:
-    _, text = proxy.get("/metrics")
+    _, text = proxy.get("/metrics", {"Authorization": "Bearer k1"})  # a key, where one is needed
     return {
         s.labels["result"]: s.value
         for f in text_string_to_metric_families(text)
@@ -163,5 +163,45 @@ def test_watch_reloads_on_change_and_keeps_state_of_unchanged_providers(
             model="m", messages=MSG, extra_headers={"X-Agent-Reach-Fallback-Order": "dead,backup"}
         )
         assert raw.headers["X-Agent-Reach-Trace"].startswith("dead:circuit_open:0,backup:ok")
+    finally:
+        assert stop(proxy) == 0
+
+
+def test_a_reload_that_would_turn_client_auth_off_is_refused(up: Upstream, tmp_path: Path) -> None:
+    keyed = {**config({"name": "ok", "endpoint": up.url("ok")}), "server": {"api_keys_env": "K"}}
+    proxy = start(keyed, tmp_path, up, env={"K": "k1"})
+    try:
+        keyless = proxy.client(key="wrong")
+        for n, change in enumerate(({"api_keys_env": "UNSET_KEYS"}, None), start=1):
+            changed = {**keyed, "server": change} if change else config(*keyed["providers"])
+            rewrite(tmp_path, changed)  # pointing at an unset variable, or `server:` removed
+            proxy.proc.send_signal(signal.SIGHUP)
+            wait_for(lambda n=n: reloads(proxy).get("error") == float(n))  # type: ignore[misc]
+            with pytest.raises(openai.AuthenticationError):  # auth still on
+                keyless.chat.completions.create(model="m", messages=MSG)
+        assert reloads(proxy).get("ok", 0.0) == 0.0
+        log = (tmp_path / "proxy.log").read_text()
+        assert log.count("config reload failed, still serving the old config") == 2
+        assert "UNSET_KEYS is not set" in log
+        assert "serves without client keys" in log
+    finally:
+        assert stop(proxy) == 0
+
+
+def test_after_a_reload_the_access_log_names_the_provider_and_limits_say_restart(
+    up: Upstream, tmp_path: Path
+) -> None:
+    proxy = start(config({"name": "old", "endpoint": up.url("ok")}), tmp_path, up)
+    try:
+        changed = {**config({"name": "new", "endpoint": up.url("backup")})}
+        changed["server"] = {"max_body_bytes": 1000, "request_timeout_s": 5}
+        rewrite(tmp_path, changed)
+        proxy.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: reloads(proxy).get("ok") == 1.0)
+        proxy.client().chat.completions.create(model="m", messages=MSG)
+        wait_for(lambda: "provider=new attempts=1" in (tmp_path / "proxy.log").read_text())
+        log = (tmp_path / "proxy.log").read_text()
+        assert "server.max_body_bytes, server.request_timeout_s changed" in log
+        assert "applies at the next restart" in log
     finally:
         assert stop(proxy) == 0

@@ -4,14 +4,17 @@ official OpenAI SDK's `responses` client and by raw HTTP for schema checks."""
 from __future__ import annotations
 
 import json
+import sqlite3
+import time
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 
-from ..conftest import RESPONSE, RESPONSE_ERROR, assert_valid, assert_valid_event
+from ..conftest import FUNCTION_TOOL, RESPONSE, RESPONSE_ERROR, assert_valid, assert_valid_event
 from ..upstream import DEEPSEEK_MAX_TOKENS, TOOL_WORD, Upstream, own_bytes
 from .test_proxy import PROVIDER_KEY, Proxy, base_config, chain, start, stop
 
@@ -387,3 +390,116 @@ def test_body_extension_and_api_label_in_metrics(proxy: Proxy) -> None:
     status, text = proxy.get("/metrics")
     assert status == 200
     assert 'agent_reach_requests_total{api="responses",outcome="ok",route="custom"}' in text
+
+
+def test_a_stored_response_is_found_only_with_the_key_that_made_it(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    p = start(config(upstream), tmp_path, upstream, env={"AGENT_REACH_API_KEYS": "k1,k2"})
+    try:
+        mine, theirs = p.client(key="k1"), p.client(key="k2")
+        first = mine.responses.create(model="gpt-test", input="secret", **chain("ok"))
+        with pytest.raises(openai.NotFoundError):
+            theirs.responses.retrieve(first.id)
+        with pytest.raises(openai.NotFoundError):
+            theirs.responses.create(model="gpt-test", input="x", previous_response_id=first.id)
+        with pytest.raises(openai.NotFoundError):
+            theirs.responses.delete(first.id)
+        assert mine.responses.retrieve(first.id).output_text == "hello from ok"  # still there
+        mine.responses.delete(first.id)
+        with pytest.raises(openai.NotFoundError):
+            mine.responses.retrieve(first.id)
+        status, body = p.post(
+            "/v1/responses",
+            {"model": "m", "input": "x", "previous_response_id": "r" * 5000},
+            {"Authorization": "Bearer k1"},
+        )
+        assert status == 404
+        assert len(body["error"]["message"]) < 300  # the id quoted as promised, not in full
+    finally:
+        stop(p)
+
+
+def test_stored_conversations_grow_by_each_turn_once_and_within_caps(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    cfg = config(upstream)
+    cfg["state"] = f"sqlite:///{tmp_path / 'state.db'}"
+    cfg["server"] = {"max_body_bytes": 20000, "responses_key_max_count": 8}
+    p = start(cfg, tmp_path, upstream)
+    try:
+        client = p.client()
+        ids: list[str] = []
+        for n in range(3):
+            more = {"previous_response_id": ids[-1]} if ids else {}
+            turn = f"turn {n} " + "x" * 4000
+            ids.append(client.responses.create(model="m", input=turn, **more, **chain("ok")).id)
+        sent = p.upstream.bodies("ok")[-1]["messages"]
+        assert [m["content"][:6] for m in sent if m["role"] == "user"] == [
+            "turn 0",
+            "turn 1",
+            "turn 2",
+        ]
+        last = stored(tmp_path / "state.db", ids[-1])
+        assert "turn 2" in last
+        assert "turn 0" not in last  # linked, not copied: the store grows linearly
+        # Past max_body_bytes once expanded: 413, naming the limit.
+        with pytest.raises(openai.APIStatusError) as refused:
+            for _ in range(10):
+                answer = client.responses.create(
+                    model="m", input="y" * 4000, previous_response_id=ids[-1], **chain("ok")
+                )
+                ids.append(answer.id)
+        assert refused.value.status_code == 413
+        assert "server.max_body_bytes" in refused.value.message
+        assert 3 <= len(ids) < 6
+        # The key keeps its 8 latest: the oldest are evicted, and a conversation that needs
+        # one of them says so.
+        chained = ids[2]
+        while len(ids) < 9:
+            ids.append(client.responses.create(model="m", input="new", **chain("ok")).id)
+        assert client.responses.retrieve(ids[-1]).id == ids[-1]
+        with pytest.raises(openai.NotFoundError):
+            client.responses.retrieve(ids[0])
+        with pytest.raises(openai.NotFoundError) as broken:
+            client.responses.create(model="m", input="z", previous_response_id=chained)
+        assert "no longer stored" in broken.value.message
+    finally:
+        stop(p)
+
+
+def stored(db_path: Path, id: str) -> str:
+    """A stored response's record in the SQLite file, once its write has landed."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        with sqlite3.connect(db_path) as db:
+            row = db.execute("SELECT data FROM responses WHERE id = ?", (id,)).fetchone()
+        if row is not None:
+            return str(row[0])
+        time.sleep(0.05)
+    raise AssertionError(f"{id} was not stored")
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_function_tools_are_echoed_in_the_apis_normalized_form(
+    proxy: Proxy, streamed: bool
+) -> None:
+    tool = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
+    body = {
+        "model": "m",
+        "input": "hi",
+        "tools": [tool, {**tool, "name": "loose", "strict": False}],
+    }
+    headers = {"X-Agent-Reach-Fallback-Order": "ok"}
+    if streamed:
+        _, events = post_events(proxy, body, headers)
+        echoed = [e["response"]["tools"] for e in events if "response" in e]
+    else:
+        status, answer = proxy.post("/v1/responses", body, headers)
+        assert status == 200
+        echoed = [answer["tools"]]
+    for tools in echoed:
+        for t in tools:
+            assert_valid(FUNCTION_TOOL, t)
+        assert [t["strict"] for t in tools] == [True, False]
+        assert tools[0]["description"] is None

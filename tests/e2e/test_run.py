@@ -325,3 +325,23 @@ def test_a_full_screen_agent_gets_its_lines_in_a_file_and_the_summary_at_exit(
     written = log.read_text()
     assert "agent-reach: dead connect_failed → ok ok, " in written
     assert " POST /v1/chat/completions 200 " in written  # and the proxy's access lines
+
+
+def test_setup_write_keeps_tokens_private(tmp_path: Path) -> None:
+    cx = tmp_path / "cx"
+    cx.mkdir()
+    (cx / "config.toml").write_text('model = "o3"\n[auth]\ntoken = "sk-secret"\n')
+    (cx / "config.toml").chmod(0o600)
+    (cx / "config.toml.bak").write_text("an older backup\n")
+    (cx / "config.toml.bak").chmod(0o644)
+    setup_cli(tmp_path, "codex", "--write")
+    assert mode(cx / "config.toml") == 0o600
+    assert mode(cx / "config.toml.bak") == 0o600  # the source's mode, not the umask's
+    assert "sk-secret" in (cx / "config.toml.bak").read_text()
+    setup_cli(tmp_path, "claude", "--write")  # ~/.claude does not exist yet
+    assert mode(tmp_path / ".claude") == 0o700
+    assert mode(tmp_path / ".claude" / "settings.json") == 0o600
+
+
+def mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777

@@ -165,3 +165,42 @@ def test_the_page_asks_for_a_key_and_its_cookie_opens_the_status_only(
         assert _open(urllib.request.Request(base + "/metrics", headers=jar))[0] == 401
     finally:
         stop(proxy)
+
+
+def test_the_login_is_hardened(up: Upstream, tmp_path: Path) -> None:
+    cfg = {**config(up), "server": {"trusted_proxies": ["127.0.0.0/8"]}}
+    proxy = start(cfg, tmp_path, up, env={"AGENT_REACH_API_KEYS": "client-key-1"})
+    base = proxy.base
+
+    def login(key: str, **headers: str) -> tuple[int, dict[str, str], str]:
+        data = urllib.parse.urlencode({"key": key}).encode()
+        headers = {k.replace("_", "-"): v for k, v in headers.items()}
+        return _open(urllib.request.Request(base + "/agent-reach/login", data, headers))
+
+    try:
+        status, headers, _ = login("client-key-1")
+        cookie = headers["Set-Cookie"].split(";", 1)[0]
+        assert status == 303
+        assert "client-key-1" not in headers["Set-Cookie"]  # a token derived from it
+        assert "Secure" not in headers["Set-Cookie"]
+        jar = {"Cookie": cookie}
+        assert _open(urllib.request.Request(base + "/agent-reach/", headers=jar))[0] == 200
+        forged = {"Cookie": "agent_reach_key=client-key-1"}  # the key itself opens nothing
+        assert _open(urllib.request.Request(base + "/agent-reach/", headers=forged))[0] == 401
+        _, headers, _ = login("client-key-1", X_Forwarded_Proto="https")  # from a trusted hop
+        assert "Secure" in headers["Set-Cookie"]
+        assert login("client-key-1", Origin="https://evil.example")[0] == 403
+        assert login("client-key-1", Sec_Fetch_Site="cross-site")[0] == 403
+        assert [login("wrong")[0] for _ in range(11)] == [401] * 10 + [429]
+        assert login("client-key-1")[0] == 429  # from this address, for the minute
+        status, headers, _ = _open(
+            urllib.request.Request(base + "/agent-reach/v1/status", headers=jar)
+        )
+        assert headers["Cache-Control"] == "no-store"
+        for path in ("/healthz", "/v1/models", "/agent-reach/v1/status", "/nowhere"):
+            _, headers, _ = _open(urllib.request.Request(base + path, headers=jar))
+            assert headers["X-Content-Type-Options"] == "nosniff", path
+    finally:
+        stop(proxy)
+    log = (tmp_path / "proxy.log").read_text()
+    assert log.count("wrong keys from 127.0.0.1 this minute") == 1

@@ -248,7 +248,8 @@ def test_the_readme_step_mode_flow_reproduces(up: Upstream, tmp_path: Path) -> N
             url = next(w for w in words if "localhost:8000" in w)
             url = "http://" + url.replace("localhost:8000", f"127.0.0.1:{proxy.port}")
             body = words[words.index("-d") + 1].encode()
-            request = urllib.request.Request(url, body, method="POST")
+            headers = dict(words[i + 1].split(": ", 1) for i, w in enumerate(words) if w == "-H")
+            request = urllib.request.Request(url, body, headers, method="POST")
             with urllib.request.urlopen(request, timeout=10) as resp:
                 got = json.loads(resp.read())
             _matches(_readme_json(shown), got, url)

@@ -110,7 +110,9 @@ async def _stream(router: Router, request: dict[str, Any], as_json: bool) -> Non
 
 
 class _Narrator:
-    """`--verbose` / `--debug`: each attempt to stderr as it ends."""
+    """`--verbose` / `--debug`: each attempt to stderr as it ends; with `--debug` (or a
+    provider's `schema_compatibility.debug_mode`, for its `debug_reasons`) a failed one's raw
+    answer and, once, the provider's config."""
 
     def __init__(self, router: Router, debug: bool) -> None:
         from .render import TraceLines
@@ -127,7 +129,7 @@ class _Narrator:
             return
         a = event.attempt
         click.echo(self.lines.line(a), err=True)
-        if self.debug and not a.ok:
+        if not a.ok and (self.debug or self.router.debugged(a)):
             if event.raw:
                 click.echo(f"  raw answer from {a.provider}:\n{_indent(event.raw)}", err=True)
             if a.provider not in self.dumped:

@@ -59,6 +59,9 @@ def serve(
     server = router.config.server
     host = host or server.host
     port = server.port if port is None else port
+    from ..server import api_keys
+
+    api_keys(server, router.config.source)  # client auth meant but off: refused before serving
     if workers > 1:
         from ..server import run_workers
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -150,15 +151,24 @@ def _saved(path: Path) -> tuple[Path, Path]:
 
 def _write(path: Path, text: str) -> None:
     """Write `text` to `path`, keeping what was there before the first write (a later write
-    keeps that, so `--undo` goes back to the user's own file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    keeps that, so `--undo` goes back to the user's own file). They may hold tokens: the
+    backup takes the old file's mode, a new file is 0600 and new directories 0700."""
+    missing = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700)
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o600
     backup, created = _saved(path)
+    saves: list[tuple[Path, bytes]] = []
     if not backup.exists() and not created.exists():
         if path.exists():
-            backup.write_bytes(path.read_bytes())
+            saves.append((backup, path.read_bytes()))
         else:
-            created.touch()
-    path.write_text(text)
+            created.touch(mode=0o600)
+    for target, content in [*saves, (path, text.encode())]:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        os.fchmod(fd, mode)  # an existing file, or the umask, may have had another
+        with os.fdopen(fd, "wb") as out:
+            out.write(content)
 
 
 def _undo(path: Path) -> str | None:

@@ -58,24 +58,55 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     return config_from_data(data, source=str(file))
 
 
+MAX_DEPTH = 64  # levels of nesting a config file may have
+MAX_VALUES = 100_000  # values it may hold once YAML aliases are expanded
+
+
 def parse_text(text: str, *, json_file: bool, file: str) -> Any:
-    """YAML (or JSON) text to data, with the line of a syntax error."""
+    """YAML (or JSON) text to data, with the line of a syntax error; at most `MAX_DEPTH`
+    deep and `MAX_VALUES` values (a YAML alias counts each time it is used)."""
+    too_deep = f"nested deeper than {MAX_DEPTH} levels"
     if json_file:
         try:
-            return json.loads(text)
+            return _bounded(json.loads(text), file)
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}", file=file
             ) from exc
+        except RecursionError:
+            raise ConfigError(too_deep, file=file) from None
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return _bounded(yaml.safe_load(text), file)
+    except RecursionError:
+        raise ConfigError(too_deep, file=file) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"{at}invalid YAML: {problem}", file=file) from exc
+
+
+def _bounded(data: Any, file: str) -> Any:
+    """`data`, if within `MAX_DEPTH` and `MAX_VALUES`; the walk stops at the first excess,
+    so an alias bomb costs no more than `MAX_VALUES` steps."""
+    todo: list[tuple[Any, int]] = [(data, 1)]
+    seen = 0
+    while todo:
+        value, depth = todo.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            raise ConfigError(
+                f"more than {MAX_VALUES} values once its YAML aliases are expanded", file=file
+            )
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"nested deeper than {MAX_DEPTH} levels", file=file)
+        if isinstance(value, dict):
+            todo.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            todo.extend((v, depth + 1) for v in value)
+    return data
 
 
 def config_from_data(data: Any, *, source: str = "<dict>") -> Config:
@@ -84,14 +115,26 @@ def config_from_data(data: Any, *, source: str = "<dict>") -> Config:
         raise ConfigError("expected a mapping at the top level with `providers:`", file=source)
     if "providers" not in data and "agent_reach_fallbacks" in data:
         data = {("providers" if k == "agent_reach_fallbacks" else k): v for k, v in data.items()}
-    data = _expand(data, (), source, data)
-    data = _apply_defaults(data, source)
+    expanded: dict[str, str] = {}  # what `${VAR}` became → `${VAR}`
+    data = _expand(data, (), source, data, expanded)
     try:
-        config = Config.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(describe(exc, data, Config), file=source) from None
-    config.attach(source, _load_hooks(config, source))
+        data = _apply_defaults(data, source)
+        try:
+            config = Config.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(describe(exc, data, Config), file=source) from None
+        config.attach(source, _load_hooks(config, source))
+    except ConfigError as exc:  # it may quote a value: never what a variable held (a key)
+        exc.args = (_masked(str(exc), expanded),)
+        raise
     return config
+
+
+def _masked(text: str, expanded: dict[str, str]) -> str:
+    """`text` with each variable's value written as the `${VAR}` it came from, longest first."""
+    for value in sorted(expanded, key=len, reverse=True):
+        text = text.replace(value, expanded[value])
+    return text
 
 
 def _load_hooks(config: Config, source: str) -> dict[tuple[str, str], Any]:
@@ -119,8 +162,11 @@ def _load_hooks(config: Config, source: str) -> dict[tuple[str, str], Any]:
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-def _expand(value: Any, loc: tuple[Any, ...], source: str, root: Any) -> Any:
-    """`${VAR}` and `${VAR:-default}` in every string, from the environment."""
+def _expand(
+    value: Any, loc: tuple[Any, ...], source: str, root: Any, expanded: dict[str, str]
+) -> Any:
+    """`${VAR}` and `${VAR:-default}` in every string, from the environment; what each
+    variable held goes into `expanded` (value → `${VAR}`)."""
     if isinstance(value, str) and "${" in value:
 
         def sub(m: re.Match[str]) -> str:
@@ -134,13 +180,15 @@ def _expand(value: Any, loc: tuple[Any, ...], source: str, root: Any) -> Any:
                         file=source,
                     )
                 return default
+            if len(got) >= 3:  # shorter is no secret, and would mask too much
+                expanded[got] = f"${{{var}}}"
             return got
 
         return _VAR.sub(sub, value)
     if isinstance(value, dict):
-        return {k: _expand(v, (*loc, k), source, root) for k, v in value.items()}
+        return {k: _expand(v, (*loc, k), source, root, expanded) for k, v in value.items()}
     if isinstance(value, list):
-        return [_expand(v, (*loc, i), source, root) for i, v in enumerate(value)]
+        return [_expand(v, (*loc, i), source, root, expanded) for i, v in enumerate(value)]
     return value
 
 

@@ -6,6 +6,7 @@ does not exist); finding, reading and expanding the file is `load`'s job.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from datetime import tzinfo
 from typing import Annotated, Any, Literal, Union
@@ -132,12 +133,39 @@ class ServerConfig(Section):
     api_keys_env: str | None = "AGENT_REACH_API_KEYS"
     max_body_bytes: Annotated[int, Field(gt=0)] = 4 * 1024 * 1024
     responses_ttl_s: Annotated[float, Field(gt=0)] = 86400.0  # stored Responses-API answers
+    # ... how many of them the store keeps, in all and per client key (oldest evicted)
+    responses_max_count: Annotated[int, Field(gt=0)] = 10000
+    responses_max_bytes: Annotated[int, Field(gt=0)] = 256 * 2**20
+    responses_key_max_count: Annotated[int, Field(gt=0)] = 1000
+    responses_key_max_bytes: Annotated[int, Field(gt=0)] = 64 * 2**20
     # Client connections (protocol §14): idle keep-alive, receiving one request's head and body,
     # a streaming client that reads nothing, and how many connections are open at once.
     keepalive_timeout_s: Annotated[float, Field(gt=0)] = 75.0
+    first_byte_timeout_s: Annotated[float, Field(gt=0)] = 5.0  # a new connection's first byte
     request_timeout_s: Annotated[float, Field(gt=0)] = 30.0
     client_write_timeout_s: Annotated[float, Field(gt=0)] = 60.0
     max_connections: Annotated[int, Field(gt=0)] = 10000
+    # The `anthropic-beta` flags a Messages client may pass to `format: anthropic` providers
+    # (its only header that is forwarded); `"*"` for any.
+    anthropic_betas: list[str] = [
+        "claude-code-20250219",
+        "interleaved-thinking-2025-05-14",
+        "fine-grained-tool-streaming-2025-05-14",
+        "context-management-2025-06-27",
+        "token-efficient-tools-2025-02-19",
+        "prompt-caching-2024-07-31",
+        "output-128k-2025-02-19",
+        "context-1m-2025-08-07",
+    ]
+    # Hops (addresses or networks) whose X-Forwarded-Proto is believed: TLS ends there.
+    trusted_proxies: list[str] = []
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for item in value:
+            ipaddress.ip_network(item, strict=False)  # ValueError: named in the config error
+        return value
 
 
 class TracingConfig(Section):

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .. import dialects, quota
+from ..trace import Reason
 from ..validation import Level
 
 Ms = Annotated[float, Field(gt=0, description="milliseconds")]
@@ -74,7 +75,19 @@ class SchemaCompatibility(Section):
     choices_path: str | None = None
     content_path: str | None = None
     model_field: str = "model"
+    # On a failed attempt of one of `debug_reasons` ("*": any), show its raw answer and this
+    # provider's effective config: the CLI's --verbose trace, the proxy's log (protocol §7).
     debug_mode: bool = False
+    debug_reasons: list[str] = ["schema_mismatch"]
+
+    @field_validator("debug_reasons")
+    @classmethod
+    def _reasons(cls, value: list[str]) -> list[str]:
+        known = {r.value for r in Reason}
+        for reason in value:
+            if reason != "*" and reason not in known:
+                raise ValueError(f"{reason!r} is not a reason ({', '.join(sorted(known))}, or *)")
+        return value
 
 
 Tokens = Annotated[int, Field(gt=0)]

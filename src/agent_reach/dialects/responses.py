@@ -787,7 +787,7 @@ def response_object(
         status = "incomplete"
     reasoning = object_at(request, "reasoning")
     fmt = object_at(request.get("text"), "format") or {"type": "text"}
-    tools = [t for t in request.get("tools") or () if isinstance(t, dict)]
+    tools = [_echoed(t) for t in request.get("tools") or () if isinstance(t, dict)]
     body: dict[str, Any] = {
         "id": id,
         "object": "response",
@@ -821,6 +821,20 @@ def response_object(
     if isinstance(request.get("user"), str):
         body["user"] = request["user"]
     return body
+
+
+def _echoed(tool: dict[str, Any]) -> dict[str, Any]:
+    """A request's tool as a `response` echoes it: a function tool in the API's normalized form
+    (`description` and `parameters` present, null when not given; `strict` true unless
+    given), any other as sent."""
+    if tool.get("type") != "function":
+        return tool
+    return {
+        **tool,
+        "description": tool.get("description"),
+        "parameters": tool.get("parameters"),
+        "strict": tool.get("strict", True),
+    }
 
 
 def _number(value: Any, default: float) -> float:

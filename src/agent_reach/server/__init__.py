@@ -19,6 +19,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import IO, TYPE_CHECKING
 
+from ..config import ServerConfig
+from ..errors import ConfigError
 from ..router import Router
 
 if TYPE_CHECKING:
@@ -32,10 +34,21 @@ class CannotServe(Exception):
     """The proxy could not listen (the port is taken, or not allowed)."""
 
 
-def api_keys(var: str | None) -> frozenset[str]:
-    """The client keys from the variable `server.api_keys_env` names (comma-separated)."""
-    value = os.environ.get(var, "") if var else ""
-    return frozenset(k.strip() for k in value.split(",") if k.strip())
+def api_keys(server: ServerConfig, source: str) -> frozenset[str]:
+    """The client keys from the variable `server.api_keys_env` names (comma-separated).
+    ConfigError when client auth was meant but would be off: the config names the variable
+    itself, or the variable is set, and it holds no key (`api_keys_env: null` serves without)."""
+    var = server.api_keys_env
+    value = os.environ.get(var) if var else None
+    keys = frozenset(k.strip() for k in (value or "").split(",") if k.strip())
+    if var and not keys and (value is not None or "api_keys_env" in server.model_fields_set):
+        state = "is empty" if value is not None else "is not set"
+        raise ConfigError(
+            f"server.api_keys_env: the variable {var} {state}, so client auth would be off; "
+            "set it to the client keys, or set api_keys_env: null to serve without them",
+            file=source,
+        )
+    return keys
 
 
 async def run(
@@ -55,14 +68,29 @@ async def run(
 
     from . import reload
     from .app import Proxy
-    from .log import configure
+    from .browsers import host_name, loopback
+    from .descriptors import accept_batch
+    from .log import configure, server_log
 
     configure(log_level, access_log)
-    proxy = Proxy(router, api_keys=api_keys(router.config.server.api_keys_env))
+    proxy = Proxy(router, api_keys=api_keys(router.config.server, router.config.source), host=host)
+    if not proxy.api_keys and not loopback(host_name(host)):
+        server_log.warning(
+            "agent-reach: client auth is off on %s: anyone who can reach it may use your "
+            "providers (set %s to client keys)",
+            host,
+            router.config.server.api_keys_env or "server.api_keys_env",
+        )
     runner = _runner(proxy, proxy.app(), shutdown_s, access_log=access_log)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None, backlog=2048)
+    backlog = accept_batch(runner.limits.max_connections)
+    site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None, backlog=backlog)
     await site.start()
+    # asyncio accepts up to `backlog` connections at once: few, so that a burst cannot take the
+    # descriptors upstream sockets need; the kernel still queues 2048.
+    for sock in site._server.sockets:  # type: ignore[union-attr]  # aiohttp 3.14's own
+        with socket.fromfd(sock.fileno(), sock.family, sock.type) as dup:
+            dup.listen(2048)
     # Everything loaded so far lives as long as the server: keep it out of the collector's
     # way (measured: p99 at 32 in flight drops from ~40 ms of collection pauses to ~15 ms).
     gc.collect()
@@ -79,7 +107,7 @@ async def run(
         f" auth {auth}, pid {os.getpid()}; status page {base}/agent-reach/)",
         flush=True,
     )
-    stop_reloading = reload.install(proxy, api_keys, watch=watch)
+    stop_reloading = reload.install(proxy, watch=watch)
     started = time.monotonic()
     try:
         await stop.wait()
@@ -147,11 +175,25 @@ async def run_with(
 
 
 def _runner(proxy: Proxy, app: web.Application, shutdown_s: float, *, access_log: bool) -> Runner:
-    """The runner of `app` with the limits of `server:` (protocol §14) on its connections."""
+    """The runner of `app` with the limits of `server:` (protocol §14) on its connections,
+    `max_connections` clamped to the file descriptors the process may open (said when so)."""
     from .connection import Runner
-    from .log import options
+    from .descriptors import connection_cap, quiet_accept_errors, raise_limit
+    from .log import options, server_log
 
     limits = proxy.config.server
+    nofile = raise_limit()
+    cap = connection_cap(limits.max_connections, nofile)
+    if cap < limits.max_connections:
+        server_log.warning(
+            "agent-reach: server.max_connections %d lowered to %d: the process may open %d "
+            "files (ulimit -n), and each connection may need an upstream socket besides",
+            limits.max_connections,
+            cap,
+            nofile,
+        )
+        limits = limits.model_copy(update={"max_connections": cap})
+    quiet_accept_errors(asyncio.get_running_loop(), server_log)
     return Runner(
         app,
         limits=limits,

@@ -9,6 +9,7 @@ the engine builds every upstream request from the provider's config alone.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -16,6 +17,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from ..errors import escaped
+from ..events import AttemptEvent, Event
 from ..router import Router
 from ..version import __version__
 from . import chat, gemini, log, messages, responses, status_page, step
@@ -28,10 +31,18 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Face = Callable[["Proxy", web.Request], Awaitable[web.StreamResponse]]
 
 
+async def _nosniff(_: web.BaseRequest, response: web.StreamResponse) -> None:
+    """Every answer is what its Content-Type says: no browser guesses it into HTML."""
+    response.headers["X-Content-Type-Options"] = "nosniff"
+
+
 class Proxy:
     """The proxy's handlers, metrics and status around one `Router`."""
 
-    def __init__(self, router: Router, *, api_keys: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, router: Router, *, api_keys: frozenset[str] = frozenset(), host: str | None = None
+    ) -> None:
+        """`host`: the address it serves on, besides the configured one (`server.host`)."""
         self.router = router
         self.config = router.config
         self.api_keys = api_keys
@@ -41,7 +52,13 @@ class Proxy:
         router.subscribe(self.metrics)
         router.subscribe(self.recent)
         router.subscribe(log.observe)
-        self.guard = Guard(api_keys, self.config.server)
+        router.subscribe(self._debug)
+        self.dumped: set[str] = set()  # providers whose config `_debug` has logged
+        self.guard = Guard(api_keys, self.config.server, host)
+        self.logins = status_page.Logins()  # wrong keys sent to the status page's form
+        self.trusted_proxies = tuple(
+            ipaddress.ip_network(n, strict=False) for n in self.config.server.trusted_proxies
+        )
         self.models_body = orjson.dumps(self._models())
         self.started = time.time()
         self._background: asyncio.Task[None] | None = None
@@ -52,6 +69,9 @@ class Proxy:
         router.adopt(self.router)
         router.subscribe(self.metrics)
         router.subscribe(self.recent)
+        router.subscribe(log.observe)
+        router.subscribe(self._debug)
+        self.dumped = set()
         self.router, self.config = router, router.config
         self.api_keys = api_keys
         self.guard.keys = Keys(api_keys)
@@ -82,6 +102,7 @@ class Proxy:
         app.router.add_get(status_page.PATH, self._face(status_page.page))
         app.router.add_get(status_page.PATH.rstrip("/"), self.to_status_page)
         app.router.add_post(status_page.LOGIN, self._face(status_page.login))
+        app.on_response_prepare.append(_nosniff)
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
         return app
@@ -93,6 +114,22 @@ class Proxy:
 
     def valid_key(self, token: str) -> bool:
         return self.guard.keys.valid(token)
+
+    def _debug(self, event: Event) -> None:
+        """A provider's `schema_compatibility.debug_mode`: one log line per failed attempt of
+        its `debug_reasons`, with the raw answer (an excerpt, keys as `***`) and, the first
+        time, its effective config (keys masked)."""
+        if not isinstance(event, AttemptEvent) or not self.router.debugged(event.attempt):
+            return
+        a = event.attempt
+        config = ""
+        if a.provider not in self.dumped:
+            self.dumped.add(a.provider)
+            config = f"; config: {orjson.dumps(self.router.describe(a.provider)).decode()}"
+        raw = escaped(event.raw, 2000) if event.raw else "(no body)"
+        log.server_log.warning(
+            "debug_mode: %s %s: raw answer: %s%s", a.provider, a.reason, raw, config
+        )
 
     def _face(self, handler: Face) -> Handler:
         """An aiohttp handler for one API face's handler function."""
@@ -155,7 +192,8 @@ class Proxy:
             "providers": providers,
             "failovers": list(self.recent.failovers),
         }
-        return web.Response(body=orjson.dumps(body), content_type=JSON)
+        headers = {"Cache-Control": "no-store"}
+        return web.Response(body=orjson.dumps(body), content_type=JSON, headers=headers)
 
     # -- lifecycle -----------------------------------------------------------------------------
 

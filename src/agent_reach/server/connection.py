@@ -13,9 +13,10 @@ and adds the limits aiohttp lacks:
   - `client_write_timeout_s` while our writes are paused because the client reads nothing
     (its socket buffers are full): the connection is dropped, which cancels the handler and,
     with it, the upstream request;
-  - `max_connections` open at once: the next one is answered 503 and closed.
-An idle keep-alive connection closes after `keepalive_timeout_s` (aiohttp's own timer, which
-also runs from a connection's start, before any request).
+  - `first_byte_timeout_s` for a new connection's first byte: else closed, without a word;
+  - `max_connections` open at once (clamped to the descriptors there are, `descriptors`): the
+    next one is answered 503 and closed, with one log line per episode of refusals.
+An idle keep-alive connection closes after `keepalive_timeout_s` (aiohttp's own timer).
 
 Written against aiohttp 3.14: it overrides `RequestHandler.handle_error`, `log_exception`,
 `data_received`, `pause_writing` / `resume_writing` and reads the handler's
@@ -38,6 +39,7 @@ from aiohttp.http_exceptions import ContentEncodingError, HttpProcessingError, L
 from ..config import ServerConfig
 from ..errors import escaped
 from . import log
+from .descriptors import Refusals
 from .errors import error_body, error_response
 
 Screen = Callable[[web.BaseRequest], web.StreamResponse | None]
@@ -49,6 +51,9 @@ _WRITE_BUFFER = 2**14
 _SNIFF = 512  # bytes of a request's start kept to tell its path when it cannot be parsed
 _PATH = re.compile(rb"[!-~]{1,20} (/[^ \r\n?#]*)")
 _REASONS = {408: "Request Timeout", 503: "Service Unavailable"}
+# Refused connections that may wait (up to 1 s) for their request line, to be answered in its
+# API's shape; any more are answered at once, so that refusing holds few descriptors.
+_REFUSED_WAITING = 32
 
 
 def path_of(head: bytes) -> str:
@@ -61,6 +66,7 @@ class Connection(web.RequestHandler):
     """One client connection."""
 
     __slots__ = (
+        "_first",
         "_head",
         "_last_head",
         "_limits",
@@ -80,6 +86,7 @@ class Connection(web.RequestHandler):
         self._last_head = b""  # ... of the one received last
         self._timer: asyncio.TimerHandle | None = None  # the head's request_timeout_s
         self._stall: asyncio.TimerHandle | None = None  # client_write_timeout_s
+        self._first: asyncio.TimerHandle | None = None  # first_byte_timeout_s
         self.started = 0.0  # loop time of the current request's first byte
 
     # -- receiving ---------------------------------------------------------------------------
@@ -91,11 +98,21 @@ class Connection(web.RequestHandler):
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_BUFFER)
-        if self._listener.open > self._limits.max_connections:
-            self._over = True  # answered once its request line tells the path, or in 1 s
+        cap = self._limits.max_connections
+        if self._listener.open <= cap:
+            self._first = self._loop.call_later(self._limits.first_byte_timeout_s, self.force_close)
+            return
+        self._over = True
+        self._listener.refusals.refused(cap)
+        if self._listener.open > cap + _REFUSED_WAITING:
+            self._refuse()
+        else:  # answered once its request line tells the path, or in 1 s
             self._start_timer(min(1.0, self._limits.request_timeout_s))
 
     def data_received(self, data: bytes) -> None:
+        if self._first is not None:
+            self._first.cancel()
+            self._first = None
         if self._over:
             self._head += data[: _SNIFF - len(self._head)]
             if b"\n" in self._head:
@@ -146,14 +163,16 @@ class Connection(web.RequestHandler):
 
     def _refuse(self) -> None:
         limit = self._limits.max_connections
-        self._answer(503, f"over {limit} open connections (server.max_connections)")
+        message = f"over {limit} open connections (server.max_connections)"
+        self._answer(503, message, logged=False)  # `Refusals` logs the episode
 
-    def _answer(self, status: int, message: str) -> None:
+    def _answer(self, status: int, message: str, *, logged: bool = True) -> None:
         """Answer `status` outside any request (its head is incomplete) and close."""
         transport = self.transport
         if transport is None:
             return
-        log.server_log.warning("%d to %s: %s", status, _peer(transport), message)
+        if logged:
+            log.server_log.warning("%d to %s: %s", status, _peer(transport), message)
         body = orjson.dumps(error_body(path_of(self._head), status, message))
         head = (
             f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: application/json\r\n"
@@ -212,10 +231,10 @@ class Connection(web.RequestHandler):
             transport.abort()  # closing would wait for the buffer to drain, which it won't
 
     def connection_lost(self, exc: BaseException | None) -> None:
-        for timer in (self._timer, self._stall):
+        for timer in (self._timer, self._stall, self._first):
             if timer is not None:
                 timer.cancel()
-        self._timer = self._stall = None
+        self._timer = self._stall = self._first = None
         super().connection_lost(exc)
 
 
@@ -266,6 +285,7 @@ class Listener(web.Server):
         self.limits = limits
         self.connection = connection  # `RequestHandler` options: keepalive_timeout, access log
         self.open = 0
+        self.refusals = Refusals(log.server_log)
 
     def __call__(self) -> Connection:
         loop = asyncio.get_running_loop()
@@ -274,6 +294,8 @@ class Listener(web.Server):
     def connection_made(self, handler: web.RequestHandler, transport: asyncio.Transport) -> None:
         super().connection_made(handler, transport)
         self.open += 1
+        if self.open <= self.limits.max_connections:
+            self.refusals.accepted()
 
     def connection_lost(
         self, handler: web.RequestHandler, exc: BaseException | None = None
@@ -296,7 +318,7 @@ class Runner(web.AppRunner):
         shutdown_timeout: float,
     ) -> None:
         super().__init__(app, shutdown_timeout=shutdown_timeout)
-        self._limits = limits
+        self.limits = limits
         self._screen = screen
         self._connection = connection
 
@@ -305,7 +327,7 @@ class Runner(web.AppRunner):
         return Listener(
             made.request_handler,
             request_factory=made.request_factory,
-            limits=self._limits,
+            limits=self.limits,
             screen=self._screen,
             connection=self._connection,
         )

@@ -8,7 +8,7 @@ In order, for every route (those added later too):
     `Authorization: Bearer KEY`, `x-api-key: KEY` or `x-goog-api-key: KEY` header (or, on the
     Gemini API's paths, a `key=KEY` query parameter), the token parsed exactly and
     compared in constant time against every key (or, for the status page's reads, its
-    cookie); else 401;
+    cookie); else 401. When none are set, what keeps web pages out (`browsers`): 403 / 415;
   - the body's encoding: gzip and deflate are decoded by aiohttp (in bounded steps), any other
     is 415;
   - its size: a Content-Length over `server.max_body_bytes` is 413 at once (before
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import hmac
 import re
 from collections.abc import Awaitable, Callable
@@ -32,6 +33,7 @@ from multidict import CIMultiDictProxy
 from ..config import ServerConfig
 from ..errors import RequestError, quoted
 from . import log, status_page
+from .browsers import Browsers
 from .connection import Connection
 from .errors import error_response, speaks_gemini
 from .http import BadBody
@@ -48,12 +50,27 @@ _BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] ([\x21-\x7e]+)")
 _TOKEN = re.compile(r"[\x21-\x7e]+")
 _KEY_HEADERS = ("x-api-key", "x-goog-api-key")  # a key as it is (Anthropic's, Google's)
 
+OWNER = "agent_reach.owner"  # the request's key for who it is (`owner_of` its client key)
+
+
+def owner_of(key: str) -> str:
+    """Who a client key is, as stored with what it owns (stored responses): a keyed hash, so
+    that the store holds no key, the same on every instance of a fleet."""
+    return hashlib.blake2b(key.encode(), key=b"agent-reach owner", digest_size=16).hexdigest()
+
+
+def owner(request: web.BaseRequest) -> str:
+    """Who sent `request`: its client key's `owner_of`, or "" when client auth is off."""
+    found: str = request.get(OWNER, "")
+    return found
+
 
 class Keys:
     """The proxy's client keys; `check` judges a request's headers."""
 
     def __init__(self, keys: frozenset[str]) -> None:
         self.keys = tuple(k.encode() for k in keys)
+        self.cookies = tuple(status_page.cookie_of(k).encode() for k in keys)
 
     def __bool__(self) -> bool:
         return bool(self.keys)
@@ -61,32 +78,41 @@ class Keys:
     def check(self, headers: CIMultiDictProxy[str], query: tuple[str, ...] = ()) -> str | None:
         """None when the headers (or `query`, the `key` parameters of a Gemini API request)
         carry one valid key, else what is wrong with them."""
+        return self.read(headers, query)[1]
+
+    def read(
+        self, headers: CIMultiDictProxy[str], query: tuple[str, ...] = ()
+    ) -> tuple[str, None] | tuple[None, str]:
+        """(the valid key the headers or `query` carry, None), or (None, what is wrong)."""
         given = [*headers.getall("Authorization", []), *query]
         for name in _KEY_HEADERS:
             given += headers.getall(name, [])
         if not given:
-            return (
+            return None, (
                 "a proxy key is required (Authorization: Bearer KEY, x-api-key: KEY"
                 " or x-goog-api-key: KEY)"
             )
         if len(given) > 1:
-            return "send one proxy key, in one header (Authorization, x-api-key, x-goog-api-key)"
+            return None, (
+                "send one proxy key, in one header (Authorization, x-api-key, x-goog-api-key)"
+            )
         if "Authorization" in headers:
             match = _BEARER.fullmatch(given[0])
             if match is None:
-                return "the Authorization header must be 'Bearer KEY'"
+                return None, "the Authorization header must be 'Bearer KEY'"
             token = match[1]
         elif _TOKEN.fullmatch(given[0]):
             token = given[0]
         else:
-            return "the key must be one token of visible ASCII characters"
-        return None if self.valid(token) else "the proxy key is not valid"
+            return None, "the key must be one token of visible ASCII characters"
+        return (token, None) if self.valid(token) else (None, "the proxy key is not valid")
 
-    def valid(self, token: str) -> bool:
-        """Whether `token` is one of the keys."""
-        presented = token.encode()
+    def valid(self, token: str, cookie: bool = False) -> bool:
+        """Whether `token` is one of the keys (or, with `cookie`, of their status-page cookies);
+        bytes that are no UTF-8 are none."""
+        presented = token.encode(errors="surrogateescape")
         valid = False
-        for key in self.keys:  # all of them, whatever matched: the time says nothing
+        for key in self.cookies if cookie else self.keys:  # all: the time says nothing
             valid |= hmac.compare_digest(presented, key)
         return valid
 
@@ -95,8 +121,9 @@ class Guard:
     """The checks above, as aiohttp middleware (`middleware`) and as the screen that runs
     before aiohttp's own `Expect` handling (`expect`)."""
 
-    def __init__(self, keys: frozenset[str], server: ServerConfig) -> None:
+    def __init__(self, keys: frozenset[str], server: ServerConfig, host: str | None) -> None:
         self.keys = Keys(keys)
+        self.browsers = Browsers((server.host, host))  # while there are no keys
         self.max_body = server.max_body_bytes
         self.request_timeout_s = server.request_timeout_s
         self.too_large = f"request body over {self.max_body} bytes (server.max_body_bytes)"
@@ -107,8 +134,8 @@ class Guard:
 
     def _page_cookie(self, request: web.Request) -> bool:
         """The status page's cookie, which opens the page's own reads and nothing else."""
-        key = status_page.by_cookie(request)
-        return key is not None and self.keys.valid(key)
+        token = status_page.by_cookie(request)
+        return token is not None and self.keys.valid(token, cookie=True)
 
     def expect(self, request: web.BaseRequest) -> web.StreamResponse | None:
         """An answer for an `Expect` that must not get `100 Continue`: a body announced over
@@ -130,9 +157,13 @@ class Guard:
             return error_response(path, 405, "CONNECT is not supported")
         if self.keys and path not in OPEN_PATHS:
             query = tuple(request.query.getall("key", ())) if speaks_gemini(path) else ()
-            problem = self.keys.check(request.headers, query)
+            key, problem = self.keys.read(request.headers, query)
             if problem is not None and not self._page_cookie(request):
                 return error_response(path, 401, problem, code="invalid_api_key")
+            if key is not None:
+                request[OWNER] = owner_of(key)
+        elif not self.keys and (away := self.browsers.refused(request)) is not None:
+            return error_response(path, away[0], away[1])
         if request.body_exists:
             refused = await self._read_body(request)
             if refused is not None:

@@ -28,6 +28,17 @@ if TYPE_CHECKING:
 PATH = "/v1/messages"  # the shape of its errors
 
 
+def _betas(given: str | None, allowed: list[str]) -> str | None:
+    """The client's `anthropic-beta` flags that `server.anthropic_betas` lets through (a
+    beta may add server-side tools or change billing: the config decides, not the client)."""
+    if not given:
+        return None
+    if "*" in allowed:
+        return given
+    kept = [flag for f in given.split(",") if (flag := f.strip()) in allowed]
+    return ",".join(kept) or None
+
+
 async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     """`POST /v1/messages`: one message, whole or streamed, with failover."""
     body = await read_json(request)
@@ -36,7 +47,7 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
         with_headers(ChatRequest.checked(inbound.body), request),
         api="messages",
         native=body,
-        native_headers=_beta(request),
+        native_headers=_beta(proxy, request),
         marked=inbound.marked,
         raw_response=False,  # a Messages client always gets a Messages body
     )
@@ -55,7 +66,7 @@ async def count_tokens(proxy: Proxy, request: web.Request) -> web.Response:
         with_headers(ChatRequest.checked(asked), request),
         api="messages",
         native=body,
-        native_headers=_beta(request),
+        native_headers=_beta(proxy, request),
     )
     counted = await proxy.router.count_tokens(req)
     if counted is None:
@@ -64,9 +75,10 @@ async def count_tokens(proxy: Proxy, request: web.Request) -> web.Response:
     return json_response({"input_tokens": tokens}, {"X-Agent-Reach-Provider": provider})
 
 
-def _beta(request: web.Request) -> dict[str, str] | None:
-    """The client's `anthropic-beta` header, which Anthropic needs for beta fields."""
-    beta = request.headers.get("anthropic-beta")
+def _beta(proxy: Proxy, request: web.Request) -> dict[str, str] | None:
+    """The client's `anthropic-beta` header, which Anthropic needs for beta fields, with the
+    flags `server.anthropic_betas` lets through (`_betas`)."""
+    beta = _betas(request.headers.get("anthropic-beta"), proxy.config.server.anthropic_betas)
     return {"anthropic-beta": beta} if beta else None
 
 

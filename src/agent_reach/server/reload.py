@@ -6,9 +6,10 @@ same state store, and hands it to the proxy: new requests use it, requests in fl
 the router they started with. Remembered state is the store's, by provider identity (name,
 endpoint and key), so unchanged providers keep their circuits, health and quotas, and an
 edited one starts fresh. A file that does not load keeps the running config and logs why (the
-file, provider and field, as `config validate` says it). `state:` and the listening address
-are read at start-up only; a change to them is logged as needing a restart. Every outcome
-counts in `agent_reach_config_reloads_total{result}`.
+file, provider and field, as `config validate` says it), and so does one that would turn client
+auth off (its keys' variable unset or empty, or `server:` gone): that needs a restart.
+`state:` and the listening address are read at start-up only; a change to them is logged as
+needing a restart. Every outcome counts in `agent_reach_config_reloads_total{result}`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from ..config import Config, load_config
 from ..errors import ConfigError
 from ..router import Router
+from . import api_keys
 from .app import Proxy
 
 log = logging.getLogger("agent_reach.server")
@@ -31,10 +33,9 @@ log = logging.getLogger("agent_reach.server")
 class Reloader:
     """Reloads `path` into `proxy`, one reload at a time."""
 
-    def __init__(self, proxy: Proxy, path: str, keys: Callable[[str | None], frozenset[str]]):
+    def __init__(self, proxy: Proxy, path: str):
         self.proxy = proxy
         self.path = path
-        self.keys = keys  # the client keys a config's `server.api_keys_env` names
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[bool]] = set()
 
@@ -49,6 +50,13 @@ class Reloader:
         async with self._lock:
             try:
                 config = await asyncio.to_thread(load_config, self.path)
+                keys = api_keys(config.server, config.source)
+                if self.proxy.api_keys and not keys:
+                    raise ConfigError(
+                        "server.api_keys_env: the new config serves without client keys; "
+                        "turning client auth off needs a restart",
+                        file=self.path,
+                    )
             except ConfigError as exc:
                 self.proxy.metrics.reloads.labels("error").inc()
                 log.error(
@@ -58,7 +66,7 @@ class Reloader:
             old = self.proxy.config
             _warn_restart_only(old, config)
             router = Router(config, store=self.proxy.router.store)
-            self.proxy.adopt(router, self.keys(config.server.api_keys_env))
+            self.proxy.adopt(router, keys)
             self.proxy.metrics.reloads.labels("ok").inc()
             log.info("agent-reach: config reloaded from %s: %s", self.path, _changes(old, config))
             return True
@@ -74,14 +82,12 @@ class Reloader:
                 await self.reload()
 
 
-def install(
-    proxy: Proxy, keys: Callable[[str | None], frozenset[str]], *, watch: bool
-) -> Callable[[], None]:
+def install(proxy: Proxy, *, watch: bool) -> Callable[[], None]:
     """Reload on SIGHUP (and on file changes with `watch`); the function that stops it."""
     source = proxy.config.source
     if not os.path.isfile(source):
         return lambda: None
-    reloader = Reloader(proxy, source, keys)
+    reloader = Reloader(proxy, source)
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGHUP, reloader.trigger)
     watcher = asyncio.create_task(reloader.watch()) if watch else None
@@ -117,10 +123,26 @@ def _changes(old: Config, new: Config) -> str:
     return f"{len(after)} providers" + (f" ({'; '.join(parts)})" if parts else "")
 
 
+# What the listener, its connections and the guard take at start (the rest is read per request).
+_AT_START = (
+    "host",
+    "port",
+    "max_body_bytes",
+    "first_byte_timeout_s",
+    "keepalive_timeout_s",
+    "request_timeout_s",
+    "client_write_timeout_s",
+    "max_connections",
+)
+
+
 def _warn_restart_only(old: Config, new: Config) -> None:
     if new.state != old.state:
         log.warning("agent-reach: `state:` changed; it applies at the next restart")
-    if (new.server.host, new.server.port) != (old.server.host, old.server.port):
-        log.warning(
-            "agent-reach: `server.host`/`server.port` changed; they apply at the next restart"
-        )
+    changed = [
+        f"server.{name}"
+        for name in _AT_START
+        if getattr(new.server, name) != getattr(old.server, name)
+    ]
+    if changed:
+        log.warning("agent-reach: %s changed; it applies at the next restart", ", ".join(changed))

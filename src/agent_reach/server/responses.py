@@ -6,7 +6,12 @@ same engine as every other; a provider of `format: responses` gets it as it came
 answer (or stream) comes back as it is, any other provider's answer is rendered as a
 `response` object (or the Responses event sequence). Responses created with `store` not false
 are kept in the state store for `server.responses_ttl_s`, so that `previous_response_id`
-continues a conversation and `GET` / `DELETE /v1/responses/{id}` find them.
+continues a conversation and `GET` / `DELETE /v1/responses/{id}` find them; each belongs to the
+client key that created it (`guard.owner`), and is not found for any other. Each turn is
+stored once (its own input, the response, the id of the one before it); a continuation walks
+the links back, and is refused (413) when the conversation passes `server.max_body_bytes`, as
+the client sending it whole would be. The store keeps `server.responses_max_*` of them in
+all and `server.responses_key_max_*` per client key, evicting the oldest.
 """
 
 from __future__ import annotations
@@ -19,9 +24,11 @@ import orjson
 from aiohttp import web
 
 from ..dialects import responses as wire
-from ..errors import AllProvidersFailed, RequestError, StreamInterrupted
+from ..errors import AllProvidersFailed, RequestError, StreamInterrupted, quoted
 from ..request import ChatRequest
+from ..state import Keep
 from .errors import all_failed
+from .guard import owner
 from .http import (
     SSE_HEADERS,
     dropped_header,
@@ -41,12 +48,13 @@ Events = list[tuple[str, dict[str, Any]]]
 
 async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     """`POST /v1/responses`."""
-    body = await _continued(proxy, await read_json(request))
+    given = await read_json(request)
+    body = await _continued(proxy, given, owner(request))
     inbound = wire.request_in(body)
     parsed = ChatRequest.checked(inbound.body)
     req = with_headers(replace(parsed, api="responses", native=body), request)
     if req.stream:
-        return await _stream(proxy, request, req, inbound.dropped)
+        return await _stream(proxy, request, req, given, inbound.dropped)
     try:
         result = await proxy.router.answer(req)
     except AllProvidersFailed as exc:
@@ -55,13 +63,17 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
         answer = result.response
     else:
         answer = wire.answer_out(result.response, body, int(time.time()))
-    await _keep(proxy, body, answer)
+    await _keep(proxy, request, given, answer)
     dropped = dropped_header(proxy.router.dropped(result.provider, req, inbound.dropped))
     return json_response(answer, {**trace_headers(result.provider, result.trace), **dropped})
 
 
 async def _stream(
-    proxy: Proxy, request: web.Request, req: ChatRequest, translated: tuple[str, ...]
+    proxy: Proxy,
+    request: web.Request,
+    req: ChatRequest,
+    given: dict[str, Any],
+    translated: tuple[str, ...],
 ) -> web.StreamResponse:
     body = req.native or {}
     try:
@@ -78,7 +90,7 @@ async def _stream(
         else:
             answer = await _render(resp, stream, body)
         if answer is not None:
-            await _keep(proxy, body, answer)
+            await _keep(proxy, request, given, answer)
         return resp
     finally:
         await stream.aclose()  # a client that went away cancels us: close the upstream
@@ -141,54 +153,107 @@ def _cut(body: dict[str, Any], last: tuple[str | None, bytes] | None, message: s
 # -- stored responses ---------------------------------------------------------------------------
 
 
-async def _continued(proxy: Proxy, body: dict[str, Any]) -> dict[str, Any]:
-    """The request with the conversation of its `previous_response_id` (input and output
-    items, not instructions) in front of its own input."""
+async def _continued(proxy: Proxy, body: dict[str, Any], who: str) -> dict[str, Any]:
+    """The request with the conversation of its `previous_response_id` (each turn's input
+    and output items, oldest first, not instructions) in front of its own input."""
     previous = body.get("previous_response_id")
     if previous is None:
         return body
     if not isinstance(previous, str) or not previous:
         raise RequestError("'previous_response_id' must be a string", param="previous_response_id")
-    stored = await _load(proxy, previous)
+    limit = proxy.config.server.max_body_bytes
+    turns: list[dict[str, Any]] = []
+    size = 0
+    link: Any = previous
+    while isinstance(link, str):  # older records hold the whole conversation, and no link
+        stored, length = await _load(proxy, link, who, previous if turns else None)
+        size += length
+        if size > limit:
+            raise RequestError(
+                f"the conversation of previous_response_id is over {limit} bytes "
+                "(server.max_body_bytes): start a new one, or send a shorter one whole",
+                status=413,
+                param="previous_response_id",
+            )
+        turns.append(stored)
+        link = stored.get("previous")
+    history = [
+        item for turn in reversed(turns) for item in (*turn["input"], *_output(turn["response"]))
+    ]
+    return {**body, "input": [*history, *_items(body)]}
+
+
+def _items(body: dict[str, Any]) -> list[Any]:
+    """A request's own `input` as items."""
     given = body.get("input")
-    items = (
-        [{"type": "message", "role": "user", "content": given}] if isinstance(given, str) else given
-    )
-    if not isinstance(items, list):
+    if isinstance(given, str):
+        return [{"type": "message", "role": "user", "content": given}]
+    if not isinstance(given, list):
         raise RequestError("'input' must be a string or an array of items", param="input")
-    return {**body, "input": [*stored["input"], *stored["response"].get("output", []), *items]}
+    return given
 
 
-async def _load(proxy: Proxy, id: str) -> dict[str, Any]:
+def _output(response: dict[str, Any]) -> list[Any]:
+    output = response.get("output")
+    return output if isinstance(output, list) else []
+
+
+async def _load(
+    proxy: Proxy, id: str, who: str, later: str | None = None
+) -> tuple[dict[str, Any], int]:
+    """The stored response `id` if `who` owns it, and its stored size; else 404, as if there
+    were none (saying so for a turn before `later`'s)."""
     found = await proxy.router.store.load_response(id, time.time())
-    if found is None:
-        raise RequestError(f"no stored response with id {id!r}", status=404, param="id")
-    kept: dict[str, Any] = orjson.loads(found)
-    return kept
+    kept: dict[str, Any] = orjson.loads(found) if found is not None else {}
+    if found is None or kept.get("owner", "") != who:
+        message = f"no stored response with id {quoted(id)}"
+        if later:
+            message = (
+                f"the conversation of {quoted(later)} is no longer stored whole: {message} "
+                "(expired, deleted, or evicted past server.responses_*max_*)"
+            )
+        raise RequestError(message, status=404, param="id")
+    return kept, len(found)
 
 
-async def _keep(proxy: Proxy, body: dict[str, Any], answer: dict[str, Any]) -> None:
-    """Store the response and the input that led to it, unless the request said `store: false`."""
-    if body.get("store") is False or not isinstance(answer.get("id"), str):
+async def _keep(
+    proxy: Proxy, request: web.Request, given: dict[str, Any], answer: dict[str, Any]
+) -> None:
+    """Store the response with the request's own input (`given`, not the conversation before
+    it: that is linked) and who asked for it, unless the request said `store: false`."""
+    if given.get("store") is False or not isinstance(answer.get("id"), str):
         return
-    given = body.get("input")
-    items = (
-        [{"type": "message", "role": "user", "content": given}] if isinstance(given, str) else given
+    who = owner(request)
+    record = {
+        "response": answer,
+        "input": _items(given),
+        "previous": given.get("previous_response_id"),
+        "owner": who,
+    }
+    server = proxy.config.server
+    keep = Keep(
+        who,
+        server.responses_max_count,
+        server.responses_max_bytes,
+        server.responses_key_max_count,
+        server.responses_key_max_bytes,
     )
-    kept = orjson.dumps({"response": answer, "input": items}).decode()
-    ttl = proxy.config.server.responses_ttl_s
-    await proxy.router.store.save_response(answer["id"], kept, time.time(), ttl)
+    kept = orjson.dumps(record).decode()
+    await proxy.router.store.save_response(
+        answer["id"], kept, time.time(), server.responses_ttl_s, keep
+    )
 
 
 async def retrieve(proxy: Proxy, request: web.Request) -> web.Response:
     """`GET /v1/responses/{id}`: a stored response."""
-    stored = await _load(proxy, request.match_info["id"])
+    stored, _ = await _load(proxy, request.match_info["id"], owner(request))
     return json_response(stored["response"])
 
 
 async def delete(proxy: Proxy, request: web.Request) -> web.Response:
     """`DELETE /v1/responses/{id}`."""
     id = request.match_info["id"]
+    await _load(proxy, id, owner(request))
     if not await proxy.router.store.delete_response(id, time.time()):
-        raise RequestError(f"no stored response with id {id!r}", status=404, param="id")
+        raise RequestError(f"no stored response with id {quoted(id)}", status=404, param="id")
     return json_response({"id": id, "object": "response", "deleted": True})

@@ -4,18 +4,27 @@ every 2 s.
 
 Client auth: when the proxy has client keys, a browser cannot send `Authorization: Bearer`,
 so the page offers a small login form instead. `POST /agent-reach/login` with a valid key sets
-the cookie `agent_reach_key` (HttpOnly, SameSite=Strict, path `/agent-reach/`), which then
-authorizes the page and its status requests, and nothing else: the API paths still need the
-header. The key never appears in a URL.
+the cookie `agent_reach_key` (HttpOnly, SameSite=Strict, path `/agent-reach/`; Secure over TLS,
+or behind a `server.trusted_proxies` hop that says `X-Forwarded-Proto: https`), a token derived
+from the key (`cookie_of`) that authorizes the page and its status requests and nothing
+else: the API paths still need the header. The key never appears in a URL or a cookie. A login
+from another site's page (its `Origin`, or `Sec-Fetch-Site: cross-site`) is 403; more than
+`LOGIN_TRIES` wrong keys a minute from one address are 429, said once in the log.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
+import ipaddress
+import time
 from importlib import resources
 from typing import TYPE_CHECKING
 
 from aiohttp import web
+
+from .browsers import host_name
+from .log import server_log
 
 if TYPE_CHECKING:
     from .app import Proxy
@@ -23,6 +32,7 @@ if TYPE_CHECKING:
 PATH = "/agent-reach/"
 LOGIN = "/agent-reach/login"
 COOKIE = "agent_reach_key"
+LOGIN_TRIES = 10  # wrong keys a minute from one address before 429
 PAGE = resources.files(__package__).joinpath("status.html").read_bytes()
 HEADERS = {
     "Cache-Control": "no-store",
@@ -61,12 +71,81 @@ async def page(proxy: Proxy, request: web.Request) -> web.Response:
     return web.Response(body=PAGE, content_type="text/html", headers=HEADERS)
 
 
+def cookie_of(key: str) -> str:
+    """The page's cookie for a client key: derived from it (the cookie is no key), and
+    revoked with it (a key gone from the config makes its cookie open nothing)."""
+    return hashlib.blake2b(key.encode(), key=b"agent-reach status", digest_size=24).hexdigest()
+
+
+class Logins:
+    """Wrong keys sent to the login form, per address and minute."""
+
+    def __init__(self) -> None:
+        self.minute = 0
+        self.wrong: dict[str, int] = {}
+
+    def blocked(self, peer: str) -> bool:
+        self._roll()
+        return self.wrong.get(peer, 0) >= LOGIN_TRIES
+
+    def failed(self, peer: str) -> None:
+        self._roll()
+        self.wrong[peer] = self.wrong.get(peer, 0) + 1
+        if self.wrong[peer] == LOGIN_TRIES:
+            server_log.warning(
+                "status page: %d wrong keys from %s this minute; refusing its logins (429)",
+                LOGIN_TRIES,
+                peer,
+            )
+
+    def _roll(self) -> None:
+        minute = int(time.monotonic() // 60)
+        if minute != self.minute:
+            self.minute, self.wrong = minute, {}
+
+
+def _cross_site(request: web.Request) -> bool:
+    origin = request.headers.get("Origin")
+    if request.headers.get("Sec-Fetch-Site", "").lower() == "cross-site":
+        return True
+    if origin is None:
+        return False
+    host = host_name(request.headers.get("Host", ""))
+    return host_name(origin.partition("://")[2].split("/", 1)[0]) != host
+
+
+def _secure(proxy: Proxy, request: web.Request) -> bool:
+    """Whether the browser reached us over TLS: ours, or a trusted hop's that says so."""
+    if request.secure:
+        return True
+    proto = request.headers.get("X-Forwarded-Proto", "").split(",")[-1].strip().lower()
+    try:
+        peer = ipaddress.ip_address(request.remote or "")
+    except ValueError:
+        return False
+    return proto == "https" and any(peer in net for net in proxy.trusted_proxies)
+
+
 async def login(proxy: Proxy, request: web.Request) -> web.Response:
-    """Check the form's key; a valid one becomes the page's cookie."""
-    form = await request.post()
+    """Check the form's key; a valid one makes the page's cookie."""
+    if _cross_site(request):
+        return login_form("Log in from this proxy's own page.", 403)
+    peer = request.remote or "?"
+    if proxy.logins.blocked(peer):
+        refused = login_form("Too many wrong keys: wait a minute.", 429)
+        refused.headers["Retry-After"] = "60"
+        return refused
+    try:
+        form = await request.post()
+    except (ValueError, LookupError, AssertionError):  # not UTF-8, a charset unknown, bad multipart
+        return login_form("The form could not be read.", 400)
     key = form.get("key")
     if not isinstance(key, str) or not proxy.valid_key(key):
+        proxy.logins.failed(peer)
         return login_form("That key is not one of this proxy's client keys.")
     resp = web.Response(status=303, headers={"Location": PATH, **HEADERS})
-    resp.set_cookie(COOKIE, key, path=PATH, httponly=True, samesite="Strict", secure=request.secure)
+    secure = _secure(proxy, request)
+    resp.set_cookie(
+        COOKIE, cookie_of(key), path=PATH, httponly=True, samesite="Strict", secure=secure
+    )
     return resp

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from ..breaker import CircuitPolicy, CircuitState
 from ..routing import Health
-from .memory import CircuitChanged, MemoryStore
+from .memory import ANYONE, CircuitChanged, Keep, MemoryStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +83,15 @@ class StateStore(Protocol):
 
     async def set_cap(self, key: str, tokens: int) -> None:
         """Remember a learned output cap; of two, the lower is kept."""
+
+    async def reserve(self, provider: str, key: str, limit: int, ttl_s: float) -> int | None:
+        """Count one request into a budget window if that keeps it within `limit`, atomically
+        (across processes on SQLite, across a fleet on Redis); the new total, or None when the
+        window is full."""
+        ...
+
+    async def release(self, provider: str, key: str, ttl_s: float) -> None:
+        """Give back one request `reserve` counted (its try sent nothing), in the same way."""
         ...
 
     async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
@@ -93,8 +102,11 @@ class StateStore(Protocol):
         """True for the first caller to claim `key` until `until` (de-duplicates alerts)."""
         ...
 
-    async def save_response(self, id: str, data: str, now: float, ttl_s: float) -> None:
-        """Keep a stored Responses-API response (JSON text) for `ttl_s` (protocol §10.1)."""
+    async def save_response(
+        self, id: str, data: str, now: float, ttl_s: float, keep: Keep = ANYONE
+    ) -> None:
+        """Keep a stored Responses-API response (JSON text) for `ttl_s`, as `keep` says whose
+        it is and how many the store keeps (protocol §10.1)."""
         ...
 
     async def load_response(self, id: str, now: float) -> str | None:
@@ -138,4 +150,4 @@ def open_store(url: str, *, retention_s: float = 7 * 86400) -> StateStore:
     return MemoryStore()
 
 
-__all__ = ["CircuitChanged", "LoggedAttempt", "MemoryStore", "StateStore", "open_store"]
+__all__ = ["CircuitChanged", "Keep", "LoggedAttempt", "MemoryStore", "StateStore", "open_store"]

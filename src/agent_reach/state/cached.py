@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 from ..breaker import CLOSED, CircuitState
 from ..routing import Health
 from . import LoggedAttempt
-from .memory import MemoryStore
+from .memory import ANYONE, Keep, MemoryStore
 
 log = logging.getLogger("agent_reach")
 Work = Callable[[], Awaitable[Any]]
@@ -119,7 +119,8 @@ class CachedStore(MemoryStore, ABC):
     async def _claim(self, key: str, until: float, now: float) -> bool: ...
 
     @abstractmethod
-    async def _put_response(self, id: str, data: str, expires: float) -> None: ...
+    async def _put_response(self, id: str, data: str, expires: float, keep: Keep) -> None:
+        """Store it, then evict the oldest past `keep`'s caps (`memory.overflow`)."""
 
     @abstractmethod
     async def _get_response(self, id: str, now: float) -> str | None: ...
@@ -272,6 +273,24 @@ class CachedStore(MemoryStore, ABC):
         self._schedule_flush()
         return total
 
+    async def reserve(self, provider: str, key: str, limit: int, ttl_s: float) -> int | None:
+        """Taken in the backend itself, on the request path (an increment that passes `limit`
+        is taken back); in this process's view while the backend is down."""
+        shared = await self._safe(self._incr(provider, key, 1, ttl_s))
+        if shared is None:
+            return await super().reserve(provider, key, limit, ttl_s)
+        if shared > limit:
+            await self._safe(self._incr(provider, key, -1, ttl_s))
+        self.used[(provider, key)] = min(shared, limit)
+        return shared if shared <= limit else None
+
+    async def release(self, provider: str, key: str, ttl_s: float) -> None:
+        shared = await self._safe(self._incr(provider, key, -1, ttl_s))
+        if shared is None:
+            await super().release(provider, key, ttl_s)
+        else:
+            self.used[(provider, key)] = max(0, shared)
+
     async def claim(self, key: str, until: float, now: float) -> bool:
         if self.down:
             return await super().claim(key, until, now)
@@ -282,11 +301,13 @@ class CachedStore(MemoryStore, ABC):
     # has landed (so a store that is down loses none of this process's), and reads go to the
     # backend for the rest (so a DELETE on one instance is seen by all).
 
-    async def save_response(self, id: str, data: str, now: float, ttl_s: float) -> None:
-        await super().save_response(id, data, now, ttl_s)
+    async def save_response(
+        self, id: str, data: str, now: float, ttl_s: float, keep: Keep = ANYONE
+    ) -> None:
+        await super().save_response(id, data, now, ttl_s, keep)
 
         async def write() -> None:
-            await self._put_response(id, data, now + ttl_s)
+            await self._put_response(id, data, now + ttl_s, keep)
             self.responses.pop(id, None)
 
         self._enqueue(write)

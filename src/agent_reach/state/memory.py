@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..breaker import CLOSED, CircuitPolicy, CircuitState
@@ -16,11 +17,46 @@ if TYPE_CHECKING:
 CircuitChanged = Callable[[str, CircuitState, CircuitState], None]
 
 
-class MemoryStore:
-    """Circuits, health results, budget counters, learned caps, claims, stored responses (the latest
-    `responses_kept`) and a bounded attempt log, in dicts."""
+@dataclass(frozen=True, slots=True)
+class Keep:
+    """Whose a stored response is, and how many (and how many bytes of) stored responses the
+    store keeps, in all and of that owner: past either, the oldest are evicted (protocol §10.1)."""
 
-    responses_kept = 1000
+    owner: str = ""
+    max_count: int = 10_000
+    max_bytes: int = 256 * 2**20
+    owner_max_count: int = 1_000
+    owner_max_bytes: int = 64 * 2**20
+
+
+ANYONE = Keep()  # no owner, the default caps
+
+
+def overflow(rows: Iterable[tuple[str, str, int]], keep: Keep) -> list[str]:
+    """The stored responses to evict so that `keep.owner`'s and the store's are within `keep`:
+    `rows` are (id, owner, size), oldest first; the oldest go first. The newest alone over a
+    bytes cap is the one evicted (it is not kept, and takes nothing else with it)."""
+    rows = list(rows)
+    out: set[str] = set()
+    if rows and rows[-1][2] > min(keep.max_bytes, keep.owner_max_bytes):
+        return [rows[-1][0]]
+
+    def trim(chosen: list[tuple[str, str, int]], max_count: int, max_bytes: int) -> None:
+        count, total = len(chosen), sum(size for _, _, size in chosen)
+        for id, _, size in chosen:
+            if count <= max_count and total <= max_bytes:
+                return
+            out.add(id)
+            count, total = count - 1, total - size
+
+    trim([r for r in rows if r[1] == keep.owner], keep.owner_max_count, keep.owner_max_bytes)
+    trim([r for r in rows if r[0] not in out], keep.max_count, keep.max_bytes)
+    return [id for id, _, _ in rows if id in out]
+
+
+class MemoryStore:
+    """Circuits, health results, budget counters, learned caps, claims, stored responses
+    (within their `Keep`) and a bounded attempt log, in dicts."""
 
     def __init__(self, log_size: int = 10_000) -> None:
         self.circuits: dict[str, CircuitState] = {}
@@ -29,7 +65,8 @@ class MemoryStore:
         self.caps: dict[str, int] = {}
         self.claims: dict[str, float] = {}
         self.log: deque[LoggedAttempt] = deque(maxlen=log_size)
-        self.responses: OrderedDict[str, tuple[float, str]] = OrderedDict()  # id → expiry, JSON
+        # id → expiry, JSON, owner; oldest first
+        self.responses: OrderedDict[str, tuple[float, str, str]] = OrderedDict()
         self.policy: CircuitPolicy | None = None
         self.changed: CircuitChanged | None = None
 
@@ -69,6 +106,16 @@ class MemoryStore:
     async def set_cap(self, key: str, tokens: int) -> None:
         self.caps[key] = min(tokens, self.caps.get(key, tokens))
 
+    async def release(self, provider: str, key: str, ttl_s: float) -> None:
+        self.used[(provider, key)] = max(0, self.used.get((provider, key), 0) - 1)
+
+    async def reserve(self, provider: str, key: str, limit: int, ttl_s: float) -> int | None:
+        total = self.used.get((provider, key), 0) + 1
+        if total > limit:
+            return None
+        self.used[(provider, key)] = total
+        return total
+
     async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
         return dict(self.circuits), dict(self.used)
 
@@ -79,11 +126,16 @@ class MemoryStore:
         self.claims[key] = until
         return True
 
-    async def save_response(self, id: str, data: str, now: float, ttl_s: float) -> None:
-        self.responses[id] = (now + ttl_s, data)
-        self.responses.move_to_end(id)
-        while len(self.responses) > self.responses_kept:
-            self.responses.popitem(last=False)
+    async def save_response(
+        self, id: str, data: str, now: float, ttl_s: float, keep: Keep = ANYONE
+    ) -> None:
+        self.responses.pop(id, None)
+        for old in [i for i, (expiry, _, _) in self.responses.items() if expiry <= now]:
+            del self.responses[old]
+        self.responses[id] = (now + ttl_s, data, keep.owner)
+        rows = ((i, owner, len(d)) for i, (_, d, owner) in self.responses.items())
+        for evicted in overflow(rows, keep):
+            del self.responses[evicted]
 
     async def load_response(self, id: str, now: float) -> str | None:
         kept = self.responses.get(id)

@@ -28,7 +28,7 @@ from ..breaker import CLOSED, CircuitState
 from ..routing import Health
 from . import LoggedAttempt
 from .cached import CachedStore, Snapshot
-from .memory import MemoryStore
+from .memory import Keep, MemoryStore, overflow
 from .redis_wire import CHANNEL, CLAIM_TRIAL, PREFIX, fields, message, parse, public_url
 
 _LOG_CAP = 100_000
@@ -305,17 +305,47 @@ class RedisStore(CachedStore):
         ttl_ms = max(1, int((until - now) * 1000))
         return bool(await self.redis.set(f"{PREFIX}claim:{key}", "1", nx=True, px=ttl_ms))
 
-    async def _put_response(self, id: str, data: str, expires: float) -> None:
-        ttl_ms = int((expires - time.time()) * 1000)
-        if ttl_ms > 0:  # one that has expired already is not written at all
-            await self.redis.set(f"{PREFIX}response:{id}", data, px=ttl_ms)
+    async def _put_response(self, id: str, data: str, expires: float, keep: Keep) -> None:
+        now = time.time()
+        ttl_ms = int((expires - now) * 1000)
+        if ttl_ms <= 0:  # one that has expired already is not written at all
+            return
+        index, meta = f"{PREFIX}responses", f"{PREFIX}responses:meta"
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(f"{PREFIX}response:{id}", data, px=ttl_ms)
+            pipe.zadd(index, {id: now})
+            pipe.hset(meta, id, f"{len(data)}|{expires}|{keep.owner}")
+            for key in (index, meta):
+                pipe.pexpire(key, ttl_ms)
+            await pipe.execute()
+        ids = await self.redis.zrange(index, 0, -1)  # oldest first
+        found = await self.redis.hmget(meta, ids) if ids else []
+        rows, expired = [], []
+        for i, value in zip(ids, found, strict=True):
+            size, until, who = (value or "0|0|").split("|", 2)
+            if float(until) <= now:
+                expired.append(i)
+            else:
+                rows.append((i, who, int(size)))
+        gone = [*expired, *overflow(rows, keep)]
+        if gone:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.delete(*(f"{PREFIX}response:{i}" for i in gone))
+                pipe.zrem(index, *gone)
+                pipe.hdel(meta, *gone)
+                await pipe.execute()
 
     async def _get_response(self, id: str, now: float) -> str | None:
         found = await self.redis.get(f"{PREFIX}response:{id}")
         return None if found is None else str(found)
 
     async def _delete_response(self, id: str) -> bool:
-        return bool(await self.redis.delete(f"{PREFIX}response:{id}"))
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(f"{PREFIX}response:{id}")
+            pipe.zrem(f"{PREFIX}responses", id)
+            pipe.hdel(f"{PREFIX}responses:meta", id)
+            deleted, _, _ = await pipe.execute()
+        return bool(deleted)
 
     async def _close(self) -> None:
         await self.redis.aclose()

@@ -11,6 +11,9 @@ Keys (all under `agent-reach:`), each with a TTL so nothing grows without bound:
 - `claim:{key}`          SET NX PX: the first instance to claim an alert sends it.
 - `response:{id}`        a stored Responses-API response (JSON), expiring after
                          `server.responses_ttl_s`.
+- `responses`            a sorted set of the stored responses' ids by when they were stored,
+                         and `responses:meta` a hash id → `size|expiry|owner`: what eviction
+                         reads.
 - `attempts`             a stream (XADD, trimmed to the retention with MINID and ~100k
                          entries), read by `agent-reach report`.
 Channel `agent-reach:circuits`: every circuit change is published (`instance|key|failures|

@@ -10,7 +10,9 @@ the log older than the retention, and counters of ended windows, are deleted now
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -22,6 +24,7 @@ from ..breaker import CLOSED, CircuitState
 from ..routing import Health
 from . import LoggedAttempt
 from .cached import CachedStore, Snapshot
+from .memory import Keep, overflow
 
 T = TypeVar("T")
 
@@ -48,6 +51,18 @@ DELETE FROM circuits WHERE provider NOT LIKE '%@%';
 _PRUNE_EVERY_S = 600.0
 
 
+def _private(path: Path) -> None:
+    """The file holds whole conversations (stored responses): its new directories are 0700,
+    the file 0600, and so its `-wal` and `-shm` (SQLite gives them the file's mode)."""
+    missing = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    for name in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError, PermissionError):
+            os.chmod(name, 0o600)
+
+
 class SQLiteStore(CachedStore):
     """Circuits, budgets, claims and the attempt log in one SQLite file."""
 
@@ -63,7 +78,7 @@ class SQLiteStore(CachedStore):
 
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _private(self.path)
             conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -194,11 +209,23 @@ class SQLiteStore(CachedStore):
 
         return await self._run(claim)
 
-    async def _put_response(self, id: str, data: str, expires: float) -> None:
+    async def _put_response(self, id: str, data: str, expires: float, keep: Keep) -> None:
         def put() -> None:
-            self._db().execute(
-                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?)", (id, data, expires)
-            )
+            db = self._db()
+            db.execute("BEGIN IMMEDIATE")  # other processes evict after their own writes
+            try:
+                db.execute("DELETE FROM responses WHERE expires < ?", (time.time(),))
+                db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?)", (id, data, expires))
+                rows = db.execute(
+                    "SELECT id, coalesce(json_extract(data, '$.owner'), ''), length(data) "
+                    "FROM responses ORDER BY rowid"
+                )
+                evicted = overflow(rows, keep)
+                db.executemany("DELETE FROM responses WHERE id = ?", [(i,) for i in evicted])
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
 
         await self._run(put)
 
