@@ -145,26 +145,28 @@ def _json_for(agent: str, base: str, current: dict[str, Any] | None) -> dict[str
 
 
 def _saved(path: Path) -> tuple[Path, Path]:
-    """Where the file before the first `--write` is kept, and the mark that there was none."""
-    return path.with_name(path.name + ".bak"), path.with_name(path.name + ".agent-reach-new")
+    """Where the file before the first `--write` is kept, and the mark of that first write
+    (`bak`: the file was saved; `new`: there was none)."""
+    return path.with_name(path.name + ".bak"), path.with_name(path.name + ".agent-reach")
 
 
 def _write(path: Path, text: str) -> None:
     """Write `text` to `path`, keeping what was there before the first write (a later write
-    keeps that, so `--undo` goes back to the user's own file). They may hold tokens: the
-    backup takes the old file's mode, a new file is 0600 and new directories 0700."""
+    keeps that, so `--undo` goes back to the user's own file; a `.bak` of the user's own from
+    before is replaced). They may hold tokens: the backup takes the old file's mode, a new
+    file is 0600 and new directories 0700."""
     missing = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
     for directory in reversed(missing):
         directory.mkdir(mode=0o700)
     mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o600
-    backup, created = _saved(path)
-    saves: list[tuple[Path, bytes]] = []
-    if not backup.exists() and not created.exists():
+    backup, mark = _saved(path)
+    writes: list[tuple[Path, bytes]] = []
+    if not mark.exists():
+        first = b"bak" if path.exists() else b"new"
         if path.exists():
-            saves.append((backup, path.read_bytes()))
-        else:
-            created.touch(mode=0o600)
-    for target, content in [*saves, (path, text.encode())]:
+            writes.append((backup, path.read_bytes()))
+        writes.append((mark, first))
+    for target, content in [*writes, (path, text.encode())]:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         os.fchmod(fd, mode)  # an existing file, or the umask, may have had another
         with os.fdopen(fd, "wb") as out:
@@ -173,16 +175,17 @@ def _write(path: Path, text: str) -> None:
 
 def _undo(path: Path) -> str | None:
     """Put back what the first `--write` replaced; what was done (None: it wrote nothing)."""
-    backup, created = _saved(path)
-    if backup.exists():
+    backup, mark = _saved(path)
+    if not mark.exists():
+        return None
+    first = mark.read_bytes()
+    mark.unlink()
+    if first == b"bak" and backup.exists():
         path.write_bytes(backup.read_bytes())
         backup.unlink()
         return f"restored {path} as it was before `setup --write`"
-    if created.exists():
-        path.unlink(missing_ok=True)
-        created.unlink()
-        return f"removed {path}, which `setup --write` created"
-    return None
+    path.unlink(missing_ok=True)
+    return f"removed {path}, which `setup --write` created"
 
 
 @click.command()
