@@ -107,7 +107,9 @@ def test_latest_failovers_leave_skips_out(up: Upstream, tmp_path: Path) -> None:
     try:
         for _ in range(2):  # dead-one fails, then its circuit is open: skipped, no failover
             proxy.client().chat.completions.create(
-                model="m", messages=[{"role": "user", "content": "hi"}]
+                model="m",
+                messages=[{"role": "user", "content": "hi"}],
+                extra_headers={"X-Agent-Reach-Fallback-Order": "dead-one,good-one"},
             )
         status = json.loads(_open(urllib.request.Request(proxy.base + "/agent-reach/v1/status"))[2])
     finally:
