@@ -225,19 +225,23 @@ def run_workers(
         )
         for _ in range(workers)
     ]
-    for p in procs:
-        assert p.stdout is not None
-        if not p.stdout.readline():  # it stopped before serving (its error is on stderr)
-            for other in procs:
-                other.terminate()
-            return max(other.wait() for other in procs) or 1
-    print(f"agent-reach: serving on http://{host}:{port} with {workers} workers", flush=True)
+    stopping = False
 
     def forward(sig: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = stopping or sig != signal.SIGHUP
         for p in procs:
             if p.poll() is None:
                 p.send_signal(sig)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
+    for p in procs:
+        assert p.stdout is not None
+        if not p.stdout.readline() and not stopping:  # it stopped before serving (see stderr)
+            for other in procs:
+                other.terminate()
+            return max(other.wait() for other in procs) or 1
+    if not stopping:
+        print(f"agent-reach: serving on http://{host}:{port} with {workers} workers", flush=True)
     return max(p.wait() for p in procs)

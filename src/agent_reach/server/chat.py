@@ -28,23 +28,25 @@ async def completions(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     req = with_headers(ChatRequest.parse(await read_json(request)), request)
     if req.stream:
         return await _stream(proxy, request, req)
+    router = proxy.router  # the one that answers, whatever a reload does meanwhile
     try:
-        result = await proxy.router.answer(req)
+        result = await router.answer(req)
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     headers = trace_headers(result.provider, result.trace)
-    headers |= dropped_header(proxy.router.dropped(result.provider, req, ()))
+    headers |= dropped_header(router.dropped(result.provider, req, ()))
     return json_response(result.response, headers)
 
 
 async def _stream(proxy: Proxy, request: web.Request, req: ChatRequest) -> web.StreamResponse:
+    router = proxy.router  # the one that answers, whatever a reload does meanwhile
     try:
-        stream = await proxy.router.stream(req)
+        stream = await router.stream(req)
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     try:
         headers = {**SSE_HEADERS, **trace_headers(stream.provider, stream.trace)}
-        headers |= dropped_header(proxy.router.dropped(stream.provider, req, ()))
+        headers |= dropped_header(router.dropped(stream.provider, req, ()))
         resp = web.StreamResponse(headers=headers)
         await resp.prepare(request)
         try:

@@ -122,12 +122,13 @@ async def whole(
     """A whole answer in the client's API: the provider's own body when it speaks that API,
     else `render` of its chat answer; with the trace headers and `X-Agent-Reach-Dropped`
     (what the answering provider was not sent: `translated` left out of the translation)."""
+    router = proxy.router  # the one that answers, whatever a reload does meanwhile
     try:
-        result = await proxy.router.answer(req)
+        result = await router.answer(req)
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     headers = trace_headers(result.provider, result.trace)
-    headers |= dropped_header(proxy.router.dropped(result.provider, req, translated))
+    headers |= dropped_header(router.dropped(result.provider, req, translated))
     return json_response(result.response if result.native else render(result.response), headers)
 
 
@@ -142,14 +143,15 @@ async def streamed(
     """A stream in the client's API: the error response when no provider answered; else the
     headers of `whole`, then `relay` writes the stream (and what a cut after its start ends it
     with). The upstream is closed however it ends: a client that goes away cancels us."""
+    router = proxy.router  # the one that answers, whatever a reload does meanwhile
     try:
-        stream = await proxy.router.stream(req)
+        stream = await router.stream(req)
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     try:
         headers = {**SSE_HEADERS, "Content-Type": content_type}
         headers |= trace_headers(stream.provider, stream.trace)
-        headers |= dropped_header(proxy.router.dropped(stream.provider, req, translated))
+        headers |= dropped_header(router.dropped(stream.provider, req, translated))
         resp = web.StreamResponse(headers=headers)
         await resp.prepare(request)
         await relay(resp, stream)

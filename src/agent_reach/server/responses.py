@@ -55,8 +55,9 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     req = with_headers(replace(parsed, api="responses", native=body), request)
     if req.stream:
         return await _stream(proxy, request, req, given, inbound.dropped)
+    router = proxy.router  # the one that answers, whatever a reload does meanwhile
     try:
-        result = await proxy.router.answer(req)
+        result = await router.answer(req)
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     if result.native:
@@ -64,7 +65,7 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     else:
         answer = wire.answer_out(result.response, body, int(time.time()))
     await _keep(proxy, request, given, answer)
-    dropped = dropped_header(proxy.router.dropped(result.provider, req, inbound.dropped))
+    dropped = dropped_header(router.dropped(result.provider, req, inbound.dropped))
     return json_response(answer, {**trace_headers(result.provider, result.trace), **dropped})
 
 
@@ -76,12 +77,13 @@ async def _stream(
     translated: tuple[str, ...],
 ) -> web.StreamResponse:
     body = req.native or {}
+    router = proxy.router  # the one that answers, whatever a reload does meanwhile
     try:
-        stream = await proxy.router.stream(req)
+        stream = await router.stream(req)
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     try:
-        dropped = dropped_header(proxy.router.dropped(stream.provider, req, translated))
+        dropped = dropped_header(router.dropped(stream.provider, req, translated))
         headers = {**SSE_HEADERS, **trace_headers(stream.provider, stream.trace), **dropped}
         resp = web.StreamResponse(headers=headers)
         await resp.prepare(request)
