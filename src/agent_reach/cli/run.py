@@ -112,6 +112,8 @@ class Watch:
 
     def __init__(self, write: Callable[[str], None]) -> None:
         self.write = write
+        self.last = ""  # the last request line, without its time
+        self.again = 0  # how many requests since met the same, unsaid
         self.requests = 0
         self.failovers = 0
         self.failed = 0
@@ -129,14 +131,30 @@ class Watch:
         took = f"{sum(a.ms for a in event.trace) / 1000:.1f} s"
         if event.provider is None:
             self.failed += 1
-            self.write(f"{event.model or '-'}: no provider answered: {chain(event.trace)}, {took}")
+            self._say(f"{event.model or '-'}: no provider answered: {chain(event.trace)}", took)
             return
         self.answered[event.provider] += 1
         if len(event.trace) > 1:
             self.failovers += 1
-            self.write(f"{chain(event.trace)}, {took}")
+            self._say(chain(event.trace), took)
+
+    def _say(self, line: str, took: str) -> None:
+        """`line, took`, unless the last request line said the same (an agent retrying)."""
+        if line == self.last:
+            self.again += 1
+            return
+        self.flush()
+        self.last = line
+        self.write(f"{line}, {took}")
+
+    def flush(self) -> None:
+        """Say how many requests met the same as the last line, if any did."""
+        if self.again:
+            self.write(f"(and {self.again} more like it)")
+            self.again = 0
 
     def _circuit(self, event: CircuitEvent) -> None:
+        self.flush()
         name = event.provider
         if event.opened and name not in self.down:
             self.down.add(name)
@@ -148,6 +166,7 @@ class Watch:
 
     def summary(self) -> str:
         """`3 requests, 2 failed over, 1 failed; answered by local (2)`."""
+        self.flush()
         text = f"{self.requests} request{'' if self.requests == 1 else 's'}"
         text += f", {self.failovers} failed over, {self.failed} failed"
         if self.answered:
