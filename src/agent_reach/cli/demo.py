@@ -144,6 +144,10 @@ async def _serve(port: int) -> None:
     from ..config.write import to_yaml
 
     started = time.perf_counter()
+    stop = asyncio.Event()  # Ctrl-C stops it cleanly from here on, before anything is printed
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     runner = web.AppRunner(app(), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port).start()
@@ -169,10 +173,6 @@ async def _serve(port: int) -> None:
     echo(f'  {run} claude -p "{AGENT_PROMPT}" --allowedTools "Bash(echo:*)"')
     echo(f"  OLLAMA_HOST={base} {me} init    # your own config, from what answers")
     echo(f"ready in {time.perf_counter() - started:.2f} s", err=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     try:
         await stop.wait()
     finally:
