@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from . import expected_errors
-from .simulated import app, free_port
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -142,6 +141,7 @@ async def _serve(port: int) -> None:
     from aiohttp import web
 
     from ..config.write import to_yaml
+    from .simulated import app, free_port
 
     started = time.perf_counter()
     stop = asyncio.Event()  # Ctrl-C stops it cleanly from here on, before anything is printed
@@ -185,6 +185,7 @@ async def _demo() -> None:
 
     from ..router import Router
     from .render import TraceLines
+    from .simulated import app, free_port
 
     runner = web.AppRunner(app(), access_log=None)
     await runner.setup()

@@ -112,8 +112,8 @@ class Watch:
 
     def __init__(self, write: Callable[[str], None]) -> None:
         self.write = write
-        self.last = ""  # the last request line, without its time
-        self.again = 0  # how many requests since met the same, unsaid
+        self.last = ""  # the last failed request's line, without its time
+        self.again = 0  # how many failed requests since met the same, unsaid
         self.requests = 0
         self.failovers = 0
         self.failed = 0
@@ -136,10 +136,13 @@ class Watch:
         self.answered[event.provider] += 1
         if len(event.trace) > 1:
             self.failovers += 1
-            self._say(chain(event.trace), took)
+            self.flush()
+            self.last = ""
+            self.write(f"{chain(event.trace)}, {took}")
 
     def _say(self, line: str, took: str) -> None:
-        """`line, took`, unless the last request line said the same (an agent retrying)."""
+        """`line, took` for a failed request, unless the last line said the same (the agent
+        retrying it)."""
         if line == self.last:
             self.again += 1
             return
