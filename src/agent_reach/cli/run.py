@@ -3,13 +3,15 @@ in front of it, started for that run only (protocol §11, the seed's "protocol i
 
 The proxy listens on 127.0.0.1 with a fresh one-time key; the program gets the OpenAI and
 Anthropic base URLs and keys of its SDKs pointing at it, and Codex CLI also gets the `-c`
-overrides that define an `agent_reach` model provider speaking the Responses API. The key is
-passed in the environment only, never printed. The run exits with the program's status.
+overrides that define an `agent_reach` model provider speaking the Responses API; Claude Code
+gets `--settings` (a private file), which outranks what its settings files say. The key is
+never printed nor on a command line. The run exits with the program's status.
 
 While the program runs, `Watch` writes to stderr what the user would otherwise not see: a line
 per request that failed over or failed, a line when a provider goes down or comes back, and a
 summary when the program ends (`--quiet` silences them; `--log FILE` gets them too, with the
-proxy's access lines, for agents whose screen redraws over stderr).
+proxy's access lines). A full-screen agent on a terminal would draw over them: they go to
+`RUN_LOG` then, and only the summary to the terminal.
 """
 
 from __future__ import annotations
