@@ -517,3 +517,20 @@ def test_help_lists_the_new_commands(home: Path) -> None:
     result = run("--help", home=home)
     for command in ("providers", "init", "probe"):
         assert command in result.stdout
+
+
+def test_init_keeps_an_anthropic_compatible_entry_agent_ready(home: Path) -> None:
+    nowhere = refused_url().split("/v1")[0]
+    result = run("init", home=home, env={"ZAI_API_KEY": "zai-VALUE", "OLLAMA_HOST": nowhere})
+    assert result.returncode == 0, result.stderr
+    assert "zai-anthropic: kept (ZAI_API_KEY is set)" in result.stdout
+    assert "zai-coding: skipped (ZAI_API_KEY is already used by zai-anthropic)" in result.stdout
+    [provider] = load_config(home / ".agent-reach" / "config.yaml").providers
+    assert (provider.name, provider.format, provider.auth_header) == (
+        "zai-anthropic",
+        "anthropic",
+        "x-api-key",
+    )
+    assert provider.endpoint == "https://api.z.ai/api/anthropic/v1/messages"
+    assert provider.model_map == {"*": "glm-4.6"}
+    no_secrets(result, "zai-VALUE")

@@ -139,6 +139,27 @@ def test_claude_code_through_agent_reach_run(
     ]
 
 
+def test_with_every_provider_down_claude_code_says_why_at_once(
+    agent_home: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "agent-reach.yaml"
+    dead = {"name": "dead", "endpoint": refused_url(), "model_map": {"*": "m"}}
+    config.write_text(yaml.safe_dump({"state": "memory://", "providers": [dead]}))
+    env = claude_env(agent_home)
+    done = claude(env, agent_home, BIN, "--config", str(config), "run", "--")
+    # The run's line on stderr at the first failure, and Claude Code shows the 502 itself
+    # instead of retrying it (x-should-retry: false): one request, not a retry loop.
+    assert done.returncode != 0
+    assert "all providers failed (dead: connect_failed)" in done.stdout
+    lines = [x for x in done.stderr.splitlines() if x.startswith("agent-reach: ")]
+    # (its health check found it down first: passed over without the chat request, a skip)
+    assert re.fullmatch(
+        r"agent-reach: claude-\S+: no provider answered: dead skip\(connect_failed\), \d\.\d s",
+        lines[0],
+    )
+    assert lines[-1] == "agent-reach: 1 request, 0 failed over, 1 failed"
+
+
 def test_run_wins_over_what_setup_wrote_and_undo_puts_it_back(
     agent_config: dict[str, Any], agent_home: Path, up: Upstream, tmp_path: Path
 ) -> None:

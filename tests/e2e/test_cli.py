@@ -380,10 +380,13 @@ def test_check_says_a_circuit_is_open_and_the_provider_not_usable(
     assert (auth["reachable"], auth["usable"], auth["health"]) == (True, False, "none")
     assert auth["circuit"]["state"] == "open"
     assert auth["circuit"]["cause"] == "auth_failed"
-    assert re.fullmatch(r"circuit open after auth_failed, \d+ s left", auth["detail"])
+    assert re.fullmatch(
+        r"a TCP connect only, its key not tried; circuit open after auth_failed, \d+ s left",
+        auth["detail"],
+    )
     assert (rows["good"]["usable"], rows["good"]["circuit"]["state"]) == (True, "closed")
     table = run("check", config=cfg)
-    assert "no health check: circuit open after auth_failed" in table.stdout
+    assert "circuit open after auth_failed" in table.stdout
     assert "1 of 2 provider(s) usable" in table.stderr
 
 
@@ -434,6 +437,7 @@ def test_check_table_json_and_exit_codes(up: Upstream, tmp_path: Path) -> None:
     assert (sick["reachable"], sick["usable"], sick["health"]) == (True, False, "schema_mismatch")
     assert "text/html" in sick["detail"]
     assert (rows["nocheck"]["health"], rows["nocheck"]["usable"]) == ("none", True)
+    assert rows["nocheck"]["detail"] == "a TCP connect only, its key not tried"
     assert (rows["nokey"]["health"], rows["nokey"]["detail"]) == (
         "auth_failed",
         "SURELY_NOT_SET_VAR is not set",

@@ -74,6 +74,10 @@ def test_a_name_at_two_endpoints_and_a_fixed_key(up: Upstream, tmp_path: Path) -
     others = [r for r in everything if not r["in_config"]]
     assert [(r["provider"], r["circuit"]["state"]) for r in others] == [("zhipu-api", "open")]
     assert others[0]["fingerprint"] != shown[0]["fingerprint"]
+    assert (
+        "zhipu-api (not in one.yaml)"
+        in cli(tmp_path, one, "status", "--all", key=KEYED_GOOD).stdout
+    )
     for secret in (BAD, KEYED_GOOD):
         assert secret not in result.stdout
         assert secret not in (tmp_path / ".agent-reach" / "state.db").read_bytes().decode("latin-1")
@@ -87,6 +91,8 @@ def test_a_name_at_two_endpoints_and_a_fixed_key(up: Upstream, tmp_path: Path) -
     assert names[:2] == ["backup", "zhipu-api"]
     assert len(names) == 4  # plus the bad key's and the other endpoint's identities
     assert all(n.startswith("zhipu-api@") for n in names[2:])
+    table = cli(tmp_path, one, "report", "--all", key=KEYED_GOOD).stdout
+    assert table.count("(not in one.yaml)") == 2  # the other identities, labelled
 
 
 def test_a_state_file_from_before_identities_keeps_working(up: Upstream, tmp_path: Path) -> None:

@@ -239,6 +239,18 @@ def test_run_says_why_when_every_provider_fails_while_the_program_runs(
     )
 
 
+def test_an_agent_retrying_the_same_failure_gets_one_line_and_a_count(tmp_path: Path) -> None:
+    providers = [{"name": "dead", "endpoint": refused_url()}]
+    done, err = run_requests(tmp_path, providers, 4, "no provider answered")
+    assert done.returncode == 0, err
+    assert re.sub(r"\d+\.\d s", "T s", err) == (
+        "agent-reach: dead is down (connect_failed), skipped for 0 s\n"
+        "agent-reach: gpt-6.2-sol: no provider answered: dead connect_failed, T s\n"
+        "agent-reach: (and 3 more like it)\n"
+        "agent-reach: 4 requests, 0 failed over, 4 failed\n"
+    )
+
+
 def test_run_quiet_prints_nothing_and_log_gets_the_access_lines(
     up: Upstream, tmp_path: Path
 ) -> None:

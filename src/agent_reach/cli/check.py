@@ -65,9 +65,12 @@ async def _check_all(
 def _with_circuit(
     r: CheckResult, circuit: dict[str, Any] | None
 ) -> tuple[CheckResult, dict[str, Any] | None]:
-    """`r` as its open circuit leaves it: not usable (a request would skip it), and why."""
+    """`r` as its open circuit leaves it: not usable (a request would skip it), and why; and
+    for a provider without a health check, that its key was not tried."""
     from dataclasses import replace
 
+    if r.health == "none" and r.reachable and not r.detail:
+        r = replace(r, detail="a TCP connect only, its key not tried")
     if circuit is None or circuit["state"] != "open":
         return r, circuit
     why = f"circuit open after {circuit['cause']}, {circuit['open_for_s']:.0f} s left"

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from . import expected_errors
-from .simulated import app, free_port
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -142,8 +141,13 @@ async def _serve(port: int) -> None:
     from aiohttp import web
 
     from ..config.write import to_yaml
+    from .simulated import app, free_port
 
     started = time.perf_counter()
+    stop = asyncio.Event()  # Ctrl-C stops it cleanly from here on, before anything is printed
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     runner = web.AppRunner(app(), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port).start()
@@ -169,10 +173,6 @@ async def _serve(port: int) -> None:
     echo(f'  {run} claude -p "{AGENT_PROMPT}" --allowedTools "Bash(echo:*)"')
     echo(f"  OLLAMA_HOST={base} {me} init    # your own config, from what answers")
     echo(f"ready in {time.perf_counter() - started:.2f} s", err=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     try:
         await stop.wait()
     finally:
@@ -185,6 +185,7 @@ async def _demo() -> None:
 
     from ..router import Router
     from .render import TraceLines
+    from .simulated import app, free_port
 
     runner = web.AppRunner(app(), access_log=None)
     await runner.setup()

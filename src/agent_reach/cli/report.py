@@ -78,7 +78,7 @@ def report(
 
         print_json(built.to_dict())
     elif not html_file:
-        _report_table(built)
+        _report_table(built, _source(router))
 
 
 async def _build(router: Router, window: float, everything: bool) -> Any:
@@ -105,7 +105,12 @@ async def _build(router: Router, window: float, everything: bool) -> Any:
     )
 
 
-def _report_table(built: Any) -> None:
+def _source(router: Router) -> str:
+    """The config file's name, as rows of other identities are labelled (`not in FILE`)."""
+    return os.path.basename(router.config.source) if router.config.source else "this config"
+
+
+def _report_table(built: Any, source: str) -> None:
     from rich.table import Table
 
     from ..report import cell
@@ -132,8 +137,9 @@ def _report_table(built: Any) -> None:
             else (f"[red]{p.p95_ms} breach[/]" if p.breach else str(p.p95_ms))
         )
         quota = "; ".join(f"{q['budget']}: {q['used']}/{q['limit']}" for q in p.quota) or "–"
+        name = f"[dim]{p.name} (not in {source})[/]" if "@" in p.name else p.name
         table.add_row(
-            p.name,
+            name,
             str(p.requests),
             rate,
             str(p.failures),
@@ -161,7 +167,7 @@ def status(obj: dict[str, Any], as_json: bool, everything: bool) -> None:
     import asyncio
 
     router = _router(obj)
-    source = os.path.basename(router.config.source) if router.config.source else "this config"
+    source = _source(router)
     rows = asyncio.run(_status(router, everything))
     if as_json:
         from .render import print_json

@@ -6,13 +6,14 @@ Anthropic and Gemini base URLs and keys of its SDKs pointing at it; Codex CLI al
 `-c` overrides that define an `agent_reach` model provider speaking the Responses API, Claude
 Code a `--settings` file that outranks its own, Gemini CLI a private home whose settings take
 the key, and the other agents what `agents` says. The key is passed in the environment (and
-the private files, 0600 in a 0700 folder removed after the run) only, never printed. The run
-exits with the program's status.
+the private files, 0600 in a 0700 folder removed after the run) only, never printed nor on a
+command line. The run exits with the program's status.
 
 While the program runs, `Watch` writes to stderr what the user would otherwise not see: a line
 per request that failed over or failed, a line when a provider goes down or comes back, and a
 summary when the program ends (`--quiet` silences them; `--log FILE` gets them too, with the
-proxy's access lines, for agents whose screen redraws over stderr).
+proxy's access lines). A full-screen agent on a terminal would draw over them: they go to
+`RUN_LOG` then, and only the summary to the terminal.
 """
 
 from __future__ import annotations
@@ -116,6 +117,8 @@ class Watch:
 
     def __init__(self, write: Callable[[str], None]) -> None:
         self.write = write
+        self.last = ""  # the last failed request's line, without its time
+        self.again = 0  # how many failed requests since met the same, unsaid
         self.requests = 0
         self.failovers = 0
         self.failed = 0
@@ -133,14 +136,33 @@ class Watch:
         took = f"{sum(a.ms for a in event.trace) / 1000:.1f} s"
         if event.provider is None:
             self.failed += 1
-            self.write(f"{event.model or '-'}: no provider answered: {chain(event.trace)}, {took}")
+            self._say(f"{event.model or '-'}: no provider answered: {chain(event.trace)}", took)
             return
         self.answered[event.provider] += 1
         if len(event.trace) > 1:
             self.failovers += 1
+            self.flush()
+            self.last = ""
             self.write(f"{chain(event.trace)}, {took}")
 
+    def _say(self, line: str, took: str) -> None:
+        """`line, took` for a failed request, unless the last line said the same (the agent
+        retrying it)."""
+        if line == self.last:
+            self.again += 1
+            return
+        self.flush()
+        self.last = line
+        self.write(f"{line}, {took}")
+
+    def flush(self) -> None:
+        """Say how many requests met the same as the last line, if any did."""
+        if self.again:
+            self.write(f"(and {self.again} more like it)")
+            self.again = 0
+
     def _circuit(self, event: CircuitEvent) -> None:
+        self.flush()
         name = event.provider
         if event.opened and name not in self.down:
             self.down.add(name)
@@ -152,6 +174,7 @@ class Watch:
 
     def summary(self) -> str:
         """`3 requests, 2 failed over, 1 failed; answered by local (2)`."""
+        self.flush()
         text = f"{self.requests} request{'' if self.requests == 1 else 's'}"
         text += f", {self.failovers} failed over, {self.failed} failed"
         if self.answered:
