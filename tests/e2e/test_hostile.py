@@ -150,10 +150,10 @@ def test_a_thousand_bad_bearers_write_a_thousand_short_lines(served: Served) -> 
         ([("Authorization", "Basic azE6")], "must be 'Bearer KEY'"),
         ([("Authorization", "Bearer")], "must be 'Bearer KEY'"),
         ([("Authorization", "Bearer k2")], "not valid"),
-        ([("Authorization", "Bearer k1"), ("Authorization", "Bearer k1")], "one proxy key"),
+        ([("Authorization", "Bearer k1"), ("Authorization", "Bearer k2")], "one proxy key"),
         ([("Authorization", "Bearer wrong"), ("Authorization", "Bearer k1")], "one proxy key"),
-        ([("Authorization", "Bearer k1"), ("x-api-key", "k1")], "one proxy key"),
-        ([("x-api-key", "k1"), ("X-Api-Key", "k1")], "one proxy key"),
+        ([("Authorization", "Bearer k1"), ("x-api-key", "wrong")], "one proxy key"),
+        ([("x-api-key", "k1"), ("X-Api-Key", "k2")], "one proxy key"),
         ([("x-api-key", "k1 k1")], "visible ASCII"),
         ([], "is required"),
     ],
@@ -181,6 +181,14 @@ def test_one_valid_key_in_either_header_passes(served: Served, header: tuple[str
     reply = exchange(served.port, request("GET", "/v1/models", header, key=None))
     assert reply.status == 200
     assert reply.json()["object"] == "list"
+
+
+def test_one_key_in_both_headers_passes(served: Served) -> None:
+    """Claude Code's `apiKeyHelper` (what `setup claude --write` writes) sends its key as
+    `x-api-key` and as a Bearer token: one key, twice."""
+    both = (("Authorization", "Bearer k1"), ("x-api-key", "k1"))
+    reply = exchange(served.port, request("GET", "/v1/models", *both, key=None))
+    assert reply.status == 200
 
 
 # -- 2. JSON depth and numbers ------------------------------------------------------------------

@@ -4,9 +4,10 @@ or a traceback, and an error message quotes at most ~200 characters of it.
 
 In order, for every route (those added later too):
   - the method: CONNECT is 405;
-  - the proxy key, when client keys are set (every path but `OPEN_PATHS`): exactly one
-    `Authorization: Bearer KEY`, `x-api-key: KEY` or `x-goog-api-key: KEY` header (or, on the
-    Gemini API's paths, a `key=KEY` query parameter), the token parsed exactly and
+  - the proxy key, when client keys are set (every path but `OPEN_PATHS`): one key, in
+    `Authorization: Bearer KEY`, `x-api-key: KEY` or `x-goog-api-key: KEY` headers (or, on the
+    Gemini API's paths, a `key=KEY` query parameter; one key sent in several counts as one),
+    the token parsed exactly and
     compared in constant time against every key (or, for the status page's reads, its
     cookie); else 401. When none are set, what keeps web pages out (`browsers`): 403 / 415;
   - the body's encoding: gzip and deflate are decoded by aiohttp (in bounded steps), any other
@@ -83,28 +84,29 @@ class Keys:
     def read(
         self, headers: CIMultiDictProxy[str], query: tuple[str, ...] = ()
     ) -> tuple[str, None] | tuple[None, str]:
-        """(the valid key the headers or `query` carry, None), or (None, what is wrong)."""
-        given = [*headers.getall("Authorization", []), *query]
-        for name in _KEY_HEADERS:
-            given += headers.getall(name, [])
-        if not given:
+        """(the valid key the headers or `query` carry, None), or (None, what is wrong). One
+        key may come in several of them (Claude Code's `apiKeyHelper` sends it as `x-api-key`
+        and as a Bearer token): two different ones are refused."""
+        bearer = headers.getall("Authorization", [])
+        plain = [*query, *(v for name in _KEY_HEADERS for v in headers.getall(name, []))]
+        if not bearer and not plain:
             return None, (
                 "a proxy key is required (Authorization: Bearer KEY, x-api-key: KEY"
                 " or x-goog-api-key: KEY)"
             )
-        if len(given) > 1:
-            return None, (
-                "send one proxy key, in one header (Authorization, x-api-key, x-goog-api-key)"
-            )
-        if "Authorization" in headers:
-            match = _BEARER.fullmatch(given[0])
+        tokens = set()
+        for value in bearer:
+            match = _BEARER.fullmatch(value)
             if match is None:
                 return None, "the Authorization header must be 'Bearer KEY'"
-            token = match[1]
-        elif _TOKEN.fullmatch(given[0]):
-            token = given[0]
-        else:
-            return None, "the key must be one token of visible ASCII characters"
+            tokens.add(match[1])
+        for value in plain:
+            if not _TOKEN.fullmatch(value):
+                return None, "the key must be one token of visible ASCII characters"
+            tokens.add(value)
+        if len(tokens) > 1:
+            return None, "send one proxy key (two different ones came)"
+        token = tokens.pop()
         return (token, None) if self.valid(token) else (None, "the proxy key is not valid")
 
     def valid(self, token: str, cookie: bool = False) -> bool:
