@@ -533,6 +533,21 @@ class Upstream:
         request.transport.close()  # the connection dies mid-answer
         return resp
 
+    async def s_badshape(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """Answers agent-reach cannot carry: `tool_calls: ["x"]`; a stream whose second chunk
+        has `delta.content: 5`."""
+        if stream:
+            bad = chunk("partial ", role=True)
+            bad["choices"][0]["delta"]["content"] = 5
+            return await self._stream_chunks(request, [chunk("partial ", role=True), bad])
+        answer = completion("x")
+        answer["choices"][0]["message"] = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": ["x"],
+        }
+        return web.json_response(answer)
+
     async def s_cutbody(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         # A whole answer announced with its length, and the connection closed halfway through.
         resp = web.StreamResponse(

@@ -197,7 +197,9 @@ class PreparedProvider:
         if completion.filtered(normalized["choices"]):
             return filtered(status), None
         accepted = {m for m in (requested, model) if m}
-        problem = validation.check(self.spec.validation, normalized, body, accepted)
+        problem = completion.malformed(normalized) or validation.check(
+            self.spec.validation, normalized, body, accepted
+        )
         if problem:
             return mismatch(problem, status), None
         return Outcome(OK.reason, status), body if raw_response else normalized

@@ -68,13 +68,13 @@ class LiveStream:
                 if kept is not None:
                     kept.append(frame)
                 for chunk in self.decoder.feed(*frame):
-                    yield chunk
+                    yield _carried(chunk)
         frame = self.frames.flush()
         if frame is not None:
             if kept is not None:
                 kept.append(frame)
             for chunk in self.decoder.feed(*frame):
-                yield chunk
+                yield _carried(chunk)
         if not self.decoder.finished:
             raise aiohttp.ServerDisconnectedError("stream ended before the answer was complete")
         self._complete = True
@@ -250,6 +250,14 @@ class Said:
             ):
                 self.other = True
         return chunk
+
+
+def _carried(chunk: dict[str, Any]) -> dict[str, Any]:
+    """`chunk`, if the faces can carry it; else `Mismatch` (a `schema_mismatch`)."""
+    problem = completion.malformed(chunk, chunk=True)
+    if problem is not None:
+        raise Mismatch(problem)
+    return chunk
 
 
 def _without_role(choice: dict[str, Any]) -> dict[str, Any]:
