@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from .connection import Runner
 
 
+LINGER_S = 1.0
+
+
 def api_keys(server: ServerConfig, source: str) -> frozenset[str]:
     """The client keys from the variable `server.api_keys_env` names (comma-separated).
     ConfigError when client auth was meant but would be off: the config names the variable
@@ -184,7 +187,14 @@ def _runner(proxy: Proxy, app: web.Application, shutdown_s: float, *, access_log
         app,
         limits=limits,
         screen=proxy.guard.expect,
-        connection={"keepalive_timeout": limits.keepalive_timeout_s, **options(access_log)},
+        connection={
+            "keepalive_timeout": limits.keepalive_timeout_s,
+            # After an answer that closes the connection before its body was read (413, 408),
+            # what still comes is drained this long, not aiohttp's 10 s: a gzip bomb's sender
+            # holds nothing for long.
+            "lingering_time": LINGER_S,
+            **options(access_log),
+        },
         shutdown_timeout=shutdown_s,
     )
 
