@@ -174,7 +174,7 @@ def _runner(proxy: Proxy, app: web.Application, shutdown_s: float, *, access_log
     nofile = raise_limit()
     cap = connection_cap(limits.max_connections, nofile)
     if cap < limits.max_connections:
-        server_log.warning(
+        server_log.info(
             "agent-reach: server.max_connections %d lowered to %d: the process may open %d "
             "files (ulimit -n), and each connection may need an upstream socket besides",
             limits.max_connections,
