@@ -22,9 +22,13 @@ from . import expected_errors, fail
 KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 
 
-def agent_env(base: str, key: str, environ: dict[str, str]) -> dict[str, str]:
-    """`environ` with the OpenAI and Anthropic SDKs' base URLs and keys set to the proxy."""
-    env = {k: v for k, v in environ.items() if k != "ANTHROPIC_AUTH_TOKEN"}
+def agent_env(
+    base: str, key: str, environ: dict[str, str], hidden: frozenset[str] = frozenset()
+) -> dict[str, str]:
+    """`environ` with the OpenAI and Anthropic SDKs' base URLs and keys set to the proxy, and
+    without the variables in `hidden` (the providers' keys, the proxy's client keys): the
+    program reaches providers through the proxy, and holds no key of theirs."""
+    env = {k: v for k, v in environ.items() if k != "ANTHROPIC_AUTH_TOKEN" and k not in hidden}
     env.update(
         {
             "OPENAI_BASE_URL": f"{base}/v1",
@@ -75,17 +79,22 @@ def run(obj: dict[str, Any], route: str | None, port: int, command: tuple[str, .
     from ..server import run_with
 
     key = secrets.token_urlsafe(24)
-    code = asyncio.run(run_with(router, port, key, route, lambda base: _child(command, base, key)))
+    config = router.config
+    named = [p.api_key_env for p in config.providers] + [config.server.api_keys_env]
+    hidden = frozenset(var for var in named if var)
+    code = asyncio.run(
+        run_with(router, port, key, route, lambda base: _child(command, base, key, hidden))
+    )
     sys.exit(code)
 
 
-async def _child(command: tuple[str, ...], base: str, key: str) -> int:
+async def _child(command: tuple[str, ...], base: str, key: str, hidden: frozenset[str]) -> int:
     """Run the program to its end; its exit status (128 + N when killed by signal N)."""
     import asyncio
     import signal
 
     proc = await asyncio.create_subprocess_exec(
-        *command_line(command, base), env=agent_env(base, key, dict(os.environ))
+        *command_line(command, base), env=agent_env(base, key, dict(os.environ), hidden)
     )
     loop = asyncio.get_running_loop()
     # Ctrl-C reaches the program from the terminal; the run ends when it does.
