@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/abuse.py
 	$(BIN)/python bench/fleet.py
 	$(BIN)/python bench/tracing.py
+	$(BIN)/python bench/rescue.py
 
 chaos: $(STAMP)
 	$(BIN)/python bench/chaos.py --seconds 120

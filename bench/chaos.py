@@ -39,7 +39,7 @@ from typing import Any
 import openai
 from aiohttp import web
 
-from common import rss_mb
+from common import rss_mb, sse_chunk
 
 AGENT_REACH = str(Path(sys.executable).parent / "agent-reach")
 HEALTHY = ("ok", "slow")
@@ -58,15 +58,7 @@ COMPLETION = {
 
 
 def _chunk(text: str | None, finish: str | None = None) -> bytes:
-    delta = {} if text is None else {"content": text}
-    body = {
-        "id": "chatcmpl-chaos",
-        "object": "chat.completion.chunk",
-        "created": 1_700_000_000,
-        "model": "chaos",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
-    return b"data: " + json.dumps(body).encode() + b"\n\n"
+    return sse_chunk(text, finish, "chaos")
 
 
 class Simulated:

@@ -34,6 +34,20 @@ REQUEST: dict[str, Any] = {"model": "bench", "messages": [{"role": "user", "cont
 BODY = json.dumps(REQUEST)
 AGENT_REACH = str(Path(sys.executable).parent / "agent-reach")
 
+
+def sse_chunk(text: str | None, finish: str | None, model: str) -> bytes:
+    """One `chat.completion.chunk` as an SSE event, the way a simulated provider streams it."""
+    delta = {} if text is None else {"content": text}
+    body = {
+        "id": f"chatcmpl-{model}",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
 # -- processes --------------------------------------------------------------------------------
 
 

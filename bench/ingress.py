@@ -1,11 +1,12 @@
-"""The three APIs a client can speak (Chat Completions, Responses, Messages) through agent-reach
-and through LiteLLM's proxy, side by side in one run, on one chat-only upstream.
+"""The four APIs a client can speak (Chat Completions, Responses, Messages, Gemini) through
+agent-reach and through LiteLLM's proxy, side by side in one run, on one chat-only upstream.
 
     .venv/bin/python bench/ingress.py [--quick]
 
 - Upstream: nginx answering a fixed chat.completion (the "direct" baseline) and
   bench/mock_upstream.py's paced SSE stream (20 chunks 5 ms apart) for streams; neither speaks
-  Responses or Messages, so both proxies translate (as they do for DeepSeek, Zhipu, Ollama).
+  Responses, Messages or Gemini, so both proxies translate (as they do for DeepSeek, Zhipu,
+  Ollama). LiteLLM's proxy has no Gemini face for chat deployments: that row is agent-reach's.
 - Proxies: `agent-reach serve` (bench/peers/agent-reach.yaml) and LiteLLM 1.108.7
   (bench/peers/litellm-ingress.yaml: deployments LiteLLM bridges to chat completions, as it
   must for chat-only providers; installed into bench/.peers/ by bench/peers.py's installer),
@@ -14,8 +15,8 @@ and through LiteLLM's proxy, side by side in one run, on one chat-only upstream.
   the direct upstream) and the added time to the first streamed content event, for every API
   through both proxies; and whether each answer is really in the API it was asked in (an
   Anthropic `message`, a `response` object), since a wrong shape is what an agent sees first.
-Targets (issue 9): Responses and Messages within +0.3 ms p50 of agent-reach's own chat path,
-and their stream TTFB within +0.3 ms of its chat stream.
+Targets (issues 9 and 22): Responses, Messages and Gemini within +0.3 ms p50 of agent-reach's
+own chat path, and their stream TTFB within +0.3 ms of its chat stream.
 Results: bench/results/ingress.json and ingress.md.
 """
 
@@ -52,13 +53,17 @@ APIS = {
     "chat": "/v1/chat/completions",
     "responses": "/v1/responses",
     "messages": "/v1/messages",
+    "gemini": "/v1beta/models/bench:generateContent",
 }
+STREAM_PATHS = {"gemini": "/v1beta/models/bench:streamGenerateContent?alt=sse"}
 TARGET_MS = 0.3
 
 
 def body(api: str, model: str, stream: bool) -> str:
     """The same one-word question in each API."""
     question: dict[str, Any]
+    if api == "gemini":  # the model is in the path, the stream too
+        return json.dumps({"contents": [{"role": "user", "parts": [{"text": "ping"}]}]})
     if api == "responses":
         question = {"model": model, "input": "ping", "store": False}
     elif api == "messages":
@@ -81,11 +86,14 @@ def targets(peer: Peer, stream: bool) -> dict[str, Target]:
     out = {}
     for api, path in APIS.items():
         if peer.name == "LiteLLM":  # see bench/peers/litellm-ingress.yaml
+            if api == "gemini":
+                continue
             model = "bench-messages" if api == "messages" else "bench"
             model, headers = (f"{model}-stream" if stream else model), auth
         else:
             model, headers = "bench", {**auth, "X-Agent-Reach-Route": "stream"} if stream else auth
-        out[f"{peer.name} {api}"] = Target(peer.port, headers, body(api, model, stream), path)
+        where = STREAM_PATHS.get(api, path) if stream else path
+        out[f"{peer.name} {api}"] = Target(peer.port, headers, body(api, model, stream), where)
     return out
 
 
@@ -96,7 +104,10 @@ def shape(api: str, raw: bytes) -> str:
         answer = json.loads(raw)
     except ValueError:
         return f"not JSON: {raw[:120]!r}"
-    if api == "responses":
+    if api == "gemini":
+        parts = ((answer.get("candidates") or [{}])[0].get("content") or {}).get("parts") or []
+        good = [p.get("text") for p in parts] == ["pong"]
+    elif api == "responses":
         texts = [
             part.get("text")
             for item in answer.get("output") or ()
@@ -226,7 +237,7 @@ def targets_met(results: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for section, what in (("latency_ms", "p50"), ("streaming", "TTFB p50")):
         chat = _p50(results, section, "agent-reach chat")
-        for api in ("responses", "messages"):
+        for api in ("responses", "messages", "gemini"):
             other = _p50(results, section, f"agent-reach {api}")
             delta = None if chat is None or other is None else other - chat
             out.append(
@@ -242,7 +253,7 @@ def targets_met(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 def markdown(results: dict[str, Any]) -> str:
     lines = [
-        f"# Ingress: three APIs through agent-reach and LiteLLM ({results['when']})",
+        f"# Ingress: four APIs through agent-reach and LiteLLM ({results['when']})",
         "",
         "| target | answer | p50 ms | p99 ms | added p50 | added p99 | stream TTFB p50 | added TTFB |",
         "|---|---|---|---|---|---|---|---|",
@@ -292,7 +303,7 @@ def main() -> None:
     shutil.rmtree(logs, ignore_errors=True)
     logs.mkdir(parents=True)
     workdir = Path(tempfile.mkdtemp(prefix="agent-reach-ingress-"))
-    print("three APIs through agent-reach and LiteLLM, one run (bench/ingress.py)", flush=True)
+    print("four APIs through agent-reach and LiteLLM, one run (bench/ingress.py)", flush=True)
     try:
         results = run(args.quick, workdir, logs)
     except KeyboardInterrupt:

@@ -504,7 +504,11 @@ def cold_start(procs: Processes, peer: Peer, runs: int, logs: Path) -> str | Non
 
 def has_content(path: str, event: dict[str, Any]) -> bool:
     """Whether one stream event of the API at `path` carries part of the answer's text: a chat
-    chunk's `delta.content`, a Responses `response.output_text.delta`, a Messages text delta."""
+    chunk's `delta.content`, a Responses `response.output_text.delta`, a Messages text delta, a
+    Gemini response's text part."""
+    if ":streamGenerateContent" in path:
+        parts = ((event.get("candidates") or [{}])[0].get("content") or {}).get("parts") or []
+        return any(p.get("text") and not p.get("thought") for p in parts)
     if path.endswith("/responses"):
         return event.get("type") == "response.output_text.delta" and bool(event.get("delta"))
     if path.endswith("/messages"):

@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# The coding agents the end-to-end tests drive through the proxy, at pinned versions, from npm
-# into tests/.agents/ (gitignored). Both packages carry their own binaries and run offline.
+# The coding agents the end-to-end tests drive through the proxy (Codex CLI, Claude Code, Gemini
+# CLI, Qwen Code, OpenCode), at pinned versions, from npm into tests/.agents/ (gitignored).
+# Each runs offline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CODEX=0.171.0
 CLAUDE=2.1.197
+GEMINI=0.61.0
+QWEN=0.24.4
+OPENCODE=1.18.33
 dir=tests/.agents
-stamp="$dir/.installed-$CODEX-$CLAUDE"
+stamp="$dir/.installed-$CODEX-$CLAUDE-$GEMINI-$QWEN-$OPENCODE"
 [ -f "$stamp" ] && exit 0
 command -v npm >/dev/null 2>&1 || { echo "npm (Node.js 20) is needed for the agent tests" >&2; exit 1; }
 mkdir -p "$dir"
-echo "installing @openai/codex@$CODEX and @anthropic-ai/claude-code@$CLAUDE for the tests" >&2
+echo "installing the coding agents for the tests: @openai/codex@$CODEX," \
+  "@anthropic-ai/claude-code@$CLAUDE, @google/gemini-cli@$GEMINI," \
+  "@qwen-code/qwen-code@$QWEN, opencode-ai@$OPENCODE" >&2
 npm install --prefix "$dir" --no-audit --no-fund --silent \
-  "@openai/codex@$CODEX" "@anthropic-ai/claude-code@$CLAUDE" >&2
+  "@openai/codex@$CODEX" "@anthropic-ai/claude-code@$CLAUDE" "@google/gemini-cli@$GEMINI" \
+  "@qwen-code/qwen-code@$QWEN" "opencode-ai@$OPENCODE" >&2
 touch "$stamp"

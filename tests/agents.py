@@ -1,4 +1,4 @@
-"""The real coding agents (Codex CLI, Claude Code) from npm, for end-to-end tests."""
+"""The real coding agents (Codex CLI, Claude Code, Gemini CLI) from npm, for end-to-end tests."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ AGENT_CLIENT_KEY = "sk-agent-client-9f8e7d6c-SECRET"
 
 
 def agent(name: str) -> Path:
-    """The path of `codex` or `claude`, installed at their pinned versions on first use."""
+    """The path of `codex`, `claude` or `gemini`, installed at their pinned versions on first
+    use."""
     subprocess.run([str(ROOT / "scripts" / "ensure-agents.sh")], check=True)
     path = BIN / name
     if not path.exists():
@@ -27,5 +28,17 @@ def claude_env(home: Path, **extra: str) -> dict[str, str]:
         "PATH": os.environ["PATH"],
         "HOME": str(home),
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        **extra,
+    }
+
+
+def gemini_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment Gemini CLI runs in, offline, with `extra` (`GOOGLE_GEMINI_BASE_URL` and
+    `GEMINI_API_KEY` to reach a proxy; `agent-reach run` sets those itself)."""
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",  # headless in a folder it has never seen
+        "NO_COLOR": "1",
         **extra,
     }

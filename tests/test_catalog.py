@@ -125,6 +125,12 @@ def test_entry_json_form() -> None:
     assert data["models"] == list(catalog.get("minimax-v1").models)
 
 
+def test_a_documented_prefill_is_in_the_config_entry() -> None:
+    # DeepSeek's prefix completion, on its beta base URL only (protocol §10, continuation)
+    assert catalog.get("deepseek-beta").provider()["assistant_prefill"] is True
+    assert "assistant_prefill" not in catalog.get("deepseek").provider()
+
+
 def test_overrides_replace_fields() -> None:
     provider = catalog.get("ollama").provider(endpoint="http://127.0.0.1:1/api/chat", models=["m"])
     assert provider["endpoint"] == "http://127.0.0.1:1/api/chat"
@@ -174,6 +180,7 @@ GOOD: dict[str, Any] = {
         ([{**GOOD, "endpoint": "ftp://x"}], "field 'endpoint'"),
         ([{**GOOD, "models": "gpt"}], "field 'models'"),
         ([{**GOOD, "local": "yes"}], "field 'local'"),
+        ([{**GOOD, "assistant_prefill": "yes"}], "field 'assistant_prefill'"),
         ([GOOD, GOOD], "used twice"),
     ],
 )

@@ -10,7 +10,14 @@ from agent_reach import paths
 from agent_reach.breaker import CLOSED, CircuitState, admit, counted, fleet_count, record
 from agent_reach.config import CircuitConfig
 from agent_reach.errors import RequestError
-from agent_reach.outcomes import ErrorInfo, Outcome, Transport, classify, parse_retry_after
+from agent_reach.outcomes import (
+    ErrorInfo,
+    Outcome,
+    Transport,
+    classify,
+    output_cap,
+    parse_retry_after,
+)
 from agent_reach.request import ChatRequest
 from agent_reach.routing import (
     Expired,
@@ -72,14 +79,33 @@ NOW = 1_800_000_000.0
         ({"transport": Transport.DISCONNECTED}, Reason.SERVER_ERROR, None),
         ({"status": 401}, Reason.AUTH_FAILED, None),
         ({"status": 403}, Reason.AUTH_FAILED, None),
-        ({"status": 429, "retry_after": "12"}, Reason.RATE_LIMITED, 12.0),
+        ({"status": 429, "headers": {"Retry-After": "12"}}, Reason.RATE_LIMITED, 12.0),
         ({"status": 429}, Reason.RATE_LIMITED, None),
-        ({"status": 402}, Reason.RATE_LIMITED, None),
+        ({"status": 402}, Reason.QUOTA_EXHAUSTED_UPSTREAM, None),
         ({"status": 500}, Reason.SERVER_ERROR, None),
-        ({"status": 503, "retry_after": "3"}, Reason.SERVER_ERROR, 3.0),
+        ({"status": 503, "headers": {"Retry-After": "3"}}, Reason.SERVER_ERROR, 3.0),
         ({"status": 529}, Reason.SERVER_ERROR, None),
         ({"status": 408}, Reason.TIMEOUT, None),
         ({"status": 400}, Reason.BAD_REQUEST, None),
+        (
+            {
+                "status": 400,
+                "error": ErrorInfo("messages.1.content.0: Invalid `signature` in `thinking` block"),
+            },
+            Reason.ARTIFACT_REJECTED,
+            None,
+        ),
+        (
+            {
+                "status": 400,
+                "error": ErrorInfo(
+                    "The encrypted content for item rs_1 could not be verified.",
+                    "invalid_encrypted_content",
+                ),
+            },
+            Reason.ARTIFACT_REJECTED,
+            None,
+        ),
         ({"status": 422}, Reason.BAD_REQUEST, None),
         ({"status": 301}, Reason.BAD_REQUEST, None),
         (
@@ -185,7 +211,100 @@ def test_retry_after_http_date() -> None:
     assert parse_retry_after(None, NOW) is None
 
 
-POLICY = CircuitConfig(failures=3, cooldown_s=30, auth_cooldown_s=300)
+# The usage-limit answers of docs/providers.md ("Usage limits"), as the dialects see them.
+ZHIPU_1308 = ErrorInfo("已达到 5 小时的使用上限。您的限额将在 2027-01-16 06:00:00 重置。", "1308")
+MINIMAX_2056 = ErrorInfo(
+    "usage limit exceeded, 5-hour usage limit reached for Token Plan Starter (0/0 used), "
+    "resets at 2027-01-15T22:00:00Z (2056)",
+    "rate_limit_error",
+    429,
+)
+RESET = 1_800_050_400.0  # 2027-01-15T22:00:00Z, 14 h after NOW
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason", "wait"),
+    [
+        ({"status": 402, "error": ErrorInfo("Insufficient Balance")}, "quota", None),
+        (
+            {
+                "status": 429,
+                "error": ErrorInfo("You exceeded your current quota", "insufficient_quota"),
+            },
+            "quota",
+            None,
+        ),
+        ({"status": 429, "error": ZHIPU_1308}, "quota", RESET - NOW),  # Beijing time
+        ({"status": 429, "error": ErrorInfo("您的账户已欠费,请充值后重试", "1113")}, "quota", None),
+        ({"status": 429, "error": ErrorInfo("每周/每月使用上限", "1310")}, "quota", None),
+        ({"status": 200, "error": MINIMAX_2056}, "quota", RESET - NOW),
+        (
+            {"status": 429, "error": ErrorInfo("x", "exceeded_current_quota_error")},
+            "quota",
+            None,
+        ),
+        ({"status": 403, "error": ErrorInfo("insufficient balance")}, "quota", None),
+        # a 429 that says to wait longer than `rate_limit_window_s` is a used-up window
+        ({"status": 429, "headers": {"Retry-After": "61"}}, "quota", 61.0),
+        ({"status": 429, "headers": {"Retry-After": "60"}}, "rate", 60.0),
+        ({"status": 429, "headers": {"retry-after-ms": "1500"}}, "rate", 1.5),
+        (
+            {
+                "status": 429,
+                "headers": {
+                    "anthropic-ratelimit-tokens-remaining": "0",
+                    "anthropic-ratelimit-tokens-reset": "2027-01-15T22:00:00Z",
+                    "anthropic-ratelimit-requests-remaining": "40",
+                    "anthropic-ratelimit-requests-reset": "2027-01-16T22:00:00Z",
+                },
+            },
+            "quota",
+            RESET - NOW,
+        ),
+        (
+            {
+                "status": 429,
+                "headers": {
+                    "anthropic-ratelimit-unified-status": "rejected",
+                    "anthropic-ratelimit-unified-reset": str(int(RESET)),
+                    "anthropic-ratelimit-unified-7d-status": "allowed",
+                    "anthropic-ratelimit-unified-7d-reset": str(int(RESET) + 86400),
+                },
+            },
+            "quota",
+            RESET - NOW,
+        ),
+        (
+            {
+                "status": 429,
+                "headers": {"anthropic-ratelimit-requests-reset": "2027-01-15T08:00:05Z"},
+            },
+            "rate",
+            None,
+        ),
+        (
+            {"status": 429, "error": ErrorInfo("Rate limit reached", "rate_limit_exceeded")},
+            "rate",
+            None,
+        ),
+        ({"status": 401, "error": ErrorInfo("Incorrect API key provided")}, "auth", None),
+    ],
+)
+def test_usage_limits_are_told_from_rate_limits(
+    kwargs: dict[str, Any], reason: str, wait: float | None
+) -> None:
+    reasons = {
+        "quota": Reason.QUOTA_EXHAUSTED_UPSTREAM,
+        "rate": Reason.RATE_LIMITED,
+        "auth": Reason.AUTH_FAILED,
+    }
+    outcome = classify(**{"now": NOW, **kwargs})
+    assert outcome.reason is reasons[reason]
+    if wait is not None:
+        assert outcome.retry_after == pytest.approx(wait)
+
+
+POLICY = CircuitConfig(failures=3, cooldown_s=30, auth_cooldown_s=300, quota_cooldown_s=3600)
 
 
 def run_breaker(events: list[tuple[float, Reason | str]]) -> CircuitState:
@@ -206,6 +325,14 @@ def run_breaker(events: list[tuple[float, Reason | str]]) -> CircuitState:
         ([(0, "server_error"), (1, "ok"), (2, "server_error"), (3, "server_error")], None, True),
         ([(0, "auth_failed")], 300, False),
         ([(0, "rate_limited")], 30, False),
+        ([(0, "quota_exhausted_upstream")], 3600, False),
+        # its trial after the window: ok closes it, another usage-limit answer opens it again
+        ([(0, "quota_exhausted_upstream"), (3601, "admit"), (3602, "ok")], None, True),
+        (
+            [(0, "quota_exhausted_upstream"), (3601, "admit"), (3602, "quota_exhausted_upstream")],
+            3602 + 3600,
+            False,
+        ),
         ([(0, "bad_request")], None, True),
         # open, cooldown passes, a trial is admitted and fails: open again for the cooldown
         ([(0, "auth_failed"), (301, "admit"), (302, "server_error")], 302 + 30, False),
@@ -220,6 +347,34 @@ def test_breaker(events: list[tuple[float, str]], open_at: float | None, closed:
     assert state.closed is closed
     if open_at is not None:
         assert state.open_until == NOW + open_at
+
+
+def test_a_last_resort_401_never_restarts_a_cooldown() -> None:
+    opened = record(CLOSED, Reason.AUTH_FAILED, NOW, POLICY)
+    again = record(opened, Reason.AUTH_FAILED, NOW + 100, POLICY, last_resort=True)
+    assert again == opened  # still reopens at NOW + 300, not NOW + 400
+    cooled = record(opened, Reason.AUTH_FAILED, NOW + 100, POLICY)
+    assert cooled.open_until == NOW + 400  # a 401 in the first pass (a trial) does restart it
+    # a circuit closed until now (deferred as unhealthy) opens on a last resort's 401
+    assert record(CLOSED, Reason.AUTH_FAILED, NOW, POLICY, last_resort=True).is_open(NOW + 1)
+
+
+def test_a_used_up_usage_limit_keeps_out_until_its_reset() -> None:
+    state = record(CLOSED, Reason.QUOTA_EXHAUSTED_UPSTREAM, NOW, POLICY, retry_after=3)
+    assert state.out
+    assert state.open_until == NOW + 3
+    skip = precheck(serves_model=True, model="m", circuit=state, missing_key=None, now=NOW + 1)
+    assert skip is not None
+    assert skip.reason is Reason.QUOTA_EXHAUSTED_UPSTREAM
+    assert not skip.deferrable  # not a last resort
+    assert skip.detail == "usage limit used up, out for 2 s"
+    view = state.view(NOW + 1)
+    assert view["out_until"] == NOW + 3
+    assert view["note"] == "out until 08:00 (usage limit)"  # NOW + 3 s, in UTC
+    allowed, leased = admit(state, NOW + 3, 5)
+    assert allowed
+    assert leased.out  # its trial in flight: still out for everyone else
+    assert not record(state, Reason.RATE_LIMITED, NOW, POLICY).out
 
 
 def test_breaker_rate_limit_uses_retry_after() -> None:
@@ -270,6 +425,35 @@ def test_attempt_order(kwargs: dict[str, Any], order: tuple[str, ...]) -> None:
 )
 def test_route_label(route: str, model: str | None, label: str) -> None:
     assert TABLE.label(route, model) == label
+
+
+CLAUDE_MAP = {"claude-*": "main", "claude-*haiku*": "fast", "*": "other"}
+
+# Claude Code's background model goes to a fast route, its main one elsewhere (issue 19):
+# the most literal pattern wins, whatever the order in the file.
+WILD = RouteTable.build(
+    [("a", 1.0), ("b", 1.0), ("c", 1.0)],
+    None,
+    {"claude-*": ["a"], "claude-*haiku*": ["b"], "gpt-*-codex": ["c"], "claude-opus-4-8": ["c"]},
+)
+
+
+@pytest.mark.parametrize(
+    ("model", "order", "label"),
+    [
+        ("claude-haiku-4-5-20251001", ("b",), "claude-*haiku*"),
+        ("claude-sonnet-4-5", ("a",), "claude-*"),
+        ("claude-opus-4-8", ("c",), "claude-opus-4-8"),  # a name given exactly wins
+        ("claude-", ("a",), "claude-*"),  # `*` may stand for nothing
+        ("gpt-5.1-codex", ("c",), "gpt-*-codex"),
+        ("gpt-5-codex-mini", ("a", "b", "c"), "default"),  # a pattern matches the whole name
+        ("xclaude-haiku", ("a", "b", "c"), "default"),
+        ("claude.haiku", ("a", "b", "c"), "default"),  # `.` is a dot, not any character
+    ],
+)
+def test_route_patterns(model: str, order: tuple[str, ...], label: str) -> None:
+    assert attempt_order(WILD, ("a", "b", "c"), model=model) == order
+    assert WILD.label("default", model) == label
 
 
 def test_attempt_order_explicit_default_and_unknown_names() -> None:
@@ -437,6 +621,14 @@ def test_validation(level: Level, body: dict[str, Any], raw: Any, ok: bool) -> N
         ({}, None, None, "", False),  # no model asked, none known: skipped (protocol §3)
         ({"*": ""}, None, None, "", True),  # ... unless "*" says "send none"
         ({"*": ""}, None, "m", "m", True),  # which never hides a model that was asked for
+        # `*` wildcards in keys: the most literal pattern that matches, whatever the order
+        (CLAUDE_MAP, None, "claude-haiku-4-5-20251001", "fast", True),
+        (CLAUDE_MAP, None, "claude-opus-4-8", "main", True),
+        (CLAUDE_MAP, None, "gpt-5", "other", True),
+        (CLAUDE_MAP, ["fast"], "claude-haiku-4-5", "fast", True),
+        (CLAUDE_MAP, ["fast"], "claude-opus-4-8", "main", False),
+        ({"claude-*": "main", "claude-opus-4-8": "big"}, None, "claude-opus-4-8", "big", True),
+        ({"claude-*": "main"}, None, "gpt-5", "gpt-5", True),  # unmatched: as requested
     ],
 )
 def test_model_map_star(
@@ -521,3 +713,44 @@ def test_only_a_clients_own_deadline_is_its_doing(own: bool) -> None:
     run = Run(req, "r", "", Walk(("p",)), 0.0, own_deadline=own)
     assert run.own_limit(DEADLINE_TIMEOUT, None) is own
     assert not run.own_limit(Outcome(Reason.TIMEOUT, None, "read timeout"), None)
+
+
+@pytest.mark.parametrize(
+    ("message", "allowed"),
+    [
+        ("Invalid max_tokens value, the valid range of max_tokens is [1, 8192]", 8192),  # DeepSeek
+        (  # DashScope (Qwen)
+            "<400> InternalError.Algo.InvalidParameter: Range of max_tokens should be [1, 65536]",
+            65536,
+        ),
+        (  # OpenAI
+            "max_tokens is too large: 6000. This model supports at most 4096 completion tokens, "
+            "whereas you provided 6000.",
+            4096,
+        ),
+        (  # Volcengine Ark
+            "The parameter max_tokens specified in the request is not valid: integer above "
+            "maximum value, expected a value <= 32768, but got 64000 instead.",
+            32768,
+        ),
+        ("max_tokens must be less than or equal to 16384, the maximum value for max_tokens", 16384),
+        (  # Anthropic
+            "max_tokens: 16000 > 8192, which is the maximum allowed number of output tokens for "
+            "claude-3-5-sonnet-20241022",
+            8192,
+        ),
+        ("max_tokens: 64000 > 8192, which exceeds the remaining prompt budget", None),
+        ("max_tokens参数非法。请检查文档。", None),  # Zhipu 1214: no number
+        ("temperature must be <= 2", None),  # not about the output cap
+        ("Invalid request: Your request exceeded model token limit: 8192", None),  # Kimi: context
+    ],
+)
+def test_output_cap_of_a_refusal(message: str, allowed: int | None) -> None:
+    assert output_cap(message) == allowed
+
+
+def test_a_refused_output_cap_is_a_bad_request_that_says_the_cap() -> None:
+    error = ErrorInfo("Invalid max_tokens value, the valid range of max_tokens is [1, 8192]")
+    outcome = classify(status=400, error=error)
+    assert (outcome.reason, outcome.output_cap) == (Reason.BAD_REQUEST, 8192)
+    assert classify(status=500, error=error).output_cap is None

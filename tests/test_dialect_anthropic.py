@@ -16,9 +16,7 @@ from hypothesis import strategies as st
 from agent_reach import Reason, RequestError, StreamInterrupted, completion
 from agent_reach.dialects import Context, Shape, get
 from agent_reach.dialects.anthropic import (
-    ATTACHMENT_TOKENS,
     DIALECT,
-    MESSAGE_TOKENS,
     MessageEvents,
     estimate_tokens,
     message_of,
@@ -26,9 +24,16 @@ from agent_reach.dialects.anthropic import (
     stop_reason,
     tool_use_id,
 )
+from agent_reach.dialects.tokens import (
+    ATTACHMENT_TOKENS,
+    MESSAGE_TOKENS,
+    input_tokens,
+    text_tokens,
+)
 from agent_reach.request import ChatRequest
 
 from .conftest import CHUNK, COMPLETION, assert_valid
+from .strategies import ARGS, CALL_ID, IMAGE, NAME, TEXT, chat_stream
 from .wire import (
     KEY,
     Wire,
@@ -722,19 +727,24 @@ def test_count_tokens_estimate() -> None:
     def count(content: Any, **rest: Any) -> int:
         return estimate_tokens({"messages": [{"role": "user", "content": content}], **rest})
 
-    assert count("abcd" * 10) == 10 + MESSAGE_TOKENS
-    assert count("你好世界") == 4 + MESSAGE_TOKENS
+    assert text_tokens("Hello world") == pytest.approx(2 * 1.05)  # a word is a token
+    assert text_tokens("internationalization") == pytest.approx(1.05 + 0.2 * 14)
+    assert text_tokens("你好世界") == pytest.approx(4 * 0.7)
+    assert text_tokens("2026-12-01") == pytest.approx(8 * 0.7 + 2 * 0.4)
+    assert text_tokens("def f():\n    return 1") == pytest.approx(
+        1.05 + 1.05 + 3 * 0.4 + 1.35 + 1.05 + 0.9 + 0.7
+    )
+    assert count("Hello world") == 2 + MESSAGE_TOKENS
     image = {
         "type": "image",
         "source": {"type": "base64", "media_type": "image/png", "data": "A" * 9999},
     }
     assert count([image]) == ATTACHMENT_TOKENS + MESSAGE_TOKENS
-    assert count("abcd", system="abcdabcd") == 1 + 2 + MESSAGE_TOKENS
-    tool = {
-        "name": "abcd",
-        "input_schema": {"type": "object"},
-    }  # "name", "abcd", "input_schema" … count
-    assert count("abcd", tools=[tool]) > count("abcd")
+    assert count("Hello", system="Hello world") == 1 + 2 + MESSAGE_TOKENS
+    tool = {"name": "abcd", "input_schema": {"type": "object"}}  # counted as its JSON
+    assert count("abcd", tools=[tool]) == count("abcd") + round(
+        text_tokens(orjson.dumps(tool).decode())
+    )
     with pytest.raises(RequestError):
         estimate_tokens({"messages": "hi"})
 
@@ -759,8 +769,36 @@ def test_native_body_keeps_all_but_unsigned_thinking() -> None:
     rest = {k: v for k, v in request.items() if k not in ("agent_reach", "messages", "model")}
     assert {k: v for k, v in body.items() if k not in ("messages", "model")} == rest
     assert body["model"] == "claude-x"
-    plain = {**CLAUDE_CODE_REQUEST, "stream": False}
+    turns = [m for m in CLAUDE_CODE_REQUEST["messages"] if m["role"] != "system"]
+    plain = {**CLAUDE_CODE_REQUEST, "stream": False, "messages": turns}
     assert DIALECT.native_body(plain, "", False) == plain
+
+
+def test_native_body_folds_system_turns_and_leaves_out_a_refused_user_id() -> None:
+    """Claude Code's `system` turns inside `messages` go to the end of the top-level `system`
+    (Anthropic and vLLM refuse them); its JSON `metadata.user_id` goes to Anthropic only, as
+    DeepSeek's endpoint refuses anything but `[A-Za-z0-9_-]+` (issue 19, item 7)."""
+    compatible = get("anthropic").for_endpoint("https://api.deepseek.com/anthropic/v1/messages")
+    official = get("anthropic").for_endpoint("https://api.anthropic.com/v1/messages")
+    for dialect in (compatible, official):
+        body = dialect.native_body(CLAUDE_CODE_REQUEST, "m", True)
+        assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+        assert body["system"] == [
+            *CLAUDE_CODE_REQUEST["system"],
+            {"type": "text", "text": "Available agent types: …"},
+        ]
+    assert official.native_body(CLAUDE_CODE_REQUEST, "m", True)["metadata"] == {
+        "user_id": '{"device_id":"8c08","session_id":"a1dc"}'
+    }
+    assert official.left_out(CLAUDE_CODE_REQUEST) == ()
+    assert "metadata" not in compatible.native_body(CLAUDE_CODE_REQUEST, "m", True)
+    assert compatible.left_out(CLAUDE_CODE_REQUEST) == ("metadata.user_id",)
+    fine = {**CLAUDE_CODE_REQUEST, "metadata": {"user_id": "user_8c08-a1dc"}}
+    assert compatible.native_body(fine, "m", True)["metadata"] == fine["metadata"]
+    # the same rule when a chat request becomes a Messages one
+    chat = {"messages": [{"role": "user", "content": "hi"}], "user": '{"a":1}'}
+    assert "metadata" not in compatible.body(chat, "m", False, "max_tokens")
+    assert official.body(chat, "m", False, "max_tokens")["metadata"] == {"user_id": '{"a":1}'}
 
 
 def test_rendered_message_and_stream_validate_against_the_sdk() -> None:
@@ -836,20 +874,6 @@ def test_stop_reasons(finish: str | None, calls: bool, stop: str) -> None:
 
 
 # -- round trips (hypothesis): chat → Messages → chat keeps what both can say -----------------
-
-TEXT = st.text(
-    st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=12
-)
-NAME = st.from_regex(r"[a-z][a-z_]{0,11}", fullmatch=True)
-CALL_ID = st.from_regex(r"(call|toolu)_[A-Za-z0-9]{1,8}", fullmatch=True)
-ARGS = st.dictionaries(
-    st.from_regex(r"[a-z]{1,6}", fullmatch=True),
-    st.one_of(st.integers(-999, 999), TEXT, st.booleans(), st.none()),
-    max_size=3,
-)
-IMAGE = st.sampled_from(["data:image/png;base64,iVBORw0KGgo=", "https://example.com/cat.jpg"]).map(
-    lambda url: {"type": "image_url", "image_url": {"url": url}}
-)
 
 
 def completion_call(id: str, name: str, arguments: str) -> dict[str, Any]:
@@ -1005,40 +1029,6 @@ def encode(chunks: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def pieces(answer: dict[str, Any], size: int) -> list[dict[str, Any]]:
-    """The answer as a chat stream, its text and arguments cut in pieces of `size`."""
-    message = answer["choices"][0]["message"]
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return completion.chunk(
-            id="c", model="deepseek-chat", created=1, delta=delta, finish=finish
-        )
-
-    out = [chunk({"role": "assistant"})]
-    for key in ("reasoning_content", "content"):
-        text = message.get(key) or ""
-        out += [chunk({key: text[i : i + size]}) for i in range(0, len(text), size)]
-    for n, call in enumerate(message.get("tool_calls") or ()):
-        args = call["function"]["arguments"]
-        head = {"index": n, "id": call["id"], "type": "function"}
-        out.append(
-            chunk(
-                {
-                    "tool_calls": [
-                        {**head, "function": {"name": call["function"]["name"], "arguments": ""}}
-                    ]
-                }
-            )
-        )
-        out += [
-            chunk({"tool_calls": [{"index": n, "function": {"arguments": args[i : i + size]}}]})
-            for i in range(0, len(args), size)
-        ]
-    out.append(chunk({}, answer["choices"][0]["finish_reason"]))
-    out.append(completion.chunk(id="c", model="deepseek-chat", created=1, usage=answer["usage"]))
-    return out
-
-
 def assemble(chunks: list[dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
     """The assistant message and finish reason a list of chat chunks adds up to."""
     message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
@@ -1067,7 +1057,7 @@ def assemble(chunks: list[dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
 @given(answers(), st.integers(1, 6))
 def test_stream_round_trip(answer: dict[str, Any], size: int) -> None:
     decoder = DIALECT.decoder(CTX)
-    events = encode(pieces(answer, size))
+    events = encode(chat_stream(answer, size))
     chunks = [c for name, data in events for c in decoder.feed(name, orjson.dumps(data))]
     assert decoder.finished
     message, finish = assemble(chunks)
@@ -1143,3 +1133,56 @@ messages_requests = st.fixed_dictionaries(
 @given(request=messages_requests)
 def test_what_the_messages_checks_accept_the_chat_checks_accept(request: dict[str, Any]) -> None:
     ChatRequest.parse(read_request(request).body)
+
+
+def test_cache_control_marks_of_a_chat_request_reach_anthropic() -> None:
+    """A chat client's `cache_control` marks (the OpenRouter/DashScope convention) become the
+    Messages blocks' marks: system, text, image and tool result (issue 19, item 5)."""
+    mark = {"type": "ephemeral"}
+    image = {"type": "image_url", "image_url": {"url": "https://x.example/a.png"}}
+    request = {
+        "messages": [
+            {
+                "role": "system",
+                "content": [{"type": "text", "text": "Be brief.", "cache_control": mark}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "q"}, {**image, "cache_control": mark}],
+            },
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [completion_call("c1", "f", "{}")],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "c1",
+                "content": [{"type": "text", "text": "r", "cache_control": mark}],
+            },
+        ]
+    }
+    body = DIALECT.body(request, "m", False, "max_tokens")
+    assert body["system"] == [{"type": "text", "text": "Be brief.", "cache_control": mark}]
+    first, _, last = body["messages"]
+    assert first["content"][0] == {"type": "text", "text": "q"}
+    assert first["content"][1]["cache_control"] == mark
+    assert last["content"][0]["cache_control"] == mark
+    plain = DIALECT.body(
+        {"messages": [{"role": "system", "content": "Be brief."}, HELLO["messages"][0]]},
+        "m",
+        False,
+        "max_tokens",
+    )
+    assert plain["system"] == "Be brief."
+    assert plain["messages"] == [{"role": "user", "content": "Hello"}]
+
+
+def test_a_chat_request_is_estimated_as_its_messages_request() -> None:
+    """`input_tokens` counts a chat request (what a context window is checked against) about
+    as the Messages request it came from."""
+    from .token_corpus import corpus
+
+    request = corpus()["agent session"]
+    chat = read_request(request).body
+    assert abs(input_tokens(chat) - estimate_tokens(request)) <= 0.05 * estimate_tokens(request)

@@ -213,7 +213,7 @@ async def test_stream_request_sends_the_sse_header(wire: Wire) -> None:
         (500, "InternalError", Reason.SERVER_ERROR),
         (200, "InvalidApiKey", Reason.AUTH_FAILED),  # an error body with a 200
         (200, "Throttling.RateQuota", Reason.RATE_LIMITED),
-        (200, "Arrearage", Reason.RATE_LIMITED),
+        (200, "Arrearage", Reason.QUOTA_EXHAUSTED_UPSTREAM),  # overdue: a used-up balance
     ],
 )
 async def test_errors(wire: Wire, status: int, code: str, reason: Reason) -> None:

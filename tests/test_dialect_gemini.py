@@ -5,12 +5,22 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 import pytest
+from google.genai import types as genai_types
+from hypothesis import given
+from hypothesis import strategies as st
 
-from agent_reach import Reason, StreamInterrupted
+from agent_reach import Reason, StreamInterrupted, completion
 from agent_reach.dialects import get
+from agent_reach.dialects.base import Context, Shape
+from agent_reach.dialects.gemini import ResponseChunks, estimate_tokens, read_request, response_of
+from agent_reach.dialects.tokens import MESSAGE_TOKENS, input_tokens
+from agent_reach.errors import RequestError
+from agent_reach.request import ChatRequest
 
 from .conftest import CHUNK, COMPLETION, assert_valid
+from .strategies import ARGS, IMAGE, NAME, TEXT, chat_stream
 from .wire import (
     KEY,
     Wire,
@@ -396,3 +406,446 @@ def test_pure_pieces() -> None:
     }
     assert body["max_tokens"] == 5  # a field other than maxOutputTokens goes top level
     assert body["generationConfig"] == {"responseMimeType": "application/json"}
+
+
+# -- the other direction: a client speaking the Gemini API to the proxy ------------------------
+
+SHELL_SCHEMA = {
+    "type": "OBJECT",
+    "properties": {"command": {"type": "STRING", "description": "The command."}},
+    "required": ["command"],
+}
+GEMINI_CLI_REQUEST = {
+    "contents": [
+        {"role": "user", "parts": [{"text": "Run echo."}]},
+        {
+            "role": "model",
+            "parts": [
+                {"text": "Let me think.", "thought": True},
+                {
+                    "functionCall": {"name": "run_shell_command", "args": {"command": "echo hi"}},
+                    "thoughtSignature": "c2lnbmVk",
+                },
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {
+                    "functionResponse": {
+                        "name": "run_shell_command",
+                        "response": {"output": "hi"},
+                    }
+                }
+            ],
+        },
+    ],
+    "systemInstruction": {"role": "user", "parts": [{"text": "You are Gemini CLI."}]},
+    "tools": [
+        {
+            "functionDeclarations": [
+                {
+                    "name": "run_shell_command",
+                    "description": "Runs a command.",
+                    "parametersJsonSchema": SHELL_SCHEMA,
+                }
+            ]
+        }
+    ],
+    "generationConfig": {
+        "temperature": 1,
+        "topP": 0.95,
+        "topK": 64,
+        "thinkingConfig": {"includeThoughts": True, "thinkingLevel": "HIGH"},
+    },
+    "safetySettings": [],
+}
+
+
+def test_gemini_cli_request_is_read_as_chat() -> None:
+    inbound = read_request(GEMINI_CLI_REQUEST, "gemini-3.1-pro-preview", True)
+    assert inbound.body == {
+        "model": "gemini-3.1-pro-preview",
+        "messages": [
+            {"role": "system", "content": "You are Gemini CLI."},
+            {"role": "user", "content": "Run echo."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1_0",
+                        "type": "function",
+                        "function": {
+                            "name": "run_shell_command",
+                            "arguments": '{"command":"echo hi"}',
+                        },
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1_0", "content": '{"output":"hi"}'},
+        ],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 1,
+        "top_p": 0.95,
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "run_shell_command",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {
+                            "command": {"type": "string", "description": "The command."}
+                        },
+                        "required": ["command"],
+                    },
+                    "description": "Runs a command.",
+                },
+            }
+        ],
+    }
+    assert inbound.dropped == (
+        "safetySettings",
+        "thought",
+        "thoughtSignature",
+        "generationConfig.topK",
+        "generationConfig.thinkingConfig",
+    )
+    ChatRequest.checked(inbound.body)
+
+
+def test_ids_a_client_gave_are_kept_and_results_matched_by_id() -> None:
+    request = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "two"}]},
+            {
+                "role": "model",
+                "parts": [
+                    {"functionCall": {"id": "a1", "name": "f", "args": {}}},
+                    {"functionCall": {"id": "b2", "name": "f", "args": {"x": 1}}},
+                ],
+            },
+            {
+                "role": "user",
+                "parts": [
+                    {"functionResponse": {"id": "b2", "name": "f", "response": {"r": 2}}},
+                    {"functionResponse": {"id": "a1", "name": "f", "response": {"r": 1}}},
+                    {"text": "and now?"},
+                ],
+            },
+        ],
+        "generationConfig": {
+            "responseMimeType": "application/json",
+            "responseSchema": {"type": "OBJECT", "properties": {"n": {"type": "INTEGER"}}},
+        },
+        "toolConfig": {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["f"]}},
+        "tools": [{"functionDeclarations": [{"name": "f"}]}, {"googleSearch": {}}],
+    }
+    inbound = read_request(request, "m", False)
+    messages = inbound.body["messages"]
+    assert [c["id"] for c in messages[1]["tool_calls"]] == ["a1", "b2"]
+    assert messages[2:] == [
+        {"role": "tool", "tool_call_id": "b2", "content": '{"r":2}'},
+        {"role": "tool", "tool_call_id": "a1", "content": '{"r":1}'},
+        {"role": "user", "content": "and now?"},
+    ]
+    assert inbound.body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "response",
+            "schema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        },
+    }
+    assert inbound.body["tool_choice"] == {"type": "function", "function": {"name": "f"}}
+    assert inbound.dropped == ("tools:googleSearch",)
+
+
+@pytest.mark.parametrize(
+    ("request_", "param"),
+    [
+        ({}, "contents"),
+        ({"contents": []}, "contents"),
+        ({"contents": [{"role": "user"}]}, "contents[0].parts"),
+        ({"contents": [{"parts": [{"text": 5}]}]}, "contents[0].parts[0].text"),
+        ({"contents": [{"parts": ["hi"]}]}, "contents[0].parts[0]"),
+        (
+            {"contents": [{"parts": [{"functionCall": {"args": {}}}]}]},
+            "contents[0].parts[0].functionCall.name",
+        ),
+        ({"contents": [{"parts": []}], "generationConfig": {"topP": 2}}, "generationConfig.topP"),
+        (
+            {"contents": [{"parts": []}], "generationConfig": {"maxOutputTokens": 0}},
+            "generationConfig.maxOutputTokens",
+        ),
+        ({"contents": [{"parts": []}], "tools": [{"functionDeclarations": [{}]}]}, "tools[0]"),
+        ({"contents": [{"parts": []}], "systemInstruction": 3}, "systemInstruction"),
+    ],
+)
+def test_bad_gemini_requests_name_the_field(request_: dict[str, Any], param: str) -> None:
+    with pytest.raises(RequestError) as refused:
+        read_request(request_, "m", False)
+    assert refused.value.param is not None
+    assert refused.value.param.startswith(param)
+
+
+def test_count_tokens_counts_what_the_chat_request_holds() -> None:
+    short = {"contents": [{"parts": [{"text": "hello"}]}]}
+    assert estimate_tokens(short) == estimate_tokens({"generateContentRequest": short})
+    assert estimate_tokens(short) == 1 + MESSAGE_TOKENS  # a word, one message
+    chinese = {"contents": [{"parts": [{"text": "你好世界"}]}]}
+    assert estimate_tokens(chinese) == round(4 * 0.7) + MESSAGE_TOKENS
+    asked = {"role": "user", "content": "hello"}
+    assert estimate_tokens(short) == input_tokens({"messages": [asked]})
+
+
+# -- round trips (hypothesis): chat → Gemini → chat keeps what both can say --------------------
+
+CALLS = st.lists(
+    st.builds(
+        lambda n, a: {
+            "id": "",
+            "type": "function",
+            "function": {"name": n, "arguments": orjson.dumps(a).decode()},
+        },
+        NAME,
+        ARGS,
+    ),
+    max_size=2,
+)
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Chat conversations Gemini can say: an optional system prompt, user turns (text, or
+    text and an image), assistant turns (text and/or tool calls, each answered by a JSON
+    object result); call ids are made when drawn, in order."""
+    messages: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        messages.append({"role": "system", "content": draw(TEXT)})
+    for _ in range(draw(st.integers(1, 3))):
+        user: Any = draw(TEXT)
+        if draw(st.booleans()):
+            user = [{"type": "text", "text": user}, draw(IMAGE)]
+        messages.append({"role": "user", "content": user})
+        calls = [{**c, "id": f"id{len(messages)}_{n}"} for n, c in enumerate(draw(CALLS))]
+        assistant: dict[str, Any] = {
+            "role": "assistant",
+            "content": draw(st.none() | TEXT) if calls else draw(TEXT),
+        }
+        if calls:
+            assistant["tool_calls"] = calls
+        messages.append(assistant)
+        for call in calls:
+            result = orjson.dumps({"output": draw(TEXT)}).decode()
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+    return messages
+
+
+def by_order(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`messages` with each tool call id replaced by its place among the calls."""
+    ids: dict[str, str] = {}
+    out = []
+    for message in messages:
+        m = dict(message)
+        if m.get("tool_calls"):
+            m["tool_calls"] = [
+                {**c, "id": ids.setdefault(c["id"], f"#{len(ids)}")} for c in m["tool_calls"]
+            ]
+        if m.get("role") == "tool":
+            m["tool_call_id"] = ids[m["tool_call_id"]]
+        out.append(m)
+    return out
+
+
+@given(
+    messages=conversations(),
+    choice=st.sampled_from(["auto", "required", "none", "function"]),
+    cap=st.integers(1, 100_000),
+    temperature=st.floats(0, 2),
+    stop=st.lists(TEXT, max_size=2),
+)
+def test_request_round_trip(
+    messages: list[dict[str, Any]], choice: str, cap: int, temperature: float, stop: list[str]
+) -> None:
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "f",
+            "description": "d",
+            "parameters": {"type": "object", "properties": {"x": {"type": "string"}}},
+        },
+    }
+    chat: dict[str, Any] = {
+        "model": MODEL,
+        "messages": messages,
+        "max_tokens": cap,
+        "temperature": temperature,
+        "tools": [tool],
+        "tool_choice": {"type": "function", "function": {"name": "f"}}
+        if choice == "function"
+        else choice,
+    }
+    if stop:
+        chat["stop"] = stop
+    sent = get("gemini").body(chat, MODEL, False, "maxOutputTokens")
+    back = read_request(orjson.loads(orjson.dumps(sent)), MODEL, False)
+    assert back.dropped == ()
+    assert {**back.body, "messages": by_order(back.body["messages"])} == {
+        **chat,
+        "messages": by_order(messages),
+    }
+
+
+def renamed(message: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """`message` with its tool call ids prefixed (a conversation of its own)."""
+    out = dict(message)
+    if "tool_calls" in out:
+        out["tool_calls"] = [{**c, "id": prefix + c["id"]} for c in out["tool_calls"]]
+    if "tool_call_id" in out:
+        out["tool_call_id"] = prefix + out["tool_call_id"]
+    return out
+
+
+@given(conversations(), conversations())
+def test_a_longer_conversation_reads_as_the_same_prefix(
+    first: list[dict[str, Any]], more: list[dict[str, Any]]
+) -> None:
+    dialect = get("gemini")
+    later = [renamed(m, "later-") for m in more if m["role"] != "system"]
+    before = dialect.body({"messages": first}, MODEL, False, "maxOutputTokens")
+    after = dialect.body({"messages": first + later}, MODEL, False, "maxOutputTokens")
+    shorter = read_request(before, MODEL, False).body["messages"]
+    longer = read_request(after, MODEL, False).body["messages"]
+    shared = len(shorter) - 1  # the last turn may be joined with the next one's tool results
+    assert orjson.dumps(longer[:shared]) == orjson.dumps(shorter[:shared])
+
+
+@st.composite
+def answers(draw: st.DrawFn) -> dict[str, Any]:
+    """Chat completions Gemini can say (tool call ids kept, as Gemini 3 sends them)."""
+    calls = [{**c, "id": f"call_{n}"} for n, c in enumerate(draw(CALLS))]
+    finish = "tool_calls" if calls else draw(st.sampled_from(["stop", "length", "content_filter"]))
+    usage = completion.usage(draw(st.integers(0, 10_000)), draw(st.integers(0, 10_000)))
+    assert usage is not None
+    cached = draw(st.integers(0, 10))
+    if cached:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    message = completion.message(
+        draw(st.none() | TEXT) if calls else draw(TEXT),
+        tool_calls=calls,
+        reasoning=draw(st.none() | TEXT),
+    )
+    return completion.completion(
+        id="resp-1",
+        model="deepseek-chat",
+        created=1,
+        choices=[completion.choice(message, finish)],
+        usage=usage,
+    )
+
+
+CTX = Context("deepseek-chat", 1, Shape("candidates", "content.parts.0.text"))
+
+
+@given(answers())
+def test_answer_round_trip(answer: dict[str, Any]) -> None:
+    rendered = response_of(answer)
+    genai_types.GenerateContentResponse.model_validate(rendered)
+    back = get("gemini").normalize(orjson.loads(orjson.dumps(rendered)), CTX)
+    assert back["choices"][0]["message"] == answer["choices"][0]["message"]
+    assert back["choices"][0]["finish_reason"] == answer["choices"][0]["finish_reason"]
+    assert back["usage"] == answer["usage"]
+    assert back["id"] == "resp-1"
+    assert back["model"] == "deepseek-chat"
+
+
+@given(answers(), st.integers(1, 6))
+def test_stream_round_trip(answer: dict[str, Any], size: int) -> None:
+    events = ResponseChunks()
+    sent = [o for c in chat_stream(answer, size) for o in events.feed(c)] + events.end()
+    for obj in sent:
+        genai_types.GenerateContentResponse.model_validate(obj)
+    decoder = get("gemini").decoder(CTX)
+    chunks = [c for obj in sent for c in decoder.feed(None, orjson.dumps(obj))]
+    message = answer["choices"][0]["message"]
+    text = "".join(d.get("content") or "" for c in chunks for d in [c["choices"][0]["delta"]])
+    thought = "".join(
+        d.get("reasoning_content") or "" for c in chunks for d in [c["choices"][0]["delta"]]
+    )
+    calls = [t for c in chunks for t in c["choices"][0]["delta"].get("tool_calls") or ()]
+    assert text == (message.get("content") or "")
+    assert thought == (message.get("reasoning_content") or "")
+    assert [(t["id"], t["function"]) for t in calls] == [
+        (t["id"], t["function"]) for t in message.get("tool_calls") or ()
+    ]
+    assert chunks[-1]["choices"][0]["finish_reason"] == answer["choices"][0]["finish_reason"]
+    assert chunks[-1]["usage"] == answer["usage"]
+
+
+# -- whatever the Gemini checks accept, the chat request it becomes passes the chat checks ----
+
+_words = st.text(max_size=6)
+_part = st.one_of(
+    st.builds(lambda t: {"text": t}, _words),
+    st.builds(lambda t: {"text": t, "thought": True}, _words),
+    st.just({"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}),
+    st.just({"inlineData": {"mimeType": "application/pdf", "data": "JVBERi0="}}),
+    st.just({"fileData": {"mimeType": "image/png", "fileUri": "https://x.example/a.png"}}),
+    st.builds(
+        lambda n, a: {"functionCall": {"name": n, "args": a}},
+        st.text(min_size=1, max_size=6),
+        st.dictionaries(_words, _words, max_size=2),
+    ),
+    st.builds(
+        lambda n, r: {"functionResponse": {"name": n, "response": r}},
+        _words,
+        st.dictionaries(_words, _words, max_size=2),
+    ),
+)
+_content = st.fixed_dictionaries(
+    {"parts": st.lists(_part, max_size=3)},
+    optional={"role": st.sampled_from(["user", "model", "function"])},
+)
+gemini_requests = st.fixed_dictionaries(
+    {"contents": st.lists(_content, min_size=1, max_size=4)},
+    optional={
+        "systemInstruction": _words | st.builds(lambda t: {"parts": [{"text": t}]}, _words),
+        "generationConfig": st.fixed_dictionaries(
+            {},
+            optional={
+                "temperature": st.floats(0, 2),
+                "topP": st.floats(0, 1),
+                "topK": st.integers(0, 100),
+                "maxOutputTokens": st.integers(1, 2**31 - 1),
+                "stopSequences": st.lists(_words, max_size=2),
+                "candidateCount": st.integers(1, 4),
+                "responseMimeType": st.sampled_from(
+                    ["application/json", "text/plain", "text/x.enum"]
+                ),
+                "responseSchema": st.just({"type": "OBJECT"}),
+            },
+        ),
+        "tools": st.lists(
+            st.builds(
+                lambda n: {"functionDeclarations": [{"name": n, "parameters": {"type": "OBJECT"}}]},
+                st.text(min_size=1, max_size=6),
+            ),
+            max_size=2,
+        ),
+        "toolConfig": st.sampled_from(
+            [
+                {"functionCallingConfig": {"mode": m}}
+                for m in ("AUTO", "ANY", "NONE", "VALIDATED", "MODE_UNSPECIFIED")
+            ]
+        ),
+    },
+)
+
+
+@given(request=gemini_requests, stream=st.booleans())
+def test_what_the_gemini_checks_accept_the_chat_checks_accept(
+    request: dict[str, Any], stream: bool
+) -> None:
+    ChatRequest.parse(read_request(request, "m", stream).body)

@@ -1,7 +1,9 @@
 """Where each format puts the request's output cap, for its own field and for a configured one.
 
 A table over every dialect's `body()`: the cap's places in the body (dot paths), with the
-format's own `max_tokens_field` and with another one, and with no cap at all.
+format's own `max_tokens_field` and with another one, and with no cap at all. Then what a
+provider's settings do to the body it is sent: the output cap clamped (native requests too),
+and `stream_options` left out for a provider that rejects it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ import orjson
 import pytest
 
 from agent_reach import dialects
+from agent_reach.config import Provider
+from agent_reach.prepared import PreparedProvider
+from agent_reach.request import ChatRequest
 
 HELLO = {"messages": [{"role": "user", "content": "hi"}]}
 CAP = 777  # a value no body carries by itself
@@ -77,3 +82,36 @@ def test_num_predict_joins_the_requests_own_options_without_changing_the_request
     body = dialects.get("openai").body(request, "m", False, "num_predict")
     assert body["options"] == {"seed": 1, "num_predict": CAP}
     assert request["options"] == {"seed": 1}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "api", "native", "field"),
+    [
+        ("anthropic", "messages", {**HELLO, "max_tokens": 64000}, "max_tokens"),
+        (
+            "responses",
+            "responses",
+            {"input": "hi", "max_output_tokens": 64000},
+            "max_output_tokens",
+        ),
+    ],
+)
+def test_a_native_request_is_clamped_in_its_own_field(
+    fmt: str, api: str, native: dict[str, Any], field: str
+) -> None:
+    prepared = PreparedProvider.prepare(Provider(name="p", endpoint="http://h/", format=fmt), {})
+    req = ChatRequest({**HELLO, "max_tokens": 64000}, "m", False, api=api, native=native)
+    assert prepared.speaks(req)
+    assert orjson.loads(prepared.body(req, "m", False, 8192))[field] == 8192
+    assert orjson.loads(prepared.body(req, "m", False, 100000))[field] == 64000  # never raised
+    assert orjson.loads(prepared.body(req, "m", False))[field] == 64000
+
+
+def test_stream_usage_false_never_sends_stream_options() -> None:
+    req = ChatRequest({**HELLO, "stream_options": {"include_usage": True}}, "m", True)
+    asks = PreparedProvider.prepare(Provider(name="p", endpoint="http://h/"), {})
+    assert orjson.loads(asks.body(req, "m", True))["stream_options"] == {"include_usage": True}
+    spec = Provider(name="p", endpoint="http://h/", stream_usage=False)
+    assert "stream_options" not in orjson.loads(
+        PreparedProvider.prepare(spec, {}).body(req, "m", True)
+    )

@@ -292,7 +292,7 @@ async def test_v2_request_body_through_the_router(wire: Wire) -> None:
         (1004, Reason.AUTH_FAILED),
         (2049, Reason.AUTH_FAILED),
         (1002, Reason.RATE_LIMITED),
-        (1008, Reason.RATE_LIMITED),
+        (1008, Reason.QUOTA_EXHAUSTED_UPSTREAM),  # insufficient balance
         (1039, Reason.RATE_LIMITED),
         (2013, Reason.BAD_REQUEST),
         (1026, Reason.CONTENT_BLOCKED),

@@ -514,6 +514,8 @@ def test_what_codex_sends_is_accepted_and_its_chat_request_too() -> None:
         "tool",
     ]
     assert {"reasoning", "web_search_call", "tools:web_search"} <= set(inbound.dropped)
+    assert req.body["stream_options"] == {"include_usage": True}  # for response.completed
+    assert "stream_options" not in request_in({**CODEX_REQUEST, "stream": False}).body
 
 
 # -- round trips ----------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from agent_reach import AllProvidersFailed, Reason, RequestError, Router, StreamInterrupted
+from agent_reach.dialects.tokens import input_tokens
 
 from .conftest import CHUNK, COMPLETION, ERROR, assert_valid
 from .upstream import ECHOED_KEY_PREFIX, Upstream, refused_url
@@ -170,6 +171,145 @@ async def test_auth_failure_opens_the_circuit_for_the_auth_cooldown(up: Upstream
         assert reasons((await r.achat(HELLO)).trace)[0] == "bad:circuit_open"
         clock.now += 2
         assert reasons((await r.achat(HELLO)).trace)[0] == "bad:auth_failed"
+
+
+@pytest.mark.parametrize("other", ["server", "backup", "ratelimit", "dead"])
+async def test_a_bad_key_gets_no_request_while_its_circuit_is_open(
+    up: Upstream, other: str
+) -> None:
+    """Whatever the other providers do, a provider that answered 401 is not asked again (not
+    even as last resort) until its auth cooldown has passed; then one trial."""
+    clock = Clock()
+    config = {
+        "health": {"mode": "off"},
+        "state": "memory://",
+        "circuit": {"failures": 1, "auth_cooldown_s": 100, "cooldown_s": 1000},
+        "providers": [
+            prov("bad", up.url("auth")),
+            prov("other", refused_url() if other == "dead" else up.url(other)),
+        ],
+    }
+    async with Router(config, clock=clock, environ={}) as r:
+        for _ in range(5):
+            trace = await trace_of(r)
+            assert not any(a.last_resort and a.provider == "bad" for a in trace)
+            clock.now += 19
+        assert len(up.bodies("auth")) == 1
+        clock.now += 10  # 105 s after the 401: one trial
+        assert reasons(await trace_of(r))[0] == "bad:auth_failed"
+        assert len(up.bodies("auth")) == 2
+
+
+async def trace_of(r: Router) -> list[Any]:
+    """The attempts of one request, answered or not."""
+    try:
+        return (await r.achat(HELLO)).trace
+    except AllProvidersFailed as exc:
+        return exc.attempts
+
+
+async def test_last_resort_includes_auth_retries_a_bad_key_without_restarting_it(
+    up: Upstream,
+) -> None:
+    clock = Clock()
+    config = {
+        "health": {"mode": "off"},
+        "state": "memory://",
+        "last_resort_includes_auth": True,
+        "circuit": {"auth_cooldown_s": 100, "cooldown_s": 1000},
+        "providers": [prov("bad", up.url("auth")), prov("other", up.url("server"))],
+    }
+    async with Router(config, clock=clock, environ={}) as r:
+        for _ in range(3):
+            with pytest.raises(AllProvidersFailed):
+                await r.achat(HELLO)
+            clock.now += 30
+        assert len(up.bodies("auth")) == 3  # first pass, then two last resorts
+        clock.now += 11  # 101 s after the first 401: the cooldown was not restarted
+        with pytest.raises(AllProvidersFailed) as failed:
+            await r.achat(HELLO)
+        assert not failed.value.attempts[0].last_resort  # a trial in the first pass
+
+
+def sent_caps(up: Upstream, scenario: str) -> list[Any]:
+    return [b.get("max_tokens") for b in up.bodies(scenario)]
+
+
+async def test_a_configured_output_cap_lowers_the_request_and_never_raises_it(
+    up: Upstream,
+) -> None:
+    async with router(prov("ds", up.url("deepseek"), max_output_tokens=8192)) as r:
+        big = await r.achat({**HELLO, "max_tokens": 64000})
+        small = await r.achat({**HELLO, "max_completion_tokens": 5})
+        none = await r.achat(HELLO)
+    assert reasons(big.trace) == reasons(small.trace) == reasons(none.trace) == ["ds:ok"]
+    assert sent_caps(up, "deepseek") == [8192, 5, None]  # min(requested, cap), nothing added
+
+
+async def test_a_model_limit_wins_over_the_providers(up: Upstream) -> None:
+    limits = {"deepseek-chat": {"max_output_tokens": 4000}}
+    ds = prov("ds", up.url("deepseek"), max_output_tokens=8192, model_limits=limits)
+    async with router(ds) as r:
+        await r.achat({**HELLO, "model": "deepseek-chat", "max_tokens": 64000})
+        await r.achat({**HELLO, "model": "deepseek-reasoner", "max_tokens": 64000})
+    assert sent_caps(up, "deepseek") == [4000, 8192]
+
+
+async def test_an_output_cap_is_learned_from_the_refusal_and_remembered(
+    up: Upstream, tmp_path: Any
+) -> None:
+    """DeepSeek's 400 states the range: one retry with its maximum, and the next request
+    (here from another router sharing the SQLite state, as the next CLI run) is clamped up
+    front."""
+    config = {
+        "health": {"mode": "off"},
+        "state": f"sqlite:///{tmp_path}/state.db",
+        "providers": [prov("ds", up.url("deepseek"))],
+    }
+    async with Router(config, environ={}) as r:
+        first = await r.achat({**HELLO, "max_tokens": 64000})
+    assert reasons(first.trace) == ["ds:bad_request", "ds:ok"]
+    assert "[1, 8192]" in first.trace[0].detail
+    async with Router(config, environ={}) as r:
+        second = await r.achat({**HELLO, "max_tokens": 64000})
+        async for _ in r.astream({**HELLO, "max_tokens": 20000, "stream": True}):
+            pass
+    assert reasons(second.trace) == ["ds:ok"]
+    assert sent_caps(up, "deepseek") == [64000, 8192, 8192, 8192]
+
+
+async def test_a_learned_cap_is_per_model_and_clamps_streams_too(up: Upstream) -> None:
+    ds = prov("ds", up.url("deepseek"), model_map={"big": "deepseek-chat"})
+    async with router(ds) as r:
+        first = await r.achat({**HELLO, "model": "big", "max_tokens": 9000})
+        assert reasons(first.trace) == ["ds:bad_request", "ds:ok"]
+        async for _ in r.astream({**HELLO, "model": "big", "max_tokens": 9000, "stream": True}):
+            pass
+        other = await r.achat({**HELLO, "model": "other", "max_tokens": 9000})
+        assert reasons(other.trace) == ["ds:bad_request", "ds:ok"]  # another model: learned anew
+    assert sent_caps(up, "deepseek") == [9000, 8192, 8192, 9000, 8192]
+
+
+async def test_an_input_larger_than_the_context_window_is_never_sent(up: Upstream) -> None:
+    long = {**HELLO, "messages": [{"role": "user", "content": "word " * 400}]}  # ~400 tokens
+    async with router(
+        prov("small", up.url("ok"), context_window=100),
+        prov("big", up.url("backup"), model_limits={"gpt-test": {"context_window": 1000}}),
+    ) as r:
+        result = await r.achat(long)
+        assert reasons(result.trace) == ["small:context_exceeded", "big:ok"]
+        estimate = input_tokens(long)
+        assert 300 < estimate < 700
+        assert (
+            result.trace[0].detail
+            == f"estimated input {estimate} tokens exceeds context_window 100"
+        )
+        assert reasons((await r.achat(HELLO)).trace) == ["small:ok"]
+    assert len(up.bodies("ok")) == 1
+    async with router(prov("small", up.url("ok"), context_window=100)) as r:
+        with pytest.raises(AllProvidersFailed) as failed:
+            await r.achat(long)
+    assert failed.value.status == 400  # the client's to shorten, as a provider's refusal
 
 
 async def test_circuit_opens_after_failures_and_last_resort_still_tries(up: Upstream) -> None:
@@ -661,3 +801,29 @@ async def test_joining_a_health_check_in_flight_keeps_to_the_joiners_deadline(
     assert elapsed < 1.5  # bounded by its 0.3 s, not the check's 10 s read timeout
     attempts = [(a.reason, a.detail) for a in info.value.attempts]
     assert attempts[0] == (Reason.TIMEOUT, "deadline")
+
+
+async def test_count_tokens_asks_the_first_native_provider_whose_circuit_is_closed(
+    up: Upstream,
+) -> None:
+    from dataclasses import replace
+
+    from agent_reach.breaker import CircuitState
+    from agent_reach.request import ChatRequest
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    req = replace(ChatRequest.checked(body), api="messages", native=body)
+    anthropic = {"format": "anthropic", "api_key_env": "TEST_KEY"}
+    async with router(
+        prov("chat", up.url("ok")),
+        prov("first", up.url("claude", "anthropic"), **anthropic),
+        prov("second", up.url("claude", "anthropic"), **anthropic),
+    ) as r:
+        assert await r.count_tokens(replace(req, native=None, api="chat")) is None  # no native
+        first = await r.count_tokens(req)
+        assert first is not None
+        assert first[0] == "first"
+        key = r.engine.prepared["first"].state_key
+        await r.store.set_circuit(key, CircuitState(3, r.now() + 60, cause="server_error"))
+        second = await r.count_tokens(req)
+    assert second == ("second", first[1])

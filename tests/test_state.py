@@ -72,6 +72,21 @@ async def test_circuits_are_shared(make: Factory) -> None:
     assert await a.circuit("p") == CLOSED
 
 
+async def test_learned_output_caps_are_shared_and_only_go_down(make: Factory) -> None:
+    a, b = make(), make()
+    assert await b.cap("ds@x|deepseek-chat") is None
+    await a.set_cap("ds@x|deepseek-chat", 8192)
+    await settle(a)
+    await b.refresh()
+    assert await b.cap("ds@x|deepseek-chat") == 8192
+    await b.set_cap("ds@x|deepseek-chat", 16384)  # a higher one does not replace it
+    await b.set_cap("ds@x|deepseek-chat", 4096)
+    await settle(b)
+    await a.refresh()
+    assert await a.cap("ds@x|deepseek-chat") == 4096
+    assert await make().cap("ds@x|deepseek-chat") == 4096  # a new process reads it
+
+
 async def test_usage_counters_are_shared(make: Factory) -> None:
     a, b = make(), make()
     assert await a.add_usage("p", "day:2026-11-30|req", 3, 3600) == 3

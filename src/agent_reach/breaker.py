@@ -8,8 +8,11 @@ States, as pybreaker has them, kept in one frozen value so any store can hold it
              circuit or opens it again. A trial that never reports expires with its lease.
 
 What opens it: `failures` consecutive circuit failures (connect_failed, timeout, server_error,
-schema_mismatch, hook_error) for `cooldown_s`; `auth_failed` at once for `auth_cooldown_s`;
-`rate_limited` at once until its `Retry-After`, else for `cooldown_s`.
+schema_mismatch, hook_error) for `cooldown_s`; `auth_failed` at once for `auth_cooldown_s`
+(not again when it came from a last resort to a circuit already open);
+`rate_limited` at once until its `Retry-After`, else for `cooldown_s`; `quota_exhausted_upstream`
+(its plan or balance is used up) at once until the reset it stated, else for `quota_cooldown_s`,
+and such a circuit is out: no last resort reaches it (`out`), only its half-open trial.
 Times are wall-clock seconds so that processes sharing a store agree on them.
 
 A fleet (protocol §12.1): instances sharing a Redis store add their counted failures up in one
@@ -20,6 +23,7 @@ whole opens a circuit after `failures` consecutive failures, not after `failures
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, tzinfo
 from typing import Protocol
 
 from .trace import CIRCUIT_FAILURES, Reason
@@ -34,6 +38,8 @@ class CircuitPolicy(Protocol):
     def cooldown_s(self) -> float: ...
     @property
     def auth_cooldown_s(self) -> float: ...
+    @property
+    def quota_cooldown_s(self) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,15 +56,28 @@ class CircuitState:
     def is_open(self, now: float) -> bool:
         return now < self.open_until
 
-    def view(self, now: float) -> dict[str, object]:
-        """The circuit as status views show it: state, failures, seconds left, cause."""
+    @property
+    def out(self) -> bool:
+        """Open (or leased for its trial) because the provider's usage limit is used up: no
+        request but the half-open trial reaches it, not even a last resort."""
+        return not self.closed and self.cause == Reason.QUOTA_EXHAUSTED_UPSTREAM
+
+    def view(self, now: float, tz: tzinfo = UTC) -> dict[str, object]:
+        """The circuit as status views show it: state, failures, seconds left, cause; for a
+        used-up usage limit also when it ends (`out_until`, unix seconds) and `note`, "out
+        until HH:MM (usage limit)" in `tz`."""
         state = "closed" if self.closed else ("open" if self.is_open(now) else "half_open")
-        return {
+        view: dict[str, object] = {
             "state": state,
             "failures": self.failures,
             "open_for_s": round(max(0.0, self.open_until - now), 1),
             "cause": self.cause or None,
         }
+        if self.out and self.is_open(now):
+            ends = datetime.fromtimestamp(self.open_until, tz)
+            view["out_until"] = round(self.open_until, 1)
+            view["note"] = f"out until {ends:%H:%M} (usage limit)"
+        return view
 
 
 CLOSED = CircuitState()
@@ -76,6 +95,9 @@ def admit(state: CircuitState, now: float, lease_s: float) -> tuple[bool, Circui
 def opened_detail(state: CircuitState, now: float) -> str:
     """Why and for how long a circuit stays open, for the trace."""
     left = max(0.0, state.open_until - now)
+    if state.out:
+        what = "trial in flight" if state.trial else "used up"
+        return f"usage limit {what}, out for {left:.0f} s"
     what = "trial in flight" if state.trial else f"after {state.cause}"
     return f"open {what}, {left:.0f} s left"
 
@@ -86,14 +108,24 @@ def record(
     now: float,
     policy: CircuitPolicy,
     retry_after: float | None = None,
+    last_resort: bool = False,
 ) -> CircuitState:
-    """The state after an attempt that reached the provider ended with `reason`."""
+    """The state after an attempt that reached the provider ended with `reason`. A 401/403 to
+    a request that reached an open circuit only as last resort leaves its cooldown as it was
+    (a wrong key does not heal; asking again must not push the trial further away)."""
     if reason is Reason.OK:
         return CLOSED
     if reason is Reason.AUTH_FAILED:
+        if last_resort and not state.closed:
+            return state
         return CircuitState(state.failures + 1, now + policy.auth_cooldown_s, False, reason)
-    if reason is Reason.RATE_LIMITED:
-        wait = policy.cooldown_s if retry_after is None else retry_after
+    if reason in (Reason.RATE_LIMITED, Reason.QUOTA_EXHAUSTED_UPSTREAM):
+        if retry_after is not None:
+            wait = retry_after
+        elif reason is Reason.RATE_LIMITED:
+            wait = policy.cooldown_s
+        else:
+            wait = policy.quota_cooldown_s
         return CircuitState(state.failures + 1, now + wait, False, reason)
     if reason in CIRCUIT_FAILURES:
         failures = state.failures + 1

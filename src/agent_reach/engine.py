@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,8 @@ import aiohttp
 
 from . import hedge, quota
 from .config import Config
+from .dialects import Mismatch, artifacts
+from .dialects.tokens import input_tokens
 from .errors import AllProvidersFailed
 from .events import AttemptEvent, Event, Observer, RequestEvent
 from .health import CheckResult, HealthMonitor, check_provider
@@ -33,16 +36,17 @@ from .outcomes import Outcome
 from .prepared import PreparedProvider
 from .request import ChatRequest
 from .routing import Expired, Pick, Run, Walk, attempt_order
-from .send import Target, Tried, fetch, open_stream, stream_failure
+from .send import Target, Tried, count_at, fetch, open_stream, stream_failure
 from .state import StateStore, open_store
 from .state.log import AttemptLog
 from .stream import ChatStream, LiveStream
 from .trace import Attempt, Reason, Result
 from .transport import new_session
-from .turn import DEADLINE, Action, Check, Done, Facts, Gather, Send, Skip, Sleep, Turn
+from .turn import DEADLINE, Action, Check, Clamp, Done, Facts, Gather, Send, Skip, Sleep, Turn
 
 T = TypeVar("T")
 Sender = Callable[[aiohttp.ClientSession, Target, float, float], Awaitable[Tried[T]]]
+log = logging.getLogger("agent_reach")
 LOST = Outcome(Reason.TIMEOUT, None, "hedged: cancelled, another provider answered first")
 
 
@@ -68,6 +72,7 @@ class Engine:
                 env,
                 config.hook(p.name, "preprocess_hook"),
                 config.hook(p.name, "post_process_hook"),
+                config.circuit.rate_limit_window_s,
             )
             for p in config.providers
         }
@@ -85,6 +90,7 @@ class Engine:
         self.ledger.observers = self.observers
         self.store.follow(config.circuit, self.ledger.changed)
         self._session: aiohttp.ClientSession | None = None
+        self.origins = artifacts.Origins()  # who wrote the reasoning handed to chat clients
         self._ids = itertools.count(1)
         self._id_prefix = os.urandom(4).hex()
 
@@ -132,12 +138,29 @@ class Engine:
             model=req.model,
         )
 
+    async def count_tokens(self, req: ChatRequest) -> tuple[str, int] | None:
+        """(provider, input tokens) of a request in a provider's own API, counted by the first
+        provider of its order that counts in that API and whose circuit is not open (protocol
+        §10.1 `count_tokens`), or None when there is none or it gave no count. One try; it
+        counts toward no circuit or budget, and makes no event."""
+        for name in self.order(req):
+            prepared = self.prepared[name]
+            url = prepared.counts(req)
+            circuit = await self.store.circuit(prepared.state_key) if url else None
+            if url is not None and circuit is not None and not circuit.is_open(self.clock()):
+                counted = await count_at(self.session, prepared, req, url)
+                return None if counted is None else (name, counted)
+        return None
+
     # -- the three kinds of request ------------------------------------------------------------
 
     async def chat(self, req: ChatRequest) -> Result:
         """One non-streamed request with failover."""
         response, provider, run = await self._drive(self._run(req), fetch)
-        return Result(response, provider, run.trace, self.prepared[provider].speaks(req))
+        native = self.prepared[provider].speaks(req)
+        if not native and not req.raw_response:
+            self._reasoned(provider, response)
+        return Result(response, provider, run.trace, native)
 
     async def stream(self, req: ChatRequest) -> ChatStream:
         """A streamed request, returned once a provider has produced its first content chunk
@@ -160,6 +183,14 @@ class Engine:
         except AllProvidersFailed as exc:
             return exc.attempts[-1], None
         return run.trace[-1], response
+
+    def _reasoned(self, provider: str, response: dict[str, Any]) -> None:
+        """Remember who wrote the reasoning of a chat answer (`artifacts.Origins`)."""
+        for choice in response.get("choices") or ():
+            text = (choice.get("message") or {}).get("reasoning_content")
+            if isinstance(text, str) and text:
+                digest = artifacts.reasoning_digest(text).digest()
+                self.origins.note(digest, self.prepared[provider].origin)
 
     def _run(self, req: ChatRequest, only: str | None = None) -> Run:
         """A request's run: its walk (`only` one provider, in step mode), its deadline."""
@@ -228,7 +259,9 @@ class Engine:
         """Do what the provider's `Turn` decides until it is done: the payload, or None."""
         prepared = self.prepared[pick[0]]
         turn = Turn(prepared.name, pick[1], prepared.spec.retries)
-        target = Target.of(prepared, run.req, run.first_token_s(prepared.spec.first_token_ms))
+        first_token_s = run.first_token_s(prepared.spec.first_token_ms)
+        target = Target.of(prepared, run.req, first_token_s, self.origins)
+        target = replace(target, max_output=await self._output_cap(prepared, target.model))
         action: Action = turn.begin()
         while True:
             if isinstance(action, Gather):
@@ -253,10 +286,16 @@ class Engine:
                     await self.ledger.refund(prepared, taken)
                     action = turn.lease_lost()
                     continue
+                if action.bare:
+                    target = replace(target, bare=True)
                 tried = await self._try(run, target, send, pick[1], taken)
                 if tried.outcome.reason is Reason.OK:
                     return tried.payload
-                action = turn.sent(tried.outcome, run.left(self.monotonic()))
+                action = turn.sent(tried.outcome, run.left(self.monotonic()), target.sent_cap)
+            elif isinstance(action, Clamp):
+                await self.store.set_cap(prepared.cap_key(target.model), action.tokens)
+                target = replace(target, max_output=action.tokens)
+                action = Send(bare=turn.bare)
             elif isinstance(action, Sleep):
                 await asyncio.sleep(action.seconds)
                 action = turn.woke(run.left(self.monotonic()))
@@ -264,11 +303,22 @@ class Engine:
                 assert isinstance(action, Done)
                 return None
 
+    async def _output_cap(self, prepared: PreparedProvider, model: str) -> int | None:
+        """The output cap a provider's model takes: the config's, or the lower one it stated
+        in a refusal (remembered in the store), whichever is lower."""
+        configured = prepared.spec.limits(model)[0]
+        learned = await self.store.cap(prepared.cap_key(model))
+        return min((c for c in (configured, learned) if c is not None), default=None)
+
     async def _facts(self, run: Run, prepared: PreparedProvider, target: Target) -> Facts:
-        """The free facts a turn considers: model, circuit, budgets, key, health check."""
+        """The free facts a turn considers: model, circuit, budgets, key, health check, and
+        the request's estimated input when the model's context window is known."""
         now = self.clock()
         lease = (prepared.connect_s + prepared.read_s) * (prepared.spec.retries + 1)
         exhausted = await self.ledger.exhausted(prepared, now)
+        window = prepared.spec.limits(target.model)[1]
+        if window is not None and run.input_tokens is None:
+            run.input_tokens = input_tokens(run.req.body)
         return Facts(
             serves_model=prepared.serves(target.req.model),
             model=target.req.model,
@@ -279,8 +329,10 @@ class Engine:
             has_health=self.health.enabled(prepared),
             lease_s=max(lease, 1.0),
             reopens_in=exhausted and exhausted[1],
-            context_window=prepared.spec.context_window,
+            context_window=window,
             larger_than=run.walk.larger_than,
+            auth_last_resort=self.config.last_resort_includes_auth,
+            input_tokens=run.input_tokens,
         )
 
     async def _skip(self, run: Run, turn: Turn, prepared: PreparedProvider, skip: Skip) -> None:
@@ -307,7 +359,7 @@ class Engine:
         ms = (self.monotonic() - start) * 1000
         outcome = tried.outcome
         note = run.walk.refused(
-            outcome.reason, prepared.spec.context_window, run.policy.stop_on_blocked
+            outcome.reason, prepared.spec.limits(target.model)[1], run.policy.stop_on_blocked
         )
         if outcome.reason is Reason.OK and run.req.continuing is not None:
             note = "continued the answer cut mid-stream"
@@ -315,12 +367,19 @@ class Engine:
         attempt = self._attempt(prepared, noted, ms, last_resort, sent=True)
         self._record(run, attempt, prepared.excerpt(tried.raw))
         if not run.own_limit(outcome, prepared.spec.first_token_ms):
-            await self.ledger.record(prepared, outcome)
+            await self.ledger.record(prepared, outcome, last_resort)
         if prepared.budgets and quota.counts(tried.outcome.reason):
             await self.ledger.count(prepared, tried.payload)
         elif taken:
             await self.ledger.refund(prepared, taken)
         return tried
+
+    def skipped(self, run: Run, prepared: PreparedProvider, exc: Mismatch) -> None:
+        """A malformed frame skipped mid-stream (the stream's `Recorder`): a warning."""
+        detail = prepared.redact(str(exc))
+        log.warning(
+            "%s: skipped a malformed frame mid-stream (%s): %s", prepared.name, run.id, detail
+        )
 
     async def cut(
         self, run: Run, prepared: PreparedProvider, exc: BaseException, ms: float

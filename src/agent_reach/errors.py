@@ -107,4 +107,10 @@ class AllProvidersFailed(AgentReachError):
 
 
 class StreamInterrupted(AllProvidersFailed):
-    """The provider that was streaming failed after content had been delivered."""
+    """The provider that was streaming failed after content had been delivered. `.cut` is
+    that failure's attempt: the reason the stream ended, even when providers asked to
+    continue the answer failed after it (they are in `.attempts` too)."""
+
+    def __init__(self, attempts: list[Attempt], message: str, *, cut: Attempt) -> None:
+        self.cut = cut
+        super().__init__(attempts, message)

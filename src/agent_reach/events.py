@@ -32,7 +32,7 @@ class RequestEvent:
     trace: tuple[Attempt, ...]
     stream: bool
     request: str = ""
-    api: str = "chat"  # the API the request arrived in: chat, responses or messages
+    api: str = "chat"  # the API the request arrived in: chat, responses, messages or gemini
     model: str | None = None  # the model the request asked for
     answer: Any = None  # the answer's body (a dict) or its stream, as the request gets it
 

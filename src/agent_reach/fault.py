@@ -9,7 +9,8 @@ not retry), quickly:
 - every attempt `model_unavailable`, no model given: 400 `model_required` (param `model`);
 - every attempt `model_unavailable`: 404 `model_not_found`;
 - the walk stopped on `content_blocked`: 400 `content_filter` (the provider's refusal);
-- the last real attempt `context_exceeded`: 400 `context_length_exceeded`;
+- the last real attempt `context_exceeded`, or every provider skipped for a context window its
+  estimated input exceeds: 400 `context_length_exceeded`;
 - every real attempt `bad_request`: 400 `bad_request` (the first provider's message);
 - every real attempt `rate_limited`, or skipped for quota: 429 `rate_limited`, with
   `Retry-After` the soonest known reopening;
@@ -37,7 +38,9 @@ class Fault:
     retry_after: float | None = None  # seconds, for a 429
 
 
-_QUOTA = frozenset({Reason.RATE_LIMITED, Reason.QUOTA_EXHAUSTED})  # "come back later"
+# "come back later"
+_QUOTA = frozenset({Reason.RATE_LIMITED, Reason.QUOTA_EXHAUSTED, Reason.QUOTA_EXHAUSTED_UPSTREAM})
+_QUOTA_SKIPS = frozenset({Reason.QUOTA_EXHAUSTED, Reason.QUOTA_EXHAUSTED_UPSTREAM})
 
 
 def fault_of(attempts: Sequence[Attempt], stopped: bool = False) -> Fault:
@@ -53,9 +56,11 @@ def fault_of(attempts: Sequence[Attempt], stopped: bool = False) -> Fault:
         return Fault(400, "content_filter", _said(real[-1]))
     if real and real[-1].reason is Reason.CONTEXT_EXCEEDED:
         return Fault(400, "context_length_exceeded", _said(real[-1]))
+    if attempts and all(a.reason is Reason.CONTEXT_EXCEEDED for a in attempts):
+        return Fault(400, "context_length_exceeded", _said(attempts[0]))
     if real and all(a.reason is Reason.BAD_REQUEST for a in real):
         return Fault(400, "bad_request", _said(real[0]))
-    considered = real + [a for a in attempts if a.reason is Reason.QUOTA_EXHAUSTED and not a.sent]
+    considered = real + [a for a in attempts if a.reason in _QUOTA_SKIPS and not a.sent]
     if considered and all(a.reason in _QUOTA for a in considered):
         waits = [a.retry_after for a in considered if a.retry_after is not None]
         message = "every provider is rate limited or out of quota"

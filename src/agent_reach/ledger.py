@@ -82,11 +82,15 @@ class Ledger:
                 used = await self.store.add_usage(prepared.quota_key, key, amount, end - now)
                 self.emit(QuotaEvent(prepared.name, budget, key, used, now))
 
-    async def record(self, prepared: PreparedProvider, outcome: Outcome) -> None:
+    async def record(
+        self, prepared: PreparedProvider, outcome: Outcome, last_resort: bool = False
+    ) -> None:
         """What an attempt's outcome does to the provider's circuit."""
         now = self.clock()
         before = await self.store.circuit(prepared.state_key)
-        after = breaker.record(before, outcome.reason, now, self.policy, outcome.retry_after)
+        after = breaker.record(
+            before, outcome.reason, now, self.policy, outcome.retry_after, last_resort
+        )
         if after == before:
             return
         await self.store.set_circuit(prepared.state_key, after)

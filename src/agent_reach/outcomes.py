@@ -1,14 +1,18 @@
 """Every failure becomes one reason of the protocol, here and nowhere else (protocol §5). Pure.
 
-The engine reduces what it saw to plain facts (an HTTP status, a `Retry-After` value, the error
+The engine reduces what it saw to plain facts (an HTTP status, the answer's headers, the error
 a dialect found in the body, or a `Transport` kind for a failure below HTTP) and calls
 `classify`, which picks the most specific reason and, where the provider gave one, how long to
-stay away (`retry_after`, seconds).
+stay away (`retry_after`, seconds: `Retry-After`, Anthropic's `anthropic-ratelimit-*-reset`, or
+a reset time written in the error's message).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
 
@@ -50,6 +54,7 @@ class Outcome:
     status: int | None = None
     detail: str = ""
     retry_after: float | None = None
+    output_cap: int | None = None  # the most output tokens a refusal of `max_tokens` allows
 
 
 OK = Outcome(Reason.OK)
@@ -87,6 +92,48 @@ _RATE_WORDS = (
     "too many requests",
     "resource_exhausted",
     "balance",
+)
+# This key's plan, balance or usage window is used up (docs/providers.md, "Usage limits"):
+# OpenAI `insufficient_quota`, Moonshot `exceeded_current_quota_error`, Zhipu 1113 (arrears),
+# 1304 (daily call limit), 1308 (N-hour plan limit), 1309 (plan expired), 1310 (weekly/monthly
+# limit), Minimax 1008 (balance) and 2056 (plan window), DeepSeek "Insufficient Balance".
+_QUOTA_CODES = frozenset(
+    {
+        "insufficient_quota",
+        "exceeded_current_quota_error",
+        "usage_limit_reached",
+        "1113",
+        "1304",
+        "1308",
+        "1309",
+        "1310",
+        "1008",
+        "2056",
+    }
+)
+_QUOTA_WORDS = (
+    "insufficient_quota",
+    "exceeded your current quota",
+    "exceeded your current token quota",
+    "insufficient balance",
+    "insufficient_balance",
+    "usage limit",
+    "usage_limit",
+    "tpd rate limit",
+    "余额不足",
+    "欠费",
+    "使用上限",
+    "调用次数限额",
+)
+# The provider refused a reasoning artifact it did not mint: Anthropic's "Invalid `signature`
+# in `thinking` block", OpenAI's `invalid_encrypted_content` ("The encrypted content for item
+# rs_… could not be verified").
+_ARTIFACT_WORDS = (
+    "invalid `signature`",
+    "invalid signature",
+    "invalid_encrypted_content",
+    "encrypted content",
+    "could not be verified",
 )
 _SERVER_WORDS = ("server_error", "internal", "api_error", "overloaded", "unavailable")
 # The request is too long for the model: OpenAI and DeepSeek ("maximum context length"),
@@ -127,6 +174,34 @@ _CONTENT_CODES = frozenset(
 )
 
 
+# A refused output cap (docs/providers.md lists the wordings): the field named, and the most it
+# allows stated as DeepSeek's "the valid range of max_tokens is [1, 8192]", DashScope's "Range of
+# max_tokens should be [1, 8192]", OpenAI's "This model supports at most 4096 completion
+# tokens", Volcengine's "expected a value <= 32768", Groq's "must be less than or equal to 16384",
+# Anthropic's "max_tokens: 64000 > 8192, which is the maximum allowed number of output tokens".
+_CAP_FIELDS = re.compile(
+    r"max_tokens|max_completion_tokens|max_output_tokens|max_new_tokens|maxoutputtokens"
+    r"|completion tokens"
+)
+_CAP_VALUE = re.compile(
+    r"\[\s*[01]\s*,\s*(\d+)\s*\]|at most (\d+)|<=\s*(\d+)|less than or equal to (\d+)"
+    r"|>\s*(\d+),? which is the maximum allowed"
+)
+
+
+def output_cap(message: str) -> int | None:
+    """The most output tokens a provider's refusal of the request's output cap says it
+    allows, when it states a number; None for any other message."""
+    text = message.lower()
+    if not _CAP_FIELDS.search(text):
+        return None
+    found = _CAP_VALUE.search(text)
+    if found is None:
+        return None
+    allowed = int(next(g for g in found.groups() if g is not None))
+    return allowed if allowed > 0 else None
+
+
 def _mentions(error: ErrorInfo | None, words: tuple[str, ...]) -> bool:
     if error is None:
         return False
@@ -149,6 +224,90 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
         return None
 
 
+_RESET_AT = re.compile(r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(?:\.\d+)?(Z|[+-]\d{2}:?\d{2})?")
+# A reset time written without a zone (Zhipu's "您的限额将在 2026-08-25 07:41:44 重置") is
+# Beijing time: the providers that write it so are in China (docs/decisions.md).
+_UNZONED = timezone(timedelta(hours=8))
+
+
+def _stamp(text: str) -> float | None:
+    """The first RFC 3339 / ISO 8601 timestamp in `text`, as unix seconds."""
+    found = _RESET_AT.search(text)
+    if found is None:
+        return None
+    day, clock, zone = found.groups()
+    try:
+        when = datetime.fromisoformat(f"{day}T{clock}{(zone or '').replace('Z', '+00:00')}")
+    except ValueError:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=_UNZONED)).timestamp()
+
+
+def _reset_at(value: str, now: float) -> float | None:
+    """A reset header as unix seconds: epoch seconds, a delta in seconds, or a timestamp."""
+    try:
+        number = float(value)
+    except ValueError:
+        return _stamp(value)
+    return number if number >= 1e9 else now + number
+
+
+def stated_wait(
+    headers: Mapping[str, str] | None, error: ErrorInfo | None, now: float
+) -> float | None:
+    """Seconds until the provider said it takes requests again, or None when it said nothing:
+    the longest of `Retry-After`, `retry-after-ms`, each `anthropic-ratelimit-*-reset` of a
+    limit that is used up (its `-remaining` 0 or its `-status` rejected, when it says), and a
+    reset time written in the error's message (`error`: pass it only for a quota or a rate
+    limit)."""
+    waits: list[float] = []
+    for name, value in (headers or {}).items():
+        key = name.lower()
+        wait: float | None = None
+        if key == "retry-after":
+            wait = parse_retry_after(value, now)
+        elif key == "retry-after-ms":
+            wait = _seconds(value, 1000)
+        elif key.startswith("anthropic-ratelimit-") and key.endswith("-reset"):
+            limit = key.removesuffix("-reset")
+            left = _header(headers, limit + "-remaining")
+            state = _header(headers, limit + "-status")
+            at = _reset_at(value, now)
+            if at is not None and left in (None, "0") and state in (None, "rejected"):
+                wait = max(0.0, at - now)
+        if wait is not None:
+            waits.append(wait)
+    at = _stamp(error.message) if error is not None else None
+    if at is not None and at > now:
+        waits.append(at - now)
+    return max(waits) if waits else None
+
+
+def _seconds(value: str, per_second: float) -> float | None:
+    try:
+        return max(0.0, float(value) / per_second)
+    except ValueError:
+        return None
+
+
+def _header(headers: Mapping[str, str] | None, lower: str) -> str | None:
+    for name, value in (headers or {}).items():
+        if name.lower() == lower:
+            return value.strip()
+    return None
+
+
+def _used_up(
+    status: int | None, error: ErrorInfo | None, headers: Mapping[str, str] | None
+) -> bool:
+    """Whether the answer says this key's plan, balance or usage window is used up."""
+    if status == 402 or _header(headers, "anthropic-ratelimit-unified-status") == "rejected":
+        return True
+    if error is None:
+        return False
+    return (error.code or "").lower() in _QUOTA_CODES or _mentions(error, _QUOTA_WORDS)
+
+
 def _refused_request(error: ErrorInfo | None) -> Reason | None:
     """`context_exceeded` or `content_blocked` when the error says so, by its code or words."""
     if error is None:
@@ -163,17 +322,23 @@ def _refused_request(error: ErrorInfo | None) -> Reason | None:
     return None
 
 
-def _status_reason(status: int, error: ErrorInfo | None) -> Reason:
+def _status_reason(
+    status: int, error: ErrorInfo | None, headers: Mapping[str, str] | None = None
+) -> Reason:
     if error is not None and error.reason is not None:
         return error.reason
+    if status in (402, 403, 429) and _used_up(status, error, headers):
+        return Reason.QUOTA_EXHAUSTED_UPSTREAM
     if status in (401, 403):
         return Reason.AUTH_FAILED
-    if status in (429, 402):
+    if status == 429:
         return Reason.RATE_LIMITED
     if status >= 500:
         return Reason.SERVER_ERROR
     if status == 408:
         return Reason.TIMEOUT
+    if status == 400 and _mentions(error, _ARTIFACT_WORDS):
+        return Reason.ARTIFACT_REJECTED
     refused = _refused_request(error)
     if refused is not None:
         return refused
@@ -190,16 +355,19 @@ def classify(
     error: ErrorInfo | None = None,
     transport: Transport | None = None,
     transport_detail: str = "",
-    retry_after: str | None = None,
+    headers: Mapping[str, str] | None = None,
     now: float = 0.0,
+    window_s: float = 60.0,
 ) -> Outcome:
     """The one outcome for what an attempt produced.
 
     - `transport`: a failure below HTTP (wins over everything else).
     - `status` outside 2xx: classified by status, refined by the error body.
     - `status` 2xx (or None) with `error`: an error inside a success body; its mapped status
-      decides when known, else auth/rate keywords, else `schema_mismatch`.
-    `now` is the wall clock in seconds, used only to read a `Retry-After` HTTP date.
+      decides when known, else auth/quota/rate keywords, else `schema_mismatch`.
+    A `rate_limited` answer that says to wait longer than `window_s` (`rate_limit_window_s`)
+    is `quota_exhausted_upstream`: a used-up window, not a burst. `now` is the wall clock in
+    seconds, used to read the reset times the answer states (`stated_wait`).
     """
     if transport is not None:
         reason, text = _TRANSPORT[transport]
@@ -208,16 +376,21 @@ def classify(
     if status is not None and not 200 <= status < 300:
         if 300 <= status < 400:
             return Outcome(Reason.BAD_REQUEST, status, "redirect not followed")
-        reason = _status_reason(status, error)
-        wait = parse_retry_after(retry_after, now) if reason is not Reason.BAD_REQUEST else None
-        return Outcome(reason, status, message or f"HTTP {status}", wait)
+        reason = _status_reason(status, error, headers)
+        if reason is Reason.BAD_REQUEST:
+            return Outcome(reason, status, message or f"HTTP {status}", None, output_cap(message))
+        limited = reason in (Reason.RATE_LIMITED, Reason.QUOTA_EXHAUSTED_UPSTREAM)
+        wait = stated_wait(headers, error if limited else None, now)
+        return Outcome(_windowed(reason, wait, window_s), status, message or f"HTTP {status}", wait)
     if error is None:
         return Outcome(Reason.OK, status)
     refused = _refused_request(error)
     if error.status is not None and not 200 <= error.status < 300:
-        reason = _status_reason(error.status, error)
+        reason = _status_reason(error.status, error, headers)
     elif refused is not None:
         reason = refused
+    elif _used_up(None, error, None):
+        reason = Reason.QUOTA_EXHAUSTED_UPSTREAM
     elif _mentions(error, _AUTH_WORDS):
         reason = Reason.AUTH_FAILED
     elif _mentions(error, _RATE_WORDS):
@@ -227,7 +400,16 @@ def classify(
     else:
         reason = Reason.SCHEMA_MISMATCH
     code = f" ({error.code})" if error.code else ""
-    return Outcome(reason, status, f"error in {status or 'a'} body{code}: {message}")
+    wait = stated_wait(None, error, now) if reason is Reason.QUOTA_EXHAUSTED_UPSTREAM else None
+    detail = f"error in {status or 'a'} body{code}: {message}"
+    return Outcome(_windowed(reason, wait, window_s), status, detail, wait)
+
+
+def _windowed(reason: Reason, wait: float | None, window_s: float) -> Reason:
+    """A rate limit that lasts longer than `window_s` is a used-up window."""
+    if reason is Reason.RATE_LIMITED and wait is not None and wait > window_s:
+        return Reason.QUOTA_EXHAUSTED_UPSTREAM
+    return reason
 
 
 def mismatch(detail: str, status: int | None = None) -> Outcome:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, quote_plus, urljoin, urlsplit
@@ -16,13 +17,13 @@ import orjson
 
 from . import completion, dialects, hooks, identity, validation
 from .config import Provider
-from .dialects import Context, Dialect, Mismatch, Shape
+from .dialects import Context, Dialect, Mismatch, Shape, artifacts
 from .dialects.convert import continued
 from .hooks import Hook, HookError
 from .outcomes import OK, ErrorInfo, Outcome, classify, filtered, mismatch
 from .quota import Budget
 from .request import ChatRequest
-from .routing import Health
+from .routing import Health, Patterns
 from .trace import Reason
 
 REDACTED = "***"
@@ -51,6 +52,11 @@ class PreparedProvider:
     # endpoint and key; budget counters by name and key. Fingerprints only, never the key.
     state_key: str = ""
     quota_key: str = ""
+    rate_limit_window_s: float = 60.0  # a longer stated wait is a used-up window (protocol §5)
+    # What its reasoning artifacts are tagged with: the fingerprint of its identity.
+    origin: str = ""
+    model_map: Patterns[str] = field(default_factory=lambda: Patterns({}))
+    no_tool_choice: Patterns[bool] = field(default_factory=lambda: Patterns({}))
 
     @classmethod
     def prepare(
@@ -59,6 +65,7 @@ class PreparedProvider:
         environ: os._Environ[str] | dict[str, str],
         preprocess: Hook | None = None,
         postprocess: Hook | None = None,
+        rate_limit_window_s: float = 60.0,
     ) -> PreparedProvider:
         """Resolve everything that does not change between requests."""
         dialect = dialects.get(spec.format).for_endpoint(spec.endpoint)
@@ -71,6 +78,7 @@ class PreparedProvider:
         same_origin = health_url is not None and _origin(health_url) == _origin(spec.endpoint)
         sc = spec.schema_compatibility
         scale = spec.fallback_weight if spec.timeout_scaling == "weight" else 1.0
+        state_key = identity.state_key(spec.name, spec.endpoint, key)
         return cls(
             spec=spec,
             dialect=dialect,
@@ -87,8 +95,12 @@ class PreparedProvider:
             postprocess=postprocess,
             budgets=spec.budgets,
             needs_model=postprocess is None and dialect.needs_model(spec.endpoint),
-            state_key=identity.state_key(spec.name, spec.endpoint, key),
+            state_key=state_key,
             quota_key=identity.quota_key(spec.name, key),
+            rate_limit_window_s=rate_limit_window_s,
+            origin=identity.split(state_key)[1] or "",
+            model_map=Patterns.of(spec.model_map),
+            no_tool_choice=Patterns.of(dict.fromkeys(spec.drop_tool_choice or (), True)),
         )
 
     @property
@@ -101,14 +113,18 @@ class PreparedProvider:
 
     # -- the request -----------------------------------------------------------------------
 
+    def cap_key(self, model: str) -> str:
+        """Where the output cap this provider's `model` stated is remembered (by identity)."""
+        return f"{self.state_key}|{model}"
+
     def model_for(self, requested: str | None) -> str:
-        """The model name this provider is asked for (protocol §3): `model_map` (its `"*"` key
-        for any model the map does not name), else as requested; with no model requested,
-        the first of its `models`, else its `"*"` mapping, else "" (no model in the body)."""
-        mapping = self.spec.model_map
+        """The model name this provider is asked for (protocol §3): `model_map` (a key with
+        `*` wildcards for the models it matches, `"*"` for any model the map does not name),
+        else as requested; with no model requested, the first of its `models`, else its `"*"`
+        mapping, else "" (no model in the body)."""
         if requested:
-            return mapping.get(requested) or mapping.get("*") or requested
-        return self.spec.models[0] if self.spec.models else mapping.get("*", "")
+            return self.model_map.get(requested) or requested
+        return self.spec.models[0] if self.spec.models else self.spec.model_map.get("*", "")
 
     def serves(self, requested: str | None) -> bool:
         """Whether a request for `requested` may go to this provider (its `models`). A request
@@ -129,6 +145,13 @@ class PreparedProvider:
         goes to it as it came, and its answer comes back as it is."""
         return req.native is not None and req.api == self.dialect.speaks and not req.continuing
 
+    @property
+    def prefill(self) -> bool:
+        """Whether it continues a trailing assistant turn (a prefill) rather than answering it:
+        `assistant_prefill`, else what its format does (protocol §10, continuation)."""
+        own = self.spec.assistant_prefill
+        return self.dialect.prefill if own is None else own
+
     def headers_for(self, req: ChatRequest, stream: bool) -> dict[str, str]:
         """The request headers: the provider's own, plus the client's API headers
         (`native_headers`) when the request goes to it natively."""
@@ -145,19 +168,75 @@ class PreparedProvider:
             url = f"{url}{sep}{self.spec.auth_query}={quote(self.key, safe='')}"
         return url
 
-    def body(self, req: ChatRequest, model: str, stream: bool) -> bytes:
-        """The serialized request body for this provider."""
+    def body(
+        self,
+        req: ChatRequest,
+        model: str,
+        stream: bool,
+        max_output: int | None = None,
+        bare: bool = False,
+    ) -> bytes:
+        """The serialized request body for this provider; the request's output cap lowered
+        to `max_output` when it asks for more (never raised, never added); `bare`: without
+        the reasoning artifacts of earlier turns (it refused them as another provider's)."""
         if req.native is not None and self.speaks(req):
-            body = self.dialect.native_body(req.native, model, stream)
+            native = self.dialect.native_body(req.native, model, stream)
+            body = self.dialect.home(native, None if bare else self.origin)
+            if max_output is not None:
+                body = _clamped(body, (self.dialect.max_tokens_field,), max_output)
         else:
             cap_field = self.spec.max_tokens_field or "max_tokens"
-            request = req.body
+            request = req.marked if req.marked is not None and self.spec.cache_control else req.body
+            if max_output is not None:
+                request = _clamped(request, _CHAT_CAPS, max_output)
+            if not self.spec.stream_usage and "stream_options" in request:
+                request = {k: v for k, v in request.items() if k != "stream_options"}
             if req.continuing is not None:
-                request = continued(request, req.continuing, self.dialect.prefill)
+                request = continued(request, req.continuing, self.prefill, not self.dialect.prefill)
             body = self.dialect.body(request, model, stream, cap_field)
+        if "tool_choice" in body and self.no_tool_choice.get(model):
+            del body["tool_choice"]
         if self.spec.extra_body:
             body = _merge(body, self.spec.extra_body)
         return orjson.dumps(body)
+
+    def tag_frame(self, frame: tuple[str | None, bytes]) -> tuple[str | None, bytes]:
+        """One of its own stream frames, kept for a client that speaks its API, with the
+        artifacts in it tagged as its own (only a frame that may hold one is parsed)."""
+        event, data = frame
+        if not any(marker in data for marker in artifacts.MARKERS):
+            return frame
+        try:
+            parsed = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return frame
+        marked = artifacts.tagged(parsed, self.origin)
+        return frame if marked is parsed else (event, orjson.dumps(marked))
+
+    def dropped(self, req: ChatRequest, translated: tuple[str, ...]) -> tuple[str, ...]:
+        """What this provider is not sent of a request from a client of another API, whose
+        translation to chat leaves out `translated` (for `X-Agent-Reach-Dropped`): those,
+        unless the request goes natively or `cache_control` goes with its marks; what its
+        native body leaves out; a `tool_choice` its model refuses (`drop_tool_choice`)."""
+        if self.speaks(req):
+            names = list(self.dialect.left_out(req.native or {}))
+        else:
+            marked = req.marked is not None and self.spec.cache_control
+            names = [n for n in translated if not (marked and n == "cache_control")]
+        sent = req.native if self.speaks(req) else req.body
+        if "tool_choice" in (sent or {}) and self.no_tool_choice.get(self.model_for(req.model)):
+            names.append("tool_choice")
+        return tuple(names)
+
+    def counts(self, req: ChatRequest) -> str | None:
+        """Where this provider counts the tokens of `req`, a request in its own API (the
+        Messages `count_tokens` of a `format: anthropic` provider), if it can and is keyed."""
+        url = self.dialect.count_url(self.spec.endpoint) if self.speaks(req) else None
+        return None if url is None or self.missing_key or not self.serves(req.model) else url
+
+    def count_body(self, req: ChatRequest) -> bytes:
+        """The body that asks it to count `req`."""
+        return orjson.dumps(self.dialect.count_body(req.native or {}, self.model_for(req.model)))
 
     def context(self, model: str, created: int) -> Context:
         return Context(model, created, self.shape)
@@ -170,7 +249,7 @@ class PreparedProvider:
         status: int,
         content_type: str,
         raw: bytes,
-        retry_after: str | None,
+        headers: Mapping[str, str],
         model: str,
         requested: str | None,
         raw_response: bool,
@@ -178,7 +257,7 @@ class PreparedProvider:
     ) -> tuple[Outcome, dict[str, Any] | None]:
         """The outcome of a complete (non-streamed) answer, and the response to return."""
         if not 200 <= status < 300:
-            return self._refusal(status, raw, retry_after, now), None
+            return self._refusal(status, raw, headers, now), None
         if "html" in content_type or raw.lstrip()[:1] == b"<":
             return mismatch(f"HTML page ({content_type or 'no content type'})", status), None
         try:
@@ -187,7 +266,7 @@ class PreparedProvider:
             return mismatch(str(exc), status), None
         error = self.dialect.error_of(body)
         if error is not None:
-            return classify(status=status, error=error, now=now), None
+            return self._classify(status=status, error=error, now=now), None
         try:
             body, normalized = self._transform(body, model, int(now))
         except HookError as exc:
@@ -202,7 +281,9 @@ class PreparedProvider:
         )
         if problem:
             return mismatch(problem, status), None
-        return Outcome(OK.reason, status), body if raw_response else normalized
+        if raw_response:  # as the provider gave it: its artifacts tagged as its own
+            return Outcome(OK.reason, status), artifacts.tagged(body, self.origin)
+        return Outcome(OK.reason, status), normalized
 
     def _transform(self, body: Any, model: str, created: int) -> tuple[Any, dict[str, Any]]:
         """(raw body after `preprocess_hook`, normalized completion): the dialect normalizes,
@@ -228,13 +309,28 @@ class PreparedProvider:
         body = _json_or_none(raw)
         return Health(True, now, OK, _listed_models(body), ms=ms)
 
-    def _refusal(self, status: int, raw: bytes, retry_after: str | None, now: float) -> Outcome:
+    def _refusal(
+        self, status: int, raw: bytes, headers: Mapping[str, str] | None, now: float
+    ) -> Outcome:
         """The outcome of a non-2xx answer, refined by the error in its body."""
         body = _json_or_none(raw)
         error = self.dialect.error_of(body) if body is not None else None
         if error is None and raw.strip():
             error = ErrorInfo(_excerpt(raw))
-        return classify(status=status, error=error, retry_after=retry_after, now=now)
+        return self._classify(status=status, error=error, headers=headers, now=now)
+
+    def _classify(
+        self,
+        *,
+        status: int | None,
+        error: ErrorInfo | None,
+        now: float,
+        headers: Mapping[str, str] | None = None,
+    ) -> Outcome:
+        """`outcomes.classify` with this provider's `rate_limit_window_s`."""
+        return classify(
+            status=status, error=error, headers=headers, now=now, window_s=self.rate_limit_window_s
+        )
 
     def redact(self, text: str) -> str:
         """`text` with this provider's key replaced by `***`, as it is and URL-encoded (a URL
@@ -259,6 +355,15 @@ def _forms(key: str | None) -> tuple[str, ...]:
     lower = re.sub(r"%[0-9A-F]{2}", lambda m: m[0].lower(), encoded)
     found = {key, encoded, lower, quote(key), quote_plus(key)}
     return tuple(sorted(found, key=len, reverse=True))
+
+
+_CHAT_CAPS = ("max_tokens", "max_completion_tokens")
+
+
+def _clamped(body: dict[str, Any], fields: tuple[str, ...], cap: int) -> dict[str, Any]:
+    """`body` with each of its output-cap `fields` above `cap` set to `cap` (a copy if any is)."""
+    over = [f for f in fields if isinstance(body.get(f), int) and body[f] > cap]
+    return {**body, **dict.fromkeys(over, cap)} if over else body
 
 
 def _origin(url: str) -> tuple[str, str | None, int | None]:

@@ -214,13 +214,16 @@ class ChatRequest:
     fallback_order: tuple[str, ...] | None = None
     raw_response: bool = False  # response_schema_compatibility: false
     deadline_ms: float | None = None
-    api: str = "chat"  # the API the request arrived in: chat, responses or messages
+    api: str = "chat"  # the API the request arrived in: chat, responses, messages or gemini
     native: dict[str, Any] | None = None  # the request as it arrived, when not a chat one
     # Headers of the client's API that go with `native` to a provider that speaks that API
     # (Messages: `anthropic-beta`); never a key.
     native_headers: dict[str, str] | None = None
     first_token_ms: float | None = None  # the extension's; else the route's, the provider's
     continuing: str | None = None  # an answer cut mid-stream, for the next provider to finish
+    # `body` with the client's `cache_control` marks kept (a Messages request that had some),
+    # for a provider that takes them (protocol §2.3 `cache_control`).
+    marked: dict[str, Any] | None = None
 
     @classmethod
     def parse(cls, request: dict[str, Any], *, stream: bool | None = None) -> ChatRequest:

@@ -114,6 +114,13 @@ class Router:
         """Provider `name`'s health URL (resolved against its endpoint), or None."""
         return self.engine.prepared[name].health_url
 
+    def dropped(
+        self, provider: str, req: ChatRequest, translated: tuple[str, ...]
+    ) -> tuple[str, ...]:
+        """What provider `provider` was not sent of `req`, whose translation from the client's
+        API left out `translated` (protocol §10.1, `X-Agent-Reach-Dropped`)."""
+        return self.engine.prepared[provider].dropped(req, translated)
+
     @property
     def store(self) -> StateStore:
         """The state store (circuits, budgets, health, stored responses, the attempt log)."""
@@ -192,6 +199,11 @@ class Router:
     async def stream(self, req: ChatRequest) -> ChatStream:
         """`open_stream` for a request already parsed."""
         return await self.engine.stream(req)
+
+    async def count_tokens(self, req: ChatRequest) -> tuple[str, int] | None:
+        """(provider, input tokens) of `req` as the first provider of its route that speaks its
+        API counts them (a Messages `count_tokens`), or None: the caller estimates."""
+        return await self.engine.count_tokens(req)
 
     async def step(self, req: ChatRequest, provider: str) -> tuple[Attempt, dict[str, Any] | None]:
         """Step mode (protocol §9): one provider, no failover; its attempt and, when it answered,

@@ -12,7 +12,9 @@ all the I/O and reads all the clocks; nothing in this module sends a byte or rea
    last health check say) and asks `precheck` / `health_verdict` whether to skip it (protocol §4
    step 1). A provider skipped for `circuit_open` or `unhealthy` is deferred: when the first
    pass ends without an answer, the `Walk` hands the deferred ones out again as last resort
-   (protocol §4.2), so that remembered state alone never refuses a request.
+   (protocol §4.2), so that remembered state alone never refuses a request. A provider whose
+   usage limit is used up (`quota_exhausted_upstream`, `CircuitState.out`) is the exception:
+   it said when it takes requests again, so no last resort reaches it before then.
 3. After a failed try, `retry_delay` says whether to try the same provider again and after how
    long (its `retries`, backoff, `Retry-After`, the time left); else the walk moves on at once.
 
@@ -22,10 +24,11 @@ tables of cases with no sockets and no sleeps.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from .breaker import CircuitState, opened_detail
 from .errors import RequestError, quoted
@@ -45,12 +48,52 @@ RETRYABLE = frozenset(
 )
 
 
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Patterns(Generic[T]):
+    """Names to values where a name may hold `*` wildcards, each standing for any run of
+    characters (route names and `model_map` keys, protocol §3): a name given exactly wins,
+    then the matching pattern with the most characters besides its `*`s (so `claude-*haiku*`
+    before `claude-*` before `*`), then the first given."""
+
+    exact: Mapping[str, T]
+    wild: tuple[tuple[re.Pattern[str], str, T], ...] = ()
+
+    @classmethod
+    def of(cls, items: Mapping[str, T]) -> Patterns[T]:
+        wild = [
+            (re.compile(".*".join(map(re.escape, name.split("*")))), name, value)
+            for name, value in items.items()
+            if "*" in name
+        ]
+        wild.sort(key=lambda w: -(len(w[1]) - w[1].count("*")))  # stable: ties keep order
+        return cls(items, tuple(wild))
+
+    def find(self, name: str) -> tuple[str, T] | None:
+        """(the name or pattern that matched, its value), or None."""
+        value = self.exact.get(name)
+        if value:
+            return name, value
+        for pattern, given, found in self.wild:
+            if pattern.fullmatch(name):
+                return given, found
+        return None
+
+    def get(self, name: str) -> T | None:
+        found = self.find(name)
+        return None if found is None else found[1]
+
+
 @dataclass(frozen=True, slots=True)
 class RouteTable:
-    """The config's routes, resolved once at load: default order and named routes."""
+    """The config's routes, resolved once at load: default order and named routes (a name
+    with `*` is a pattern of model names, `Patterns`)."""
 
     default: tuple[str, ...]
     routes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    by_model: Patterns[tuple[str, ...]] = field(default_factory=lambda: Patterns({}))
 
     @classmethod
     def build(
@@ -64,14 +107,14 @@ class RouteTable:
             default = tuple(fallback_order)
         else:  # weight descending; `sorted` is stable, so ties keep file order
             default = tuple(n for n, _ in sorted(providers, key=lambda p: -p[1]))
-        return cls(default, {k: tuple(v) for k, v in (routes or {}).items()})
+        named = {k: tuple(v) for k, v in (routes or {}).items()}
+        return cls(default, named, Patterns.of(named))
 
     def label(self, route: str, model: str | None) -> str:
         """The name of the route a request takes (`route`: its own, or "default"), for
         metrics, events and policies: a model alias names its route (protocol §3)."""
-        if route == "default" and model and model in self.routes:
-            return model
-        return route
+        found = self.by_model.find(model) if route == "default" and model else None
+        return route if found is None else found[0]
 
 
 def attempt_order(
@@ -83,8 +126,8 @@ def attempt_order(
     model: str | None = None,
 ) -> tuple[str, ...]:
     """The providers to try for one request, in order (protocol §3): its `fallback_order`, its
-    `provider_route`, a route named after its model, the default. `RequestError` for a name
-    that does not exist."""
+    `provider_route`, a route named after its model (or a pattern it matches), the default.
+    `RequestError` for a name that does not exist."""
     known = frozenset(known)
     if fallback_order:
         unknown = [n for n in fallback_order if n not in known]
@@ -104,9 +147,8 @@ def attempt_order(
             status=404,
             param="provider_route",
         )
-    if model and model in table.routes:
-        return table.routes[model]
-    return table.default
+    found = table.by_model.get(model) if model else None
+    return table.default if found is None else found
 
 
 Pick = tuple[str, bool]  # a provider the walk hands out, and whether as a last resort
@@ -177,13 +219,14 @@ class Walk:
 @dataclass(frozen=True, slots=True)
 class Policy:
     """What a request's route (or the config, for requests on no named route) says about
-    failures: blocked content, cut streams, silent streams and hedging (protocol §4.3, §5.1,
-    §10)."""
+    failures: blocked content, cut and stalled streams, silent streams and hedging (protocol
+    §4.3, §5.1, §10)."""
 
     stop_on_blocked: bool = True  # `on_content_blocked: stop`
     continue_on_cut: bool = False
     first_token_ms: float | None = None
     hedge_after_ms: float | None = None
+    stall_ms: float | None = None
 
 
 @dataclass(slots=True)
@@ -200,6 +243,7 @@ class Run:
     hedged: bool = True  # whether `hedge_after_ms` applies (not in step mode)
     trace: list[Attempt] = field(default_factory=list)
     own_deadline: bool = False  # the client's `deadline_ms`, shorter than the config's, rules
+    input_tokens: int | None = None  # the request's estimated input, once a provider asked
 
     def first_token_s(self, provider_ms: float | None) -> float | None:
         """How long a stream may go without content (protocol §10): its route's
@@ -256,7 +300,8 @@ def precheck(
             return Skip(Reason.MODEL_UNAVAILABLE, "no model given")
         return Skip(Reason.MODEL_UNAVAILABLE, f"does not serve model {model!r}")
     if circuit.is_open(now):
-        return Skip(Reason.CIRCUIT_OPEN, opened_detail(circuit, now))
+        reason = Reason.QUOTA_EXHAUSTED_UPSTREAM if circuit.out else Reason.CIRCUIT_OPEN
+        return Skip(reason, opened_detail(circuit, now))
     if exhausted:
         return Skip(Reason.QUOTA_EXHAUSTED, exhausted)
     if missing_key:

@@ -14,14 +14,16 @@ from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 import aiohttp
+import orjson
 
 from . import completion
-from .dialects import Mismatch, ProviderError
+from .dialects import Mismatch, ProviderError, artifacts
+from .dialects.convert import max_tokens_of
 from .dialects.framing import framer
 from .outcomes import FIRST_TOKEN, Outcome, classify, filtered, mismatch
 from .prepared import PreparedProvider
 from .request import ChatRequest
-from .stream import STREAM_FAILURES, LiveStream
+from .stream import STREAM_FAILURES, LiveStream, Stalled
 from .trace import Reason
 from .transport import CLIENT_ERRORS, kind_of, past_deadline, timeouts, transport_failure, whole
 
@@ -39,12 +41,33 @@ class Target:
     model: str
     raw_body: bool = False
     first_token_s: float | None = None  # a stream's first content must come within this
+    max_output: int | None = None  # the output cap it takes (configured or learned)
+    bare: bool = False  # without reasoning artifacts: the provider refused them (protocol §5)
+
+    @property
+    def sent_cap(self) -> int | None:
+        """The output cap the request goes with: what it asks for, lowered to `max_output`."""
+        asked = max_tokens_of(self.req.body)
+        if not isinstance(asked, int):
+            return None
+        return asked if self.max_output is None else min(asked, self.max_output)
 
     @classmethod
     def of(
-        cls, prepared: PreparedProvider, req: ChatRequest, first_token_s: float | None = None
+        cls,
+        prepared: PreparedProvider,
+        req: ChatRequest,
+        first_token_s: float | None = None,
+        origins: artifacts.Origins | None = None,
     ) -> Target:
+        """The try of `req` on `prepared`; `origins`: who wrote the reasoning of its earlier
+        turns, so that another provider's is left out."""
         raw = req.raw_response or prepared.speaks(req)
+        messages = req.body.get("messages")
+        if origins and isinstance(messages, list) and not prepared.speaks(req):
+            homed = artifacts.home_reasoning(messages, prepared.origin, origins)
+            if homed is not messages:
+                req = replace(req, body={**req.body, "messages": homed})
         return cls(prepared, req, prepared.model_for(req.model), raw, first_token_s)
 
 
@@ -64,7 +87,7 @@ def _judge(
         status=resp.status,
         content_type=resp.content_type,
         raw=raw,
-        retry_after=resp.headers.get("Retry-After"),
+        headers=resp.headers,
         model=target.model,
         requested=target.req.model,
         raw_response=raw_body,
@@ -80,7 +103,7 @@ async def fetch(
     try:
         async with session.post(
             prepared.url(target.model, False),
-            data=prepared.body(req, target.model, False),
+            data=prepared.body(req, target.model, False, target.max_output, target.bare),
             headers=prepared.headers_for(req, False),
             timeout=whole(prepared.connect_s, prepared.read_s, remaining_s),
             allow_redirects=False,
@@ -90,6 +113,32 @@ async def fetch(
         return Tried(transport_failure(exc, past_deadline(exc)))
     outcome, response = _judge(target, resp, raw, target.raw_body, now)
     return Tried(outcome, response, None if outcome.reason is Reason.OK else raw)
+
+
+async def count_at(
+    session: aiohttp.ClientSession, prepared: PreparedProvider, req: ChatRequest, url: str
+) -> int | None:
+    """The input tokens of `req` as provider `prepared` counts them at `url`, or None when it
+    does not answer with a count (any status but 200, a body without one, a failure below
+    HTTP): one try within its connect and read timeouts, judged by nothing else."""
+    try:
+        async with session.post(
+            url,
+            data=prepared.count_body(req),
+            headers=prepared.headers_for(req, False),
+            timeout=whole(
+                prepared.connect_s, prepared.read_s, prepared.connect_s + prepared.read_s
+            ),
+            allow_redirects=False,
+        ) as resp:
+            raw = await resp.read() if resp.status == 200 else b""
+    except CLIENT_ERRORS:
+        return None
+    try:
+        counted = orjson.loads(raw).get("input_tokens") if raw else None
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    return counted if isinstance(counted, int) and not isinstance(counted, bool) else None
 
 
 async def open_stream(
@@ -113,7 +162,7 @@ async def open_stream(
         async with limit, first:
             resp = await session.post(
                 prepared.url(target.model, True),
-                data=prepared.body(target.req, target.model, True),
+                data=prepared.body(target.req, target.model, True, target.max_output, target.bare),
                 headers=prepared.headers_for(target.req, True),
                 timeout=timeouts(prepared.connect_s, prepared.read_s, remaining_s),
                 allow_redirects=False,
@@ -133,6 +182,7 @@ async def open_stream(
                 framer(prepared.dialect.framing),
                 prepared.dialect.decoder(ctx),
                 keep_frames=prepared.speaks(target.req),
+                mark=prepared.tag_frame,
             )
             if not await live.first_content():
                 return Tried(_empty(live, status))
@@ -168,6 +218,8 @@ def stream_failure(
         return classify(status=status, error=exc.info, now=now)
     if isinstance(exc, Mismatch):
         return mismatch(str(exc), status)
+    if isinstance(exc, Stalled):
+        return Outcome(Reason.TIMEOUT, status, str(exc))
     if limit is None:
         kind, text = kind_of(exc)
         return classify(transport=kind, transport_detail=text)

@@ -52,7 +52,7 @@ async def provider(engine: Engine, name: str) -> dict[str, Any]:
             "models": sorted(health.models) if health.models is not None else None,
         },
         "fingerprint": identity.split(prepared.state_key)[1],
-        "circuit": (await engine.store.circuit(prepared.state_key)).view(now),
+        "circuit": (await engine.store.circuit(prepared.state_key)).view(now, engine.config.tz),
         "quota": await quota_use(engine, name),
         "latency_p95_ms": prepared.spec.metadata.get("latency_p95_ms"),
     }
@@ -69,7 +69,8 @@ async def elsewhere(engine: Engine) -> list[dict[str, Any]]:
     for key, state in sorted(circuits.items()):
         if key not in mine:
             name, fp = identity.split(key)
-            rows.append({"provider": name, "fingerprint": fp, "circuit": state.view(now)})
+            circuit = state.view(now, engine.config.tz)
+            rows.append({"provider": name, "fingerprint": fp, "circuit": circuit})
     for (key, window), count in sorted(used.items()):
         if key not in mine:
             name, fp = identity.split(key)

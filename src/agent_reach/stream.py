@@ -4,19 +4,23 @@
 Failover is allowed until the first content chunk (protocol §10 "Streaming"), so a `LiveStream`
 reads ahead to its first content, buffering what came before; the engine hands it over only
 then. After that point a failure cannot be hidden: `ChatStream` records it (`Recorder.cut`)
-and raises `StreamInterrupted`.
+and raises `StreamInterrupted`, unless the next provider finishes the answer (continuation,
+`Recorder.resume`), its opening trimmed of what it repeats (`Seam`). After the first content a
+stream that sends nothing for its `stall_ms` is cut (`Stalled`), and one malformed frame is
+skipped when the frame after it is sound (`Recorder.skipped`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
 
 from . import completion
-from .dialects import Mismatch, ProviderError
+from .dialects import Mismatch, ProviderError, artifacts
 from .errors import StreamInterrupted
 from .routing import Run
 from .trace import Attempt
@@ -26,6 +30,11 @@ if TYPE_CHECKING:
     from .prepared import PreparedProvider
 
 STREAM_FAILURES = (*CLIENT_ERRORS, ProviderError, Mismatch)
+Frame = tuple[str | None, bytes]  # (event, data) of one SSE frame
+
+
+class Stalled(aiohttp.ServerTimeoutError):
+    """A stream sent no line for its `stall_ms` after its first content: a cut."""
 
 
 class LiveStream:
@@ -39,15 +48,19 @@ class LiveStream:
         pending: list[dict[str, Any]] | None = None,
         *,
         keep_frames: bool = False,
+        mark: Callable[[Frame], Frame] | None = None,
     ) -> None:
         self.resp = resp
         self.frames = frames
         self.decoder = decoder
         self.pending: list[dict[str, Any]] = pending or []
         # The provider's own frames, kept for a client that speaks its API (`take_frames`).
-        self.kept: list[tuple[str | None, bytes]] | None = [] if keep_frames else None
+        self.kept: list[Frame] | None = [] if keep_frames else None
+        self.mark = mark  # what a kept frame becomes (its artifacts tagged), if anything
         self._chunks = self._read() if resp is not None else None
         self._complete = False
+        self._stall_s: float | None = None  # both set by `rest`, once content has gone out
+        self._skipped: Callable[[Mismatch], None] | None = None
 
     @classmethod
     def replay(cls, chunks: list[dict[str, Any]]) -> LiveStream:
@@ -61,23 +74,60 @@ class LiveStream:
 
     async def _read(self) -> AsyncGenerator[dict[str, Any], None]:
         assert self.resp is not None
-        kept = self.kept
-        async for line in self.resp.content:
+        kept, mark = self.kept, self.mark
+        content = self.resp.content
+        bad: Mismatch | None = None  # a malformed frame, skipped if the next one is sound
+        while line := await self._line(content):
             frame = self.frames.line(line)
-            if frame is not None:
+            if frame is None:
+                continue
+            if kept is not None:
+                kept.append(frame if mark is None else mark(frame))
+            try:
+                chunks = [_carried(c) for c in self.decoder.feed(*frame)]
+            except Mismatch as exc:
+                if self._skipped is None or bad is not None:
+                    raise  # before the first content (fail over), or twice in a row (a cut)
                 if kept is not None:
-                    kept.append(frame)
-                for chunk in self.decoder.feed(*frame):
-                    yield _carried(chunk)
+                    kept.pop()  # a native client is not sent it either
+                bad = exc
+                continue
+            if bad is not None:
+                self._skip(bad)
+                bad = None
+            for chunk in chunks:
+                yield chunk
         frame = self.frames.flush()
         if frame is not None:
             if kept is not None:
-                kept.append(frame)
+                kept.append(frame if mark is None else mark(frame))
             for chunk in self.decoder.feed(*frame):
                 yield _carried(chunk)
         if not self.decoder.finished:
-            raise aiohttp.ServerDisconnectedError("stream ended before the answer was complete")
+            raise bad or aiohttp.ServerDisconnectedError(
+                "stream ended before the answer was complete"
+            )
+        if bad is not None:
+            self._skip(bad)
         self._complete = True
+
+    def _skip(self, bad: Mismatch) -> None:
+        if self._skipped is not None:
+            self._skipped(bad)
+
+    async def _line(self, content: aiohttp.StreamReader) -> bytes:
+        """The next line (b"" at the end), within `stall_ms` once content has gone out."""
+        if self._stall_s is None:
+            return await content.readline()
+        limit = asyncio.timeout(self._stall_s)
+        try:
+            async with limit:
+                return await content.readline()
+        except TimeoutError:
+            if not limit.expired():
+                raise  # the read timeout, not ours
+            ms = round(self._stall_s * 1000)
+            raise Stalled(f"stalled: no bytes for {ms} ms") from None
 
     async def first_content(self) -> bool:
         """Read until a chunk carries content (buffering the ones before); False if the
@@ -89,8 +139,13 @@ class LiveStream:
                 return True
         return False
 
-    async def rest(self) -> AsyncIterator[dict[str, Any]]:
-        """Every chunk: the buffered ones, then the rest as they arrive."""
+    async def rest(
+        self, stall_s: float | None, skipped: Callable[[Mismatch], None]
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Every chunk: the buffered ones, then the rest as they arrive, each line within
+        `stall_s` (None: the read timeout alone); a malformed frame followed by a sound one is
+        skipped, and told to `skipped`."""
+        self._stall_s, self._skipped = stall_s, skipped
         pending, self.pending = self.pending, []
         for chunk in pending:
             yield chunk
@@ -109,7 +164,10 @@ class LiveStream:
 
 
 class Recorder(Protocol):
-    """Who ran the request: told when its stream fails after the first chunk."""
+    """Who ran the request: told when its stream fails after the first chunk; `origins`
+    learns who wrote the reasoning a chat stream carried."""
+
+    origins: artifacts.Origins
 
     async def cut(
         self, run: Run, prepared: PreparedProvider, exc: BaseException, ms: float
@@ -119,6 +177,10 @@ class Recorder(Protocol):
 
     async def resume(self, run: Run, partial: str) -> tuple[PreparedProvider, LiveStream] | None:
         """The next provider's stream finishing the answer cut after `partial`, or None."""
+        ...
+
+    def skipped(self, run: Run, prepared: PreparedProvider, exc: Mismatch) -> None:
+        """A malformed frame was skipped mid-stream (the frame after it was sound)."""
         ...
 
 
@@ -156,7 +218,7 @@ class ChatStream:
         speaks the API the request arrived in, and this is a live stream, not a replay."""
         return self.live.kept is not None
 
-    def take_frames(self) -> list[tuple[str | None, bytes]]:
+    def take_frames(self) -> list[Frame]:
         """The provider's (event, data) frames read since the last call, in order; the
         chunks yielded so far came from them (or from frames before them)."""
         kept = self.live.kept
@@ -168,22 +230,44 @@ class ChatStream:
 
     async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         said = Said(keep=self.run.policy.continue_on_cut and not self.native)
+        first_cut: Attempt | None = None
+        seam: Seam | None = None
         try:
             while True:
                 start = time.perf_counter()
                 try:
-                    async for chunk in self.live.rest():
-                        yield said.passed(chunk)
+                    async for chunk in self.live.rest(self._stall_s(), self._skipped):
+                        if seam is None:
+                            yield said.passed(chunk)
+                            continue
+                        for out in seam.through(chunk):
+                            yield said.passed(out)
+                        if seam.met:
+                            seam = None
+                    for out in seam.end() if seam is not None else ():
+                        yield said.passed(out)
+                    if said.reasoning is not None and not self.native:
+                        self.recorder.origins.note(said.reasoning.digest(), self.prepared.origin)
                     return
                 except STREAM_FAILURES as exc:
                     ms = (time.perf_counter() - start) * 1000
                     attempt = await self.recorder.cut(self.run, self.prepared, exc, ms)
+                    first_cut = first_cut or attempt
+                    seam = None  # what it held never reached the client
                     if not await self._continue(said):
-                        detail = f"{attempt.reason} ({attempt.detail})"
-                        message = f"{self.provider} failed mid-stream: {detail}"
-                        raise StreamInterrupted(self.trace, message) from exc
+                        detail = f"{first_cut.reason} ({first_cut.detail})"
+                        message = f"{first_cut.provider} failed mid-stream: {detail}"
+                        raise StreamInterrupted(self.trace, message, cut=first_cut) from exc
+                    seam = Seam.after(said.text, self.prepared.prefill)
         finally:
             await self.live.aclose()
+
+    def _stall_s(self) -> float | None:
+        ms = self.run.policy.stall_ms or self.prepared.spec.stall_ms
+        return ms / 1000 if ms else None
+
+    def _skipped(self, exc: Mismatch) -> None:
+        self.recorder.skipped(self.run, self.prepared, exc)
 
     async def _continue(self, said: Said) -> bool:
         """Protocol §10, continuation: when the policy allows it and only text was sent, the next
@@ -195,7 +279,7 @@ class ChatStream:
         if resumed is None:
             return False
         self.prepared, self.live = resumed
-        said.continuing = True
+        said.resumed()
         return True
 
     async def aclose(self) -> None:
@@ -206,10 +290,21 @@ class Said:
     """What a stream has sent its client: whether text went, and the text itself when a cut
     may be continued (`keep`: else an unread stream would hold every piece it wrote, 250 KB
     more per stream in bench/abuse.py); whether anything else (a tool call, reasoning) went
-    too; and the first chunk's id, model and time, which a continuation's chunks take so that
-    the client sees one stream."""
+    too; the first chunk's id and time, which a continuation's chunks take so that the client
+    sees one stream; and the usage reported before a cut, which the continuation's adds to."""
 
-    __slots__ = ("_blocks", "_recent", "continuing", "head", "keep", "other", "texted")
+    __slots__ = (
+        "_blocks",
+        "_recent",
+        "continuing",
+        "head",
+        "keep",
+        "latest",
+        "other",
+        "reasoning",
+        "spent",
+        "texted",
+    )
 
     def __init__(self, keep: bool) -> None:
         self.keep = keep
@@ -219,6 +314,9 @@ class Said:
         self.other = False
         self.head: dict[str, Any] | None = None
         self.continuing = False
+        self.reasoning: Any = None  # a running digest of the reasoning sent (`artifacts`)
+        self.spent: dict[str, Any] | None = None  # the usage of the streams cut before
+        self.latest: dict[str, Any] | None = None  # the last usage of the stream under way
 
     @property
     def text(self) -> str:
@@ -233,16 +331,32 @@ class Said:
                 self._blocks.append("".join(self._recent))
                 self._recent.clear()
 
+    def resumed(self) -> None:
+        """Another provider takes over the answer: what the cut one reported counts as spent."""
+        self.continuing = True
+        if self.latest is not None:
+            self.spent = self.latest if self.spent is None else summed(self.spent, self.latest)
+            self.latest = None
+
     def passed(self, chunk: dict[str, Any]) -> dict[str, Any]:
-        """Note `chunk`, as the client will see it."""
+        """Note `chunk`, as the client will see it: a continuation's under the first chunk's
+        id and time, with its own model (who finished the answer), its usage the sum of all."""
         if self.head is None:
-            self.head = {k: chunk[k] for k in ("id", "model", "created") if k in chunk}
+            self.head = {k: chunk[k] for k in ("id", "created") if k in chunk}
         elif self.continuing:
             chunk = {**chunk, **self.head, "choices": [_without_role(c) for c in chunk["choices"]]}
+        usage = chunk.get("usage") if self.keep else None
+        if usage:
+            self.latest = usage
+            if self.spent is not None:
+                chunk = {**chunk, "usage": summed(self.spent, usage)}
         for c in chunk.get("choices") or ():
             delta = c.get("delta") or {}
             if delta.get("content"):
                 self._note(delta["content"])
+            if isinstance(delta.get("reasoning_content"), str):
+                self.reasoning = self.reasoning or artifacts.reasoning_digest()
+                self.reasoning.update(delta["reasoning_content"].encode())
             if (
                 delta.get("tool_calls")
                 or delta.get("reasoning_content")
@@ -258,6 +372,111 @@ def _carried(chunk: dict[str, Any]) -> dict[str, Any]:
     if problem is not None:
         raise Mismatch(problem)
     return chunk
+
+
+def summed(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two usages added up, field by field (nested details too)."""
+    out = dict(a)
+    for key, value in b.items():
+        had = out.get(key)
+        if isinstance(value, dict) and isinstance(had, dict):
+            out[key] = summed(had, value)
+        elif isinstance(value, int) and isinstance(had, int):
+            out[key] = had + value
+        else:
+            out[key] = value
+    return out
+
+
+class Seam:
+    """Where a continuation meets the text already sent (protocol §10): its opening text is
+    held until it is known how much of it repeats the end of what was sent, and that much is
+    dropped, so the client never reads a piece twice.
+
+    A continuation asked with an instruction may start over, from the beginning or from the
+    last sentence or word; one continuing a prefill carries on from it, and may only repeat
+    the trailing whitespace that was left out of the prefill. An overlap counts from a word
+    boundary (or is at least `LONG` characters): "a wor" + "world" drops "wor", but "a bana" +
+    "na split" keeps both "na"."""
+
+    LONG = 8
+
+    __slots__ = ("held", "last", "met", "reach", "sent")
+
+    def __init__(self, sent: str, reach: int) -> None:
+        self.sent = sent
+        self.reach = reach  # the longest overlap looked for
+        self.held = ""
+        self.last: dict[str, Any] | None = None  # the chunk that brought the held text
+        self.met = reach == 0
+
+    @classmethod
+    def after(cls, sent: str, prefill: bool) -> Seam:
+        """The seam after `sent`, for a continuation that was given it as a prefill or not."""
+        return cls(sent, len(sent) - len(sent.rstrip()) if prefill else len(sent))
+
+    def through(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        """The chunks to pass on for `chunk`: none while the opening is held."""
+        if self.met:
+            return [chunk]
+        choices = chunk.get("choices") or ()
+        delta = choices[0].get("delta") or {} if choices else {}
+        text = delta.get("content")
+        final = not choices or choices[0].get("finish_reason") is not None
+        if text:
+            self.held += text
+            self.last = chunk
+            if not final and self._may_grow():
+                return []
+            return [self._met(chunk)]
+        if final:
+            return [*self.end(), chunk]
+        return [chunk]
+
+    def end(self) -> list[dict[str, Any]]:
+        """What is still held, when the continuation ends."""
+        if self.met or self.last is None:
+            self.met = True
+            return []
+        chunk = self._met({**self.last, "choices": [{**self.last["choices"][0]}]})
+        choice = chunk["choices"][0]
+        choice["finish_reason"] = None
+        return [chunk] if (choice.get("delta") or {}).get("content") else []
+
+    def _may_grow(self) -> bool:
+        """Whether the held text could still be the start of a longer overlap."""
+        sent, held = self.sent, self.held
+        return sent.find(held, len(sent) - self.reach, len(sent) - 1) >= 0
+
+    def _met(self, chunk: dict[str, Any]) -> dict[str, Any]:
+        """`chunk` carrying the held text less its overlap with what was sent."""
+        self.met = True
+        text = self.held[overlap(self.sent, self.held, self.reach, self.LONG) :]
+        self.held = ""
+        choice = chunk["choices"][0]
+        delta = {**(choice.get("delta") or {})}
+        if text:
+            delta["content"] = text
+        else:
+            delta.pop("content", None)
+        return {**chunk, "choices": [{**choice, "delta": delta}, *chunk["choices"][1:]]}
+
+
+def overlap(sent: str, opening: str, reach: int, long: int) -> int:
+    """How many characters at the start of `opening` repeat the end of `sent` (at most
+    `reach`): the longest such overlap that starts at a word boundary of `sent`, or is at
+    least `long` characters."""
+    if not opening or not reach:
+        return 0
+    first = opening[0]
+    i = sent.find(first, max(len(sent) - reach, len(sent) - len(opening), 0))
+    while i >= 0:
+        if opening.startswith(sent[i:]) and (
+            len(sent) - i >= long or i == 0 or not (sent[i - 1].isalnum() and sent[i].isalnum())
+        ):
+            return len(sent) - i
+        i = sent.find(first, i + 1)
+    return 0
 
 
 def _without_role(choice: dict[str, Any]) -> dict[str, Any]:

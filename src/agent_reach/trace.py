@@ -19,9 +19,11 @@ class Reason(StrEnum):
     SERVER_ERROR = "server_error"
     AUTH_FAILED = "auth_failed"
     RATE_LIMITED = "rate_limited"
+    QUOTA_EXHAUSTED_UPSTREAM = "quota_exhausted_upstream"  # its plan, balance or window is used up
     CONTEXT_EXCEEDED = "context_exceeded"
     CONTENT_BLOCKED = "content_blocked"
     BAD_REQUEST = "bad_request"
+    ARTIFACT_REJECTED = "artifact_rejected"  # a reasoning artifact another provider minted
     SCHEMA_MISMATCH = "schema_mismatch"
     HOOK_ERROR = "hook_error"
     UNHEALTHY = "unhealthy"

@@ -8,13 +8,18 @@ clock, which circuits are kept in) and `left_s` (what is left of the request's d
 in as arguments, so the machine is tested by tables of cases, stepping time by hand.
 
     begin()                    -> Gather | Send          (a last resort skips every check)
-    consider(facts, now)       -> Skip | Check | Send    (protocol §4 step 1, §5.1 windows)
+    consider(facts, now)       -> Skip | Check | Send    (protocol §4 step 1, §5.1 windows;
+                                                          a bad key's circuit is no last resort)
     checked(health, checked_now, now) -> Skip | Send          (its health check, cached or run now)
     over_budget(detail, reopens_in) -> Skip              (a budget filled up just before sending)
     lease_lost()               -> Skip                   (another instance holds the trial)
-    sent(outcome, left_s)      -> Sleep | Done           (a retry, or the end of the turn)
+    sent(outcome, left_s, cap) -> Clamp | Sleep | Send | Done   (a retry; once with a lower
+                                                          cap; once without refused reasoning
+                                                          artifacts; or the end of the turn)
     woke(left_s)               -> Send | Skip            (after the retry's wait)
 
+A refusal that states the provider's output cap, below the cap that was sent (`cap`), is a
+`Clamp`: the engine remembers the cap and sends once more with it (protocol §4, output caps).
 A `Send` carries the half-open lease to take first, when the circuit's cooldown has passed
 (the one trial, protocol §5: `breaker.admit`). What a sent outcome does to the provider's circuit
 is `breaker.record`'s to decide, and whether it counts against its budgets is
@@ -47,6 +52,8 @@ class Facts:
     reopens_in: float | None = None  # seconds until the used-up budget's window ends
     context_window: int | None = None  # the input tokens it accepts, when known
     larger_than: int | None = None  # the walk needs a window larger than this (a refusal)
+    auth_last_resort: bool = False  # `last_resort_includes_auth`: a bad key's circuit defers
+    input_tokens: int | None = None  # the request's estimated input, when a window is known
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,16 +64,18 @@ class Gather:
 @dataclass(frozen=True, slots=True)
 class Skip:
     """Not tried this time; recorded with its reason (and the health check's time and status
-    when a check ran for it). `counts`: a failed health check that tells the circuit."""
+    when a check ran for it). `counts`: a failed health check that tells the circuit.
+    `final`: not tried as last resort either (a circuit opened by a bad key, §4.2)."""
 
     outcome: Outcome
     ms: float = 0.0
     counts: bool = False
+    final: bool = False
 
     @property
     def deferrable(self) -> bool:
         """Skipped only for remembered state: tried again as last resort (protocol §4.2)."""
-        return self.outcome.reason in DEFERRABLE
+        return self.outcome.reason in DEFERRABLE and not self.final
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +85,18 @@ class Check:
 
 @dataclass(frozen=True, slots=True)
 class Send:
-    """Send one try, after taking `lease` (the half-open trial) when there is one."""
+    """Send one try, after taking `lease` (the half-open trial) when there is one; `bare`:
+    without the reasoning artifacts of earlier turns (the provider refused them)."""
 
     lease: CircuitState | None = None
+    bare: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Clamp:
+    """Remember that the provider takes at most `tokens` output tokens, then send again."""
+
+    tokens: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,20 +113,27 @@ class Done:
     ok: bool
 
 
-Action = Gather | Skip | Check | Send | Sleep | Done
+Action = Gather | Skip | Check | Send | Clamp | Sleep | Done
 DEADLINE = Outcome(Reason.TIMEOUT, None, "deadline")
+
+
+def _bad_key(facts: Facts) -> bool:
+    """Whether the provider's open circuit is a bad key's, kept out of the last resort."""
+    return facts.circuit.cause == Reason.AUTH_FAILED and not facts.auth_last_resort
 
 
 class Turn:
     """One provider's turn: its checks (unless it is a last resort), then its tries."""
 
-    __slots__ = ("_facts", "last_resort", "provider", "retries", "tries")
+    __slots__ = ("_facts", "bare", "clamped", "last_resort", "provider", "retries", "tries")
 
     def __init__(self, provider: str, last_resort: bool, retries: int) -> None:
         self.provider = provider
         self.last_resort = last_resort
         self.retries = retries
         self.tries = 0
+        self.clamped = False
+        self.bare = False  # its reasoning artifacts were refused and are left out
         self._facts: Facts | None = None
 
     def begin(self) -> Gather | Send:
@@ -127,11 +152,20 @@ class Turn:
             exhausted=facts.exhausted,
         )
         if skip is not None:
-            wait = facts.reopens_in if skip.reason is Reason.QUOTA_EXHAUSTED else None
-            return Skip(Outcome(skip.reason, None, skip.detail, wait))
+            if skip.reason is Reason.QUOTA_EXHAUSTED:
+                wait = facts.reopens_in
+            elif skip.reason is Reason.QUOTA_EXHAUSTED_UPSTREAM:
+                wait = max(0.0, facts.circuit.open_until - now)
+            else:
+                wait = None
+            final = skip.reason is Reason.CIRCUIT_OPEN and _bad_key(facts)
+            return Skip(Outcome(skip.reason, None, skip.detail, wait), final=final)
         small = facts.context_window
         if facts.larger_than is not None and small is not None and small <= facts.larger_than:
             detail = f"context_window {small} is not larger than {facts.larger_than}, too small"
+            return Skip(Outcome(Reason.CONTEXT_EXCEEDED, None, detail))
+        if small is not None and facts.input_tokens is not None and facts.input_tokens > small:
+            detail = f"estimated input {facts.input_tokens} tokens exceeds context_window {small}"
             return Skip(Outcome(Reason.CONTEXT_EXCEEDED, None, detail))
         if facts.has_health:
             return Check()
@@ -153,7 +187,7 @@ class Turn:
         allowed, leased = breaker.admit(circuit, now, self._facts.lease_s)
         if not allowed:
             detail = breaker.opened_detail(circuit, now)
-            return Skip(Outcome(Reason.CIRCUIT_OPEN, None, detail))
+            return Skip(Outcome(Reason.CIRCUIT_OPEN, None, detail), final=_bad_key(self._facts))
         return Send(leased if leased != circuit else None)
 
     def over_budget(self, detail: str, reopens_in: float) -> Skip:
@@ -162,15 +196,29 @@ class Turn:
         return Skip(Outcome(Reason.QUOTA_EXHAUSTED, None, detail, reopens_in))
 
     def lease_lost(self) -> Skip:
-        """The half-open trial went to another instance sharing the store."""
+        """The half-open trial went to another instance sharing the store (after a used-up
+        usage limit, no last resort follows it)."""
         detail = "half-open: the one trial is another instance's"
-        return Skip(Outcome(Reason.CIRCUIT_OPEN, None, detail))
+        out = self._facts is not None and self._facts.circuit.out
+        reason = Reason.QUOTA_EXHAUSTED_UPSTREAM if out else Reason.CIRCUIT_OPEN
+        return Skip(Outcome(reason, None, detail))
 
-    def sent(self, outcome: Outcome, left_s: float) -> Sleep | Done:
-        """After a try: done when it answered; a retry when its `retries` allow one and the
-        wait leaves time before the deadline; else the walk moves on at once."""
+    def sent(
+        self, outcome: Outcome, left_s: float, cap: int | None = None
+    ) -> Clamp | Sleep | Send | Done:
+        """After a try: done when it answered; once per turn a `Clamp` when it refused the
+        output cap sent (`cap`) and said what it takes; once a `Send` without the reasoning
+        artifacts it refused; a retry when its `retries` allow one and the wait leaves time
+        before the deadline; else the walk moves on at once."""
         if outcome.reason is Reason.OK:
             return Done(True)
+        allowed = outcome.output_cap  # lowers only a cap that was sent
+        if allowed is not None and allowed < (cap or 0) and left_s > 0 and not self.clamped:
+            self.clamped = True
+            return Clamp(allowed)
+        if outcome.reason is Reason.ARTIFACT_REJECTED and not self.bare:
+            self.bare = True  # once: the same provider, without what it refused
+            return Send(bare=True)
         delay = retry_delay(outcome, tries=self.tries, retries=self.retries, remaining_s=left_s)
         if delay is None:
             return Done(False)
@@ -179,4 +227,4 @@ class Turn:
 
     def woke(self, left_s: float) -> Send | Skip:
         """After a retry's wait: send again, unless the deadline is spent."""
-        return Send() if left_s > 0 else Skip(DEADLINE)
+        return Send(bare=self.bare) if left_s > 0 else Skip(DEADLINE)

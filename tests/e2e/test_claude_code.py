@@ -17,7 +17,14 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..agents import AGENT_CLIENT_KEY, agent, claude_env
-from ..upstream import CLAUDE_TEXT, TOOL_WORD, Upstream
+from ..upstream import (
+    CLAUDE_TEXT,
+    DEEPSEEK_MAX_TOKENS,
+    TOOL_WORD,
+    Upstream,
+    cached_share,
+    refused_url,
+)
 from .test_proxy import PROVIDER_KEY, Proxy, start, stop
 
 pytestmark = pytest.mark.slow
@@ -71,15 +78,18 @@ def served(
     return done, counts
 
 
-def assert_tool_turn(done: subprocess.CompletedProcess[str], up: Upstream) -> None:
-    """Claude Code ran the tool the chat provider asked for and finished with its answer."""
+def assert_tool_turn(
+    done: subprocess.CompletedProcess[str], up: Upstream, scenario: str = "toolcall"
+) -> None:
+    """Claude Code ran the tool the chat provider (`scenario`) asked for and finished with
+    its answer; the provider's last two requests were the turn's."""
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(done.stdout)
     assert result["result"] == f"The command printed: {TOOL_WORD}"
     assert result["num_turns"] == 2
     # The chat provider's usage (21 prompt, 9 completion tokens a turn) reached Claude Code.
     assert (result["usage"]["input_tokens"], result["usage"]["output_tokens"]) == (42, 18)
-    calls, results = up.bodies("toolcall")
+    *_, calls, results = up.bodies(scenario)
     assert calls["stream"] is True
     assert calls["model"] == "deepseek-chat"
     assert "Bash" in [t["function"]["name"] for t in calls["tools"]]
@@ -91,7 +101,10 @@ def assert_tool_turn(done: subprocess.CompletedProcess[str], up: Upstream) -> No
         "tool_call_id": call["id"],
         "content": TOOL_WORD,
     }
-    assert len(up.bodies("auth")) == 2  # the 401 provider was tried for both requests
+    # The second turn's body starts with the first one's bytes up to its last message, and
+    # that is most of it (tools and system come first): a provider that caches by prefix
+    # (DeepSeek, Kimi) serves it from its cache (issue 19, item 5).
+    assert cached_share(calls, results) >= 0.9
     assert "Traceback" not in done.stderr
     assert PROVIDER_KEY not in done.stdout + done.stderr
 
@@ -101,6 +114,7 @@ def test_claude_code_tool_turn_after_a_dead_and_a_401_provider(
 ) -> None:
     done, counts = served(agent_config, tmp_path, agent_home, up)
     assert_tool_turn(done, up)
+    assert len(up.bodies("auth")) == 2  # the 401 provider was tried for both requests
     assert counts[("dead", "connect_failed")] == 2
     assert counts[("auth", "auth_failed")] == 2
     assert counts[("toolcall", "ok")] == 2
@@ -113,6 +127,38 @@ def test_claude_code_through_agent_reach_run(
     config.write_text(yaml.safe_dump(agent_config))
     env = claude_env(agent_home, PROVIDER_KEY=PROVIDER_KEY)  # nothing points Claude Code anywhere
     assert_tool_turn(claude(env, agent_home, BIN, "--config", str(config), "run", "--"), up)
+    assert len(up.bodies("auth")) == 2
+
+
+@pytest.mark.parametrize("configured", [True, False], ids=["cap-configured", "cap-learned"])
+def test_claude_code_tool_turn_through_a_deepseek_that_refuses_its_max_tokens(
+    agent_config: dict[str, Any],
+    agent_home: Path,
+    up: Upstream,
+    tmp_path: Path,
+    configured: bool,
+) -> None:
+    """Claude Code asks for more output tokens than `deepseek-chat` allows; DeepSeek answers
+    its exact 400 to anything above 8192. With `max_output_tokens: 8192` every request goes
+    out clamped; with no cap the first refusal is read, retried once at 8192, and remembered:
+    the turn's second request is clamped up front."""
+    deepseek = up.provider("deepseek", model_map={"*": "deepseek-chat"})
+    if configured:
+        deepseek["max_output_tokens"] = DEEPSEEK_MAX_TOKENS
+    dead = {"name": "dead", "endpoint": refused_url()}
+    config = {**agent_config, "providers": [dead, deepseek], "fallback_order": ["dead", "deepseek"]}
+    done, counts = served(config, tmp_path, agent_home, up)
+    assert_tool_turn(done, up, "deepseek")
+    asked, *sent = [b["max_tokens"] for b in up.bodies("deepseek")]
+    if configured:
+        assert [asked, *sent] == [DEEPSEEK_MAX_TOKENS] * 2
+        assert ("deepseek", "bad_request") not in counts
+    else:
+        assert asked > DEEPSEEK_MAX_TOKENS  # what Claude Code asked for, refused once
+        assert sent == [DEEPSEEK_MAX_TOKENS] * 2  # the retry, then the next request up front
+        assert counts[("deepseek", "bad_request")] == 1
+    assert counts[("deepseek", "ok")] == 2
+    assert counts[("dead", "connect_failed")] == 2
 
 
 def test_claude_code_reaches_an_anthropic_provider_natively(

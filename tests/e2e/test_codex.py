@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from ..agents import agent
-from ..upstream import TOOL_WORD, Upstream, refused_url
+from ..upstream import TOOL_WORD, Upstream, cached_share, refused_url
 from .test_proxy import PROVIDER_KEY, Proxy, start, stop
 
 BIN = str(Path(sys.executable).parent / "agent-reach")
@@ -86,6 +86,9 @@ def assert_tool_turn(result: subprocess.CompletedProcess[str], upstream: Upstrea
     assert calls[1]["messages"][-1]["role"] == "tool"
     assert TOOL_WORD in calls[1]["messages"][-1]["content"]
     assert {b["model"] for b in calls} == {"deepseek-chat"}  # the "*" mapping
+    # The second turn starts with the bytes of the first up to its last message, and that is
+    # most of it: a provider caching by prefix serves it from its cache (issue 19, item 5).
+    assert cached_share(calls[0], calls[1]) >= 0.9
     assert upstream.bodies("auth")  # the 401 provider was tried first
     for text in (result.stdout, result.stderr):
         assert PROVIDER_KEY not in text
@@ -135,3 +138,17 @@ def test_run_route_sends_every_request_down_it(
     assert result.returncode == 0, result.stderr[-3000:]
     assert "hello from ok" in result.stdout
     assert not upstream.bodies("toolcall")
+
+
+def test_codex_prints_its_token_usage_from_a_chat_only_upstream(
+    upstream: Upstream, home: dict[str, str], tmp_path: Path
+) -> None:
+    """The chat upstream sends usage only when asked (`stream_options.include_usage`): the
+    Responses translation asks, `response.completed` carries it, and `codex exec` prints it
+    (21 prompt and 9 completion tokens for each of the turn's two requests)."""
+    upstream.clear()
+    run = [BIN, "--config", write_config(upstream, tmp_path), "run", "--"]
+    result = codex_exec(home, tmp_path / "work", *run)
+    assert_tool_turn(result, upstream)
+    assert all(b["stream_options"] == {"include_usage": True} for b in upstream.bodies("toolcall"))
+    assert "tokens used\n60\n" in result.stderr

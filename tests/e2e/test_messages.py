@@ -24,6 +24,7 @@ from ..upstream import (
     CLAUDE_USAGE,
     TOOL_WORD,
     Upstream,
+    own_bytes,
     proxy_config,
     refused_url,
 )
@@ -41,7 +42,7 @@ EVENTS: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(RawMessageStreamEvent)
 
 
 def config(upstream: Upstream) -> dict[str, Any]:
-    chats = ("ok", "auth", "toolcall", "streamcut", "ratelimit", "badreq", "context")
+    chats = ("ok", "auth", "toolcall", "streamcut", "ratelimit", "badreq", "context", "usage")
     providers = [upstream.provider(s) for s in chats]
     providers += [
         upstream.provider(s, "anthropic", model_map={"*": "claude-upstream-model"})
@@ -231,6 +232,20 @@ def tool_turn(call: dict[str, Any]) -> list[dict[str, Any]]:
             ],
         },
     ]
+
+
+def test_a_stream_from_a_chat_provider_ends_with_its_usage(
+    client: anthropic.Anthropic, up: Upstream
+) -> None:
+    with client.messages.stream(
+        model=MODEL, max_tokens=100, messages=HI, **chain("dead", "usage")
+    ) as stream:
+        final = stream.get_final_message()
+    assert final.content[0].text == "hello from usage"  # type: ignore[union-attr]
+    # Anthropic counts cached tokens apart from input_tokens.
+    assert (final.usage.input_tokens, final.usage.cache_read_input_tokens) == (20, 100)
+    assert final.usage.output_tokens == 30
+    assert up.bodies("usage")[-1]["stream_options"] == {"include_usage": True}
 
 
 def test_tool_call_and_its_result(client: anthropic.Anthropic, up: Upstream) -> None:
@@ -424,11 +439,15 @@ def test_native_passthrough_keeps_everything(client: anthropic.Anthropic, up: Up
         },
     )
     body = message(raw)
+    assert own_bytes(body["content"][0].pop("signature")) == CLAUDE_THINKING["signature"]
     assert body == {
         "id": "msg_01ClaudeNative",
         "type": "message",
         "role": "assistant",
-        "content": [CLAUDE_THINKING, {"type": "text", "text": CLAUDE_TEXT}],
+        "content": [
+            {"type": "thinking", "thinking": CLAUDE_THINKING["thinking"]},
+            {"type": "text", "text": CLAUDE_TEXT},
+        ],
         "model": "claude-upstream-model",
         "stop_reason": "end_turn",
         "stop_sequence": None,
@@ -450,16 +469,21 @@ def test_native_stream_is_forwarded_as_sent(client: anthropic.Anthropic, proxy: 
         extra_headers={"X-Agent-Reach-Fallback-Order": "dead,auth,claude"},
     ) as stream:
         final = stream.get_final_message()
-    assert [b.model_dump(exclude_none=True) for b in final.content] == [
-        CLAUDE_THINKING,
+    blocks = [b.model_dump(exclude_none=True) for b in final.content]
+    assert own_bytes(blocks[0].pop("signature")) == CLAUDE_THINKING["signature"]
+    assert blocks == [
+        {"type": "thinking", "thinking": CLAUDE_THINKING["thinking"]},
         {"type": "text", "text": CLAUDE_TEXT},
     ]
     assert final.usage.cache_read_input_tokens == 5
     _, events = sse(proxy, NATIVE, "claude")
     assert [e for e, _ in events][:3] == ["message_start", "content_block_start", "ping"]
-    assert {"type": "signature_delta", "signature": CLAUDE_THINKING["signature"]} in [
-        d.get("delta") for _, d in events
+    [signature] = [
+        d["delta"]["signature"]
+        for _, d in events
+        if (d.get("delta") or {}).get("type") == "signature_delta"
     ]
+    assert own_bytes(signature) == CLAUDE_THINKING["signature"]
     assert events[-1] == ("message_stop", {"type": "message_stop"})
 
 

@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from ..conftest import FUNCTION_TOOL, RESPONSE, RESPONSE_ERROR, assert_valid, assert_valid_event
-from ..upstream import TOOL_WORD, Upstream
+from ..upstream import DEEPSEEK_MAX_TOKENS, TOOL_WORD, Upstream, own_bytes
 from .test_proxy import PROVIDER_KEY, Proxy, base_config, chain, start, stop
 
 EXEC = {
@@ -34,6 +34,8 @@ def config(upstream: Upstream) -> dict[str, Any]:
     cfg = base_config(upstream)
     cfg["providers"] += [
         {"name": "toolcall", "endpoint": upstream.url("toolcall"), "api_key_env": "PROVIDER_KEY"},
+        {"name": "usage", "endpoint": upstream.url("usage")},
+        {"name": "deepseek", "endpoint": upstream.url("deepseek")},
         {
             "name": "native",
             "endpoint": upstream.url("resp", "responses"),
@@ -157,6 +159,35 @@ def test_sdk_stream_helper(proxy: Proxy) -> None:
         text = "".join(e.delta for e in stream if e.type == "response.output_text.delta")
         final = stream.get_final_response()
     assert text == final.output_text == "hello from ok"
+
+
+def test_a_stream_from_a_chat_provider_completes_with_its_usage(proxy: Proxy) -> None:
+    """The chat provider sends usage only when asked: the translation asks, and
+    `response.completed` carries it, cached and reasoning tokens included."""
+    with proxy.client().responses.stream(
+        model="gpt-test", input="hi", extra_headers=order("dead", "usage")
+    ) as stream:
+        final = stream.get_final_response()
+    assert final.output_text == "hello from usage"
+    assert final.usage is not None
+    assert (final.usage.input_tokens, final.usage.output_tokens) == (120, 30)
+    assert final.usage.total_tokens == 150
+    assert final.usage.input_tokens_details.cached_tokens == 100
+    assert final.usage.output_tokens_details.reasoning_tokens == 12
+    assert proxy.upstream.bodies("usage")[-1]["stream_options"] == {"include_usage": True}
+
+
+def test_max_output_tokens_is_clamped_to_what_the_provider_said(proxy: Proxy) -> None:
+    """Responses `max_output_tokens` above DeepSeek's 8192: refused once, retried with the
+    cap it stated, and the next request goes out clamped."""
+    client = proxy.client()
+    for _ in range(2):
+        answer = client.responses.create(
+            model="gpt-test", input="hi", max_output_tokens=64000, extra_headers=order("deepseek")
+        )
+        assert answer.status == "completed"
+    sent = [b["max_tokens"] for b in proxy.upstream.bodies("deepseek")]
+    assert sent == [64000, DEEPSEEK_MAX_TOKENS, DEEPSEEK_MAX_TOKENS]
 
 
 @pytest.mark.parametrize("streamed", [False, True])
@@ -313,7 +344,7 @@ def test_native_provider_gets_the_request_as_it_came(proxy: Proxy) -> None:
     )
     answer = json.loads(raw.http_response.text)
     assert answer["id"] == "resp_upstream1"
-    assert answer["output"][0]["encrypted_content"] == "opaque-blob"  # nothing lost
+    assert own_bytes(answer["output"][0]["encrypted_content"]) == "opaque-blob"  # tagged
     assert "X-Agent-Reach-Dropped" not in raw.headers
     sent = proxy.upstream.bodies("resp")[-1]
     assert sent["tools"][0] == {"type": "web_search"}
@@ -325,7 +356,8 @@ def test_native_provider_gets_the_request_as_it_came(proxy: Proxy) -> None:
 def test_native_stream_is_forwarded_as_it_came(proxy: Proxy) -> None:
     _, events = post_events(proxy, {"model": "gpt-test", "input": "hi"}, order("native"))
     assert events[0]["response"]["id"] == "resp_upstream1"
-    assert events[2]["item"]["encrypted_content"] == "opaque-blob"
+    assert own_bytes(events[2]["item"]["encrypted_content"]) == "opaque-blob"
+    assert own_bytes(events[-1]["response"]["output"][0]["encrypted_content"]) == "opaque-blob"
     assert events[-1]["type"] == "response.completed"
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,7 @@ def config(up: Upstream) -> dict[str, object]:
         "state": "memory://",
         "circuit": {"failures": 1, "cooldown_s": 300},
         "providers": [
+            {"name": "plan-one", "endpoint": up.url("plan")},  # its usage limit used up
             {"name": "dead-one", "endpoint": up.url("server")},
             {
                 "name": "good-one",
@@ -38,6 +41,7 @@ def config(up: Upstream) -> dict[str, object]:
 
 def test_chromium_renders_providers_circuits_and_failovers(up: Upstream, tmp_path: Path) -> None:
     proxy = start(config(up), tmp_path, up)
+    up.reopens_at = time.time() + 3600
     try:
         client = proxy.client()
         for _ in range(3):
@@ -55,7 +59,9 @@ def test_chromium_renders_providers_circuits_and_failovers(up: Upstream, tmp_pat
             check=True,
         ).stdout
         rows = dict(re.findall(r'<tr data-provider="([^"]+)" data-circuit="([^"]+)"', dom))
-        assert rows == {"dead-one": "open", "good-one": "closed"}
+        assert rows == {"plan-one": "open", "dead-one": "open", "good-one": "closed"}
+        until = datetime.fromtimestamp(up.reopens_at, UTC)
+        assert f"out until {until:%H:%M} (usage limit)" in dom
         assert 'data-from="dead-one" data-to="good-one"' in dom
         assert "100req/day: 3/100" in dom
         assert ">800<" in dom  # the declared p95 beside the measured one

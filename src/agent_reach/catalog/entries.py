@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
@@ -40,6 +41,10 @@ class Entry:
     health_check: str = ""
     models: tuple[str, ...] = ()
     max_tokens_field: str = ""
+    # The published output cap and context window of models it names (sources in
+    # docs/providers.md): model → {max_output_tokens, context_window}.
+    limits: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    assistant_prefill: bool | None = None  # None: the format's default (protocol §2.3)
     local: bool = False  # a server on this machine
     notes: str = ""
 
@@ -72,6 +77,10 @@ class Entry:
             out["max_tokens_field"] = self.max_tokens_field
         if self.models:
             out["models"] = list(self.models)
+        if self.limits:
+            out["model_limits"] = {m: dict(v) for m, v in self.limits.items()}
+        if self.assistant_prefill is not None:
+            out["assistant_prefill"] = self.assistant_prefill
         out.update(overrides)
         return out
 
@@ -81,6 +90,7 @@ class Entry:
         data = asdict(self)
         data["requires"] = list(self.requires)
         data["models"] = list(self.models)
+        data["limits"] = {m: dict(v) for m, v in self.limits.items()}
         return {**data, "auth": self.auth, "provider": self.provider()}
 
 
@@ -140,6 +150,20 @@ def parse(data: Any) -> tuple[Entry, ...]:
     return tuple(entries)
 
 
+_LIMITS = frozenset({"max_output_tokens", "context_window"})
+
+
+def _limits_ok(value: Any, models: tuple[str, ...]) -> bool:
+    """Limits of models the entry names, each a positive number of tokens."""
+    return isinstance(value, dict) and all(
+        model in models
+        and isinstance(figures, dict)
+        and set(figures) <= _LIMITS
+        and all(isinstance(n, int) and n > 0 for n in figures.values())
+        for model, figures in value.items()
+    )
+
+
 def _check(entry: Entry, where: str) -> None:
     for f in fields(Entry):
         value = getattr(entry, f.name)
@@ -149,6 +173,10 @@ def _check(entry: Entry, where: str) -> None:
             ok = isinstance(value, bool)
         elif f.name == "auth_scheme":
             ok = value is None or isinstance(value, str)
+        elif f.name == "limits":
+            ok = _limits_ok(value, entry.models)
+        elif f.name == "assistant_prefill":
+            ok = value is None or isinstance(value, bool)
         else:
             ok = isinstance(value, str)
         if not ok:
@@ -161,6 +189,6 @@ def _check(entry: Entry, where: str) -> None:
         (not all(_ENV.match(v) for v in entry.requires), "requires", "not variable names"),
         (urlsplit(entry.endpoint).scheme not in ("http", "https"), "endpoint", "not a URL"),
     ]
-    for bad, field, expected in problems:
+    for bad, name, expected in problems:
         if bad:
-            raise ValueError(f"{where}: field {field!r}: {expected}")
+            raise ValueError(f"{where}: field {name!r}: {expected}")

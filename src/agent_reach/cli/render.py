@@ -42,7 +42,8 @@ class TraceLines:
         if a.ok:
             sep = "…" if verb in ("Connecting to", "Retrying") else ","
             return f"{verb} {a.provider}{sep} success! ({ms})"
-        if a.reason in _SKIPS or (a.reason == "model_unavailable" and a.status is None):
+        skipped = a.reason in _SKIPS or (a.reason == "quota_exhausted_upstream" and not a.sent)
+        if skipped or (a.reason == "model_unavailable" and a.status is None):
             return f"Skipping {a.provider}: {a.reason}" + (
                 f" — {_short(a.detail)}" if a.detail else ""
             )

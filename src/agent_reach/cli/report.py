@@ -173,6 +173,8 @@ def status(obj: dict[str, Any], as_json: bool, everything: bool) -> None:
     for r in rows:
         c = r.get("circuit") or {"state": "–", "failures": "–", "cause": None}
         state = c["state"] if c["state"] != "open" else f"[red]open {c['open_for_s']:.0f} s[/]"
+        if c.get("note"):
+            state = f"[red]{c['note']}[/]"
         quota = "; ".join(_quota_cell(q) for q in r.get("quota", ())) or "–"
         name = r["provider"] if r["in_config"] else f"[dim]{r['provider']} (other config)[/]"
         fp = r["fingerprint"] or "(old)"

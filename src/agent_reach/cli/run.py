@@ -1,9 +1,10 @@
 """`agent-reach run -- COMMAND …`: run a program (a coding agent, a script) with the proxy
 in front of it, started for that run only (protocol §11, the seed's "protocol injection point").
 
-The proxy listens on 127.0.0.1 with a fresh one-time key; the program gets the OpenAI and
-Anthropic base URLs and keys of its SDKs pointing at it, and Codex CLI also gets the `-c`
-overrides that define an `agent_reach` model provider speaking the Responses API. The key is
+The proxy listens on 127.0.0.1 with a fresh one-time key; the program gets the OpenAI,
+Anthropic and Gemini base URLs and keys of its SDKs pointing at it; Codex CLI also gets the
+`-c` overrides that define an `agent_reach` model provider speaking the Responses API, and
+Gemini CLI a private home whose settings take the key (`agents.gemini_home`). The key is
 passed in the environment only, never printed. The run exits with the program's status.
 """
 
@@ -17,17 +18,16 @@ from typing import Any
 
 import click
 
-from . import expected_errors, fail
-
-KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+from . import agents, expected_errors, fail
 
 
 def agent_env(
     base: str, key: str, environ: dict[str, str], hidden: frozenset[str] = frozenset()
 ) -> dict[str, str]:
-    """`environ` with the OpenAI and Anthropic SDKs' base URLs and keys set to the proxy, and
-    without the variables in `hidden` (the providers' keys, the proxy's client keys): the
-    program reaches providers through the proxy, and holds no key of theirs."""
+    """`environ` with the OpenAI, Anthropic and Gemini SDKs' base URLs and keys set to the
+    proxy, and the other agents' settings (`agents.env_for`), without the variables in
+    `hidden` (the providers' keys, the proxy's client keys): the program reaches providers
+    through the proxy, and holds no key of theirs."""
     env = {k: v for k, v in environ.items() if k != "ANTHROPIC_AUTH_TOKEN" and k not in hidden}
     env.update(
         {
@@ -35,6 +35,7 @@ def agent_env(
             "OPENAI_API_KEY": key,
             "ANTHROPIC_BASE_URL": base,
             "ANTHROPIC_API_KEY": key,
+            **agents.env_for(base, key, environ),
         }
     )
     return env
@@ -52,9 +53,9 @@ def codex_overrides(base: str) -> list[str]:
 def command_line(command: tuple[str, ...], base: str) -> list[str]:
     """The program's argv, with Codex's overrides right after `codex`."""
     argv = list(command)
-    if os.path.basename(argv[0]) == "codex":
+    if _name(command) == "codex":
         argv[1:1] = codex_overrides(base)
-    return argv
+    return agents.argv_for(_name(command), argv)
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -78,7 +79,7 @@ def run(obj: dict[str, Any], route: str | None, port: int, command: tuple[str, .
 
     from ..server import run_with
 
-    key = secrets.token_urlsafe(24)
+    key = "AIza-" + secrets.token_urlsafe(24)  # Gemini CLI takes only keys that look Google's
     config = router.config
     named = [p.api_key_env for p in config.providers] + [config.server.api_keys_env]
     hidden = frozenset(var for var in named if var)
@@ -93,19 +94,29 @@ async def _child(command: tuple[str, ...], base: str, key: str, hidden: frozense
     import asyncio
     import signal
 
-    proc = await asyncio.create_subprocess_exec(
-        *command_line(command, base), env=agent_env(base, key, dict(os.environ), hidden)
-    )
-    loop = asyncio.get_running_loop()
-    # Ctrl-C reaches the program from the terminal; the run ends when it does.
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, _forward, proc, sig)
+    env = agent_env(base, key, dict(os.environ), hidden)
+    home = agents.gemini_home(env) if _name(command) == "gemini" else None
+    if home is not None:
+        env["GEMINI_CLI_HOME"] = str(home)
     try:
-        code = await proc.wait()
-    finally:
+        proc = await asyncio.create_subprocess_exec(*command_line(command, base), env=env)
+        loop = asyncio.get_running_loop()
+        # Ctrl-C reaches the program from the terminal; the run ends when it does.
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
+            loop.add_signal_handler(sig, _forward, proc, sig)
+        try:
+            code = await proc.wait()
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+    finally:
+        if home is not None:
+            shutil.rmtree(home, ignore_errors=True)  # links are removed, not followed
     return 128 - code if code < 0 else code
+
+
+def _name(command: tuple[str, ...]) -> str:
+    return os.path.basename(command[0])
 
 
 def _forward(proc: Any, sig: int) -> None:

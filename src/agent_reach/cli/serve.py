@@ -39,7 +39,6 @@ from . import expected_errors
     "--watch", is_flag=True, help="Reload the config when its file changes (SIGHUP always does)."
 )
 @click.option("--reuse-port", is_flag=True, hidden=True)
-@click.option("--quiet", is_flag=True, hidden=True)
 @click.pass_obj
 @expected_errors
 def serve(
@@ -52,7 +51,6 @@ def serve(
     no_access_log: bool,
     watch: bool,
     reuse_port: bool,
-    quiet: bool,
 ) -> None:
     """Serve /v1/chat/completions (and more) with failover, for any OpenAI SDK."""
     from ..router import Router
@@ -86,7 +84,6 @@ def serve(
                 port,
                 reuse_port=reuse_port,
                 shutdown_s=shutdown_timeout,
-                announce=not quiet,
                 log_level=log_level,
                 access_log=not no_access_log,
                 watch=watch,

@@ -18,6 +18,9 @@ from ..version import PROTOCOL_VERSION
 from .describe import did_you_mean
 from .provider import Ms, Name, Provider, Section, http_url
 
+# A route's name; one with `*` wildcards is a pattern of model names (`claude-*haiku*`).
+RouteName = Annotated[str, Field(pattern=r"^[A-Za-z0-9._*-]+$", min_length=1)]
+
 
 def zone_of(name: str) -> tzinfo:
     """A time zone by IANA name (`UTC`, `Asia/Shanghai`); ValueError if unknown."""
@@ -42,6 +45,7 @@ class RouteConfig(Section):
     providers: list[Name] = Field(min_length=1)
     hedge_after_ms: Ms | None = None
     first_token_ms: Ms | None = None
+    stall_ms: Ms | None = None
     on_content_blocked: OnBlocked | None = None
     continue_on_cut: bool | None = None
 
@@ -74,6 +78,9 @@ class CircuitConfig(Section):
     failures: Annotated[int, Field(ge=1)] = 3
     cooldown_s: Annotated[float, Field(ge=0)] = 30.0
     auth_cooldown_s: Annotated[float, Field(ge=0)] = 300.0
+    # A 429 that says to wait longer than this is a used-up window, not a rate limit.
+    rate_limit_window_s: Annotated[float, Field(ge=0)] = 60.0
+    quota_cooldown_s: Annotated[float, Field(ge=0)] = 3600.0  # a used-up plan that names no reset
 
 
 Threshold = Annotated[float, Field(gt=0, le=1)]
@@ -181,12 +188,13 @@ class Config(Section):
     version: str = PROTOCOL_VERSION
     defaults: dict[str, Any] = {}
     fallback_order: list[Name] | None = None
-    routes: dict[Name, RouteConfig] = {}
+    routes: dict[RouteName, RouteConfig] = {}
     health: HealthConfig = HealthConfig()
     circuit: CircuitConfig = CircuitConfig()
     deadline_ms: Ms = 60000
     on_content_blocked: OnBlocked = "stop"  # or failover (protocol §5.1); also per route
     continue_on_cut: bool = False  # finish a cut stream with the next provider (protocol §10)
+    last_resort_includes_auth: bool = False  # a bad key's open circuit is a last resort too
     alerts: list[Alert] = []
     state: str = "sqlite:///~/.agent-reach/state.db"
     retention_days: Annotated[float, Field(gt=0)] = 7.0  # how long the attempt log keeps
@@ -268,7 +276,9 @@ class Config(Section):
         for name, route in self.routes.items():
             blocked = route.on_content_blocked or self.on_content_blocked
             cut = self.continue_on_cut if route.continue_on_cut is None else route.continue_on_cut
-            out[name] = Policy(blocked == "stop", cut, route.first_token_ms, route.hedge_after_ms)
+            out[name] = Policy(
+                blocked == "stop", cut, route.first_token_ms, route.hedge_after_ms, route.stall_ms
+            )
         return out
 
     def hook(self, provider: str, field: str) -> Any:

@@ -38,6 +38,24 @@ def http_url(value: str) -> str:
     return value
 
 
+def _dashscope_compatible(fmt: str, endpoint: str) -> bool:
+    """Whether `endpoint` is DashScope's (Alibaba Model Studio's) OpenAI-compatible mode,
+    which documents `cache_control` on message parts."""
+    host = urlsplit(endpoint).hostname or ""
+    return fmt == "openai" and host.endswith(".aliyuncs.com") and "compatible-mode" in endpoint
+
+
+# DeepSeek's reasoning models refuse `tool_choice` (its Anthropic endpoint sends Claude Code's
+# `claude-opus*` to deepseek-v4-pro).
+_DEEPSEEK_NO_TOOL_CHOICE = ["deepseek-reasoner*", "deepseek-v4-pro*", "claude-opus*"]
+
+
+def _refusing_tool_choice(endpoint: str) -> list[str]:
+    """The models of `endpoint` known to refuse `tool_choice`."""
+    host = urlsplit(endpoint).hostname
+    return list(_DEEPSEEK_NO_TOOL_CHOICE) if host == "api.deepseek.com" else []
+
+
 class Section(BaseModel):
     """A part of the config file: frozen, and a field it does not know is an error."""
 
@@ -72,6 +90,16 @@ class SchemaCompatibility(Section):
         return value
 
 
+Tokens = Annotated[int, Field(gt=0)]
+
+
+class Limits(Section):
+    """What one model of a provider takes: output tokens per answer, input tokens."""
+
+    max_output_tokens: Tokens | None = None
+    context_window: Tokens | None = None
+
+
 class Provider(Section):
     """One backend endpoint (protocol §2.3)."""
 
@@ -92,13 +120,24 @@ class Provider(Section):
     models: list[Annotated[str, Field(min_length=1)]] | None = None
     max_tokens_field: MaxTokensField | None = None
     extra_body: dict[str, Any] = {}
+    # Takes the client's `cache_control` marks; unset: `format: anthropic` and DashScope's
+    # compatible mode do (protocol §2.3).
+    cache_control: bool | None = None
+    # Models (`*` wildcards) sent no `tool_choice`, as they refuse it; unset: DeepSeek's
+    # reasoning models on api.deepseek.com (protocol §2.3).
+    drop_tool_choice: list[Annotated[str, Field(min_length=1)]] | None = None
     preprocess_hook: HookRef | None = None
     post_process_hook: HookRef | None = None
     fallback_weight: Annotated[float, Field(ge=0)] = 1.0
     retries: Annotated[int, Field(ge=0, le=10)] = 0
     hedge_after_ms: Ms | None = None
     first_token_ms: Ms | None = None  # no content this long after sending: fail over
-    context_window: Annotated[int, Field(gt=0)] | None = None  # input tokens it accepts
+    stall_ms: Ms | None = None  # no line this long after the first content: a cut
+    assistant_prefill: bool | None = None  # continues a trailing assistant turn (None: format's)
+    context_window: Tokens | None = None  # input tokens it accepts
+    max_output_tokens: Tokens | None = None  # a request's output cap is clamped to this
+    model_limits: dict[str, Limits] = {}  # by the model it is asked for, over the two above
+    stream_usage: bool = True  # false: never sent `stream_options` (a provider rejects it)
     metadata: dict[str, Any] = {}
 
     @model_validator(mode="before")
@@ -117,6 +156,17 @@ class Provider(Section):
         if "rate_limit" in value:
             quota.parse(value["rate_limit"])  # ValueError says what a budget looks like
         return value
+
+    def limits(self, model: str) -> tuple[int | None, int | None]:
+        """(output cap, context window) of `model`, the name this provider is asked for: its
+        `model_limits` entry where that sets them, else the provider's own."""
+        own = self.model_limits.get(model)
+        if own is None:
+            return self.max_output_tokens, self.context_window
+        return (
+            own.max_output_tokens or self.max_output_tokens,
+            own.context_window or self.context_window,
+        )
 
     @property
     def budgets(self) -> tuple[quota.Budget, ...]:
@@ -145,6 +195,12 @@ class Provider(Section):
             if self.health_check is not None
             else dialect.health_check,
             "max_tokens_field": self.max_tokens_field or dialect.max_tokens_field,
+            "cache_control": self.cache_control
+            if self.cache_control is not None
+            else self.format == "anthropic" or _dashscope_compatible(self.format, self.endpoint),
+            "drop_tool_choice": self.drop_tool_choice
+            if self.drop_tool_choice is not None
+            else _refusing_tool_choice(self.endpoint),
             "schema_compatibility": sc.model_copy(
                 update={
                     "choices_path": sc.choices_path

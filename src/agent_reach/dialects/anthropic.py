@@ -26,17 +26,19 @@ The other direction, for clients that speak Messages to the proxy (Claude Code, 
 `read_request` reads a Messages request as the engine's chat request (an `Inbound` naming what
 a chat provider will not see), `message_of` renders a `chat.completion` as a Messages `message`,
 `MessageEvents` turns chat chunks into the Messages stream events, and `estimate_tokens` is the
-local count behind `count_tokens`. A provider of this format gets a Messages request natively
-(`native_body`): as it came, thinking blocks, `cache_control` and unknown fields kept.
+local count behind `count_tokens` (when no provider of this format counts, `count_body`). A
+provider of this format gets a Messages request natively (`native_body`): as it came, thinking
+blocks, `cache_control` and unknown fields kept, Claude Code's `system` turns folded into
+`system`, and a `metadata.user_id` only where the endpoint takes it.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from .. import completion
 from ..checks import (
@@ -59,6 +61,7 @@ from ..checks import (
 )
 from ..errors import RequestError
 from ..outcomes import ErrorInfo
+from .artifacts import homed
 from .base import (
     Context,
     Decoder,
@@ -72,15 +75,16 @@ from .base import (
 from .convert import (
     arguments_of,
     bounded,
+    cache_mark,
     content_at,
     data_url,
     functions_of,
     is_default_shape,
+    marked_parts,
     max_tokens_of,
     merge_turns,
     model_of,
     object_at,
-    parts_of,
     put_max_tokens,
     require_object,
     split_system,
@@ -88,7 +92,9 @@ from .convert import (
     text_of,
     tool_call,
     tool_choice_of,
+    turns_last,
 )
+from .tokens import input_tokens
 
 VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
@@ -110,17 +116,20 @@ _TOOL_CHOICE = {"auto": "auto", "required": "any", "none": "none", "function": "
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for kind, value in parts_of(content):
+    for kind, value, mark in marked_parts(content):
         if kind == "text":
-            out.append({"type": "text", "text": value})
-            continue
-        inline = data_url(value)
-        source: dict[str, str] = (
-            {"type": "base64", "media_type": inline[0], "data": inline[1]}
-            if inline
-            else {"type": "url", "url": value}
-        )
-        out.append({"type": "image", "source": source})
+            block: dict[str, Any] = {"type": "text", "text": value}
+        else:
+            inline = data_url(value)
+            source: dict[str, str] = (
+                {"type": "base64", "media_type": inline[0], "data": inline[1]}
+                if inline
+                else {"type": "url", "url": value}
+            )
+            block = {"type": "image", "source": source}
+        if mark is not None:
+            block["cache_control"] = mark
+        out.append(block)
     return out
 
 
@@ -133,6 +142,9 @@ def _turns(messages: list[dict[str, Any]]) -> Iterator[tuple[str, list[Any]]]:
                 "tool_use_id": str(m.get("tool_call_id") or ""),
                 "content": text_of(m.get("content")) or "",
             }
+            mark = cache_mark(m.get("content"))
+            if mark is not None:
+                result["cache_control"] = mark
             yield "user", [result]
         elif role == "assistant":
             blocks = _blocks(m.get("content"))
@@ -175,6 +187,47 @@ def _without_unsigned(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "content": [b for b in message["content"] if not _is_unsigned(b)]}
 
 
+def _homed(message: Any, origin: str | None) -> Any:
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return message
+    kept = homed(content, origin)
+    return message if kept is content else {**message, "content": kept}
+
+
+def _marked_system(request: dict[str, Any], text: str) -> str | list[dict[str, Any]]:
+    """The top-level `system` of a chat request whose system text is `text`: one text block
+    with the last `cache_control` of its system and developer messages, if any."""
+    messages = request.get("messages")
+    turns = messages if isinstance(messages, list) else ()
+    marks = [cache_mark(m.get("content")) for m in turns if _role(m) in ("system", "developer")]
+    mark = next((m for m in reversed(marks) if m is not None), None)
+    return text if mark is None else [{"type": "text", "text": text, "cache_control": mark}]
+
+
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, dict) else None
+
+
+def _fold_system(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` with the text of its `system` turns appended to its top-level `system`."""
+    system = body.get("system")
+    blocks: list[Any] = list(system) if isinstance(system, list) else []
+    if isinstance(system, str) and system:
+        blocks.append({"type": "text", "text": system})
+    turns = []
+    for m in body["messages"]:
+        if _role(m) != "system":
+            turns.append(m)
+            continue
+        content = m.get("content")
+        if isinstance(content, str):
+            blocks.append({"type": "text", "text": content})
+        elif isinstance(content, list):
+            blocks += [b for b in content if isinstance(b, dict) and b.get("type") == "text"]
+    return {**body, "system": blocks, "messages": turns}
+
+
 def _tool_choice(request: dict[str, Any]) -> dict[str, Any] | None:
     choice = tool_choice_of(request)
     out: dict[str, Any] | None = None
@@ -186,6 +239,14 @@ def _tool_choice(request: dict[str, Any]) -> dict[str, Any] | None:
     if request.get("parallel_tool_calls") is False and (out or {}).get("type") != "none":
         out = {"type": "auto", **(out or {}), "disable_parallel_tool_use": True}
     return out
+
+
+# Messages usage's cache counts → chat usage's `prompt_tokens_details` (`cache_write_tokens` is
+# the Responses API's name; chat has none of its own).
+_CACHE_FIELDS = {
+    "cache_read_input_tokens": "cached_tokens",
+    "cache_creation_input_tokens": "cache_write_tokens",
+}
 
 
 def _usage(value: Any) -> dict[str, Any] | None:
@@ -200,14 +261,20 @@ def _usage(value: Any) -> dict[str, Any] | None:
     out: dict[str, Any] | None = completion.usage(
         sum(inputs) if inputs else None, value.get("output_tokens")
     )
-    cached = value.get("cache_read_input_tokens")
-    if out is not None and isinstance(cached, int) and cached:
-        out["prompt_tokens_details"] = {"cached_tokens": cached}
+    details = {
+        chat: value[key]
+        for key, chat in _CACHE_FIELDS.items()
+        if isinstance(value.get(key), int) and value[key]
+    }
+    if out is not None and details:
+        out["prompt_tokens_details"] = details
     return out
 
 
 class Anthropic(Dialect):
-    """Anthropic's Messages format."""
+    """Anthropic's Messages format: Anthropic's own endpoint (`official`), or one of the
+    compatible endpoints (DeepSeek, Kimi, Z.ai, …), which refuse a `metadata.user_id` such as
+    Claude Code's (`for_endpoint`)."""
 
     name = "anthropic"
     auth_header = "x-api-key"
@@ -216,8 +283,35 @@ class Anthropic(Dialect):
     speaks = "messages"
     prefill = True
 
+    def __init__(self, official: bool = True) -> None:
+        self.official = official
+
+    def for_endpoint(self, endpoint: str) -> Dialect:
+        return DIALECT if urlsplit(endpoint).hostname == "api.anthropic.com" else COMPATIBLE
+
     def headers(self) -> dict[str, str]:
         return {"anthropic-version": VERSION}
+
+    def count_url(self, endpoint: str) -> str | None:
+        """`…/v1/messages/count_tokens` beside a `…/messages` endpoint."""
+        base, sep, query = endpoint.partition("?")
+        if not base.rstrip("/").endswith("/messages"):
+            return None
+        return base.rstrip("/") + "/count_tokens" + sep + query
+
+    def count_body(self, request: dict[str, Any], model: str) -> dict[str, Any]:
+        """The `count_tokens` body of a Messages request, as `native_body` would send it."""
+        body = self.native_body(request, model, False)
+        return {k: v for k, v in body.items() if k in _COUNTED}
+
+    def takes_user_id(self, user_id: Any) -> bool:
+        """Whether `metadata.user_id` may be sent: to Anthropic, any; elsewhere only one of
+        the characters DeepSeek's endpoint allows (Claude Code's JSON is refused)."""
+        return isinstance(user_id, str) and (self.official or bool(_USER_ID.fullmatch(user_id)))
+
+    def left_out(self, request: dict[str, Any]) -> tuple[str, ...]:
+        user_id = object_at(request, "metadata").get("user_id")
+        return () if user_id is None or self.takes_user_id(user_id) else ("metadata.user_id",)
 
     def body(
         self, request: dict[str, Any], model: str, stream: bool, max_tokens_field: str
@@ -233,7 +327,7 @@ class Anthropic(Dialect):
             body["model"] = model
         put_max_tokens(request, body, max_tokens_field, {"max_tokens": None})  # set above
         if system:
-            body["system"] = system
+            body["system"] = _marked_system(request, system)
         for key in ("temperature", "top_p"):
             value = bounded(request.get(key), 0.0, 1.0)
             if value is not None:
@@ -256,19 +350,35 @@ class Anthropic(Dialect):
             choice = _tool_choice(request)
             if choice:
                 body["tool_choice"] = choice
-        if isinstance(request.get("user"), str):
+        if self.takes_user_id(request.get("user")):
             body["metadata"] = {"user_id": request["user"]}
-        return body
+        return turns_last(body)
 
     def native_body(self, request: dict[str, Any], model: str, stream: bool) -> dict[str, Any]:
-        """The Messages request as it came, except thinking blocks without a signature: those
-        are a chat provider's reasoning that `message_of` rendered, which Anthropic would
-        refuse as forged."""
+        """The Messages request as it came, except: thinking blocks without a signature (a
+        chat provider's reasoning that `message_of` rendered, which Anthropic would refuse as
+        forged) are left out; `system` turns inside `messages` (Claude Code's) go to the end of
+        the top-level `system`, as Anthropic and vLLM take only user and assistant turns; a
+        `metadata.user_id` the endpoint refuses is left out (`left_out`)."""
         body = super().native_body(request, model, stream)
         messages = body.get("messages")
         if isinstance(messages, list) and any(_unsigned(m) for m in messages):
             body["messages"] = [_without_unsigned(m) if _unsigned(m) else m for m in messages]
+        if isinstance(messages, list) and any(_role(m) == "system" for m in messages):
+            body = _fold_system(body)
+        if self.left_out(body):
+            metadata = {k: v for k, v in body["metadata"].items() if k != "user_id"}
+            body["metadata"] = metadata
+            if not metadata:
+                del body["metadata"]
         return body
+
+    def home(self, body: dict[str, Any], origin: str | None) -> dict[str, Any]:
+        """The `thinking` and `redacted_thinking` blocks of every turn, sorted."""
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            return body
+        return {**body, "messages": [_homed(m, origin) for m in messages]}
 
     def error_of(self, body: Any) -> ErrorInfo | None:
         err = body.get("error") if isinstance(body, dict) else None
@@ -393,6 +503,7 @@ class AnthropicDecoder(Decoder):
 
 
 DIALECT = Anthropic()
+COMPATIBLE = Anthropic(official=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -513,9 +624,10 @@ _STOP_REASON = {
     "content_filter": "refusal",
 }
 _UNSAFE_ID = re.compile(r"[^A-Za-z0-9_-]")
+# The fields `count_tokens` takes.
+_COUNTED = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking"})
+_USER_ID = re.compile(r"[A-Za-z0-9_-]+")  # what DeepSeek's Anthropic endpoint allows
 _JOIN = "\n\n"  # text blocks of one turn become one chat text, as paragraphs
-ATTACHMENT_TOKENS = 1600  # count_tokens' estimate for an image or document
-MESSAGE_TOKENS = 3  # count_tokens' estimate of one message's framing
 
 
 def read_request(request: Any) -> Inbound:
@@ -526,21 +638,7 @@ def read_request(request: Any) -> Inbound:
     tool_result parts as `tool_result:<what>`."""
     messages = _checked(request, ("messages", "max_tokens"))
     dropped: dict[str, None] = dict.fromkeys(k for k in request if k not in _READ)
-    chat: list[dict[str, Any]] = []
-    system = _system(request.get("system"), dropped)
-    if system:
-        chat.append({"role": "system", "content": system})
-    for m in messages:
-        content = m["content"]
-        if isinstance(content, str):
-            chat.append({"role": m["role"], "content": content})
-        elif m["role"] == "system":  # mid-conversation: kept in place (a cached prefix stays)
-            chat.append({"role": "system", "content": _texts(content, dropped)})
-        elif m["role"] == "assistant":
-            chat.append(_assistant(content, dropped))
-        else:
-            chat.extend(_user(content, dropped))
-    body: dict[str, Any] = {"messages": chat}
+    body: dict[str, Any] = {"messages": _conversation(request, messages, dropped, False)}
     for key in ("model", "max_tokens", "temperature", "top_p", "agent_reach"):
         if request.get(key) is not None:
             body[key] = request[key]
@@ -558,7 +656,32 @@ def read_request(request: Any) -> Inbound:
     if object_at(request, "thinking").get("type", "disabled") != "disabled":
         dropped["thinking"] = None
     _tools(request, body, dropped)
-    return Inbound(body, tuple(dropped))
+    marked = None
+    if "cache_control" in dropped:
+        marked = {**body, "messages": _conversation(request, messages, {}, True)}
+    return Inbound(body, tuple(dropped), marked)
+
+
+def _conversation(
+    request: dict[str, Any], messages: list[dict[str, Any]], dropped: dict[str, None], marks: bool
+) -> list[dict[str, Any]]:
+    """The system prompt and turns as chat messages; with `marks`, text keeps the client's
+    `cache_control` (as text parts), for a provider that takes it."""
+    chat: list[dict[str, Any]] = []
+    system = _system(request.get("system"), dropped, marks)
+    if system:
+        chat.append({"role": "system", "content": system})
+    for m in messages:
+        content = m["content"]
+        if isinstance(content, str):
+            chat.append({"role": m["role"], "content": content})
+        elif m["role"] == "system":  # mid-conversation: kept in place (a cached prefix stays)
+            chat.append({"role": "system", "content": _texts(content, dropped, "", marks)})
+        elif m["role"] == "assistant":
+            chat.append(_assistant(content, dropped, marks))
+        else:
+            chat.extend(_user(content, dropped, marks))
+    return chat
 
 
 def _checked(request: Any, required: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -574,22 +697,37 @@ def _checked(request: Any, required: tuple[str, ...]) -> list[dict[str, Any]]:
     return messages
 
 
-def _texts(blocks: list[Any], dropped: dict[str, None], where: str = "") -> str:
-    """The text of `text` blocks joined; other blocks named in `dropped` (with `where`)."""
-    texts = []
+def _part(block: dict[str, Any], marks: bool) -> dict[str, Any]:
+    """A text block as a chat text part, with its `cache_control` when `marks`."""
+    part = {"type": "text", "text": str(block.get("text", ""))}
+    if marks and "cache_control" in block:
+        part["cache_control"] = block["cache_control"]
+    return part
+
+
+def _plain(parts: list[dict[str, Any]]) -> bool:
+    return all(p["type"] == "text" and "cache_control" not in p for p in parts)
+
+
+def _texts(
+    blocks: list[Any], dropped: dict[str, None], where: str = "", marks: bool = False
+) -> str | list[dict[str, Any]]:
+    """The text of `text` blocks joined (as parts when `marks` keeps a `cache_control`);
+    other blocks named in `dropped` (with `where`)."""
+    parts = []
     for b in blocks:
         if not isinstance(b, dict):
             continue
         if "cache_control" in b:
             dropped["cache_control"] = None
         if b.get("type") == "text":
-            texts.append(str(b.get("text", "")))
+            parts.append(_part(b, marks))
         else:
             dropped[f"{where}{b.get('type')}"] = None
-    return _JOIN.join(texts)
+    return _JOIN.join(p["text"] for p in parts) if _plain(parts) else parts
 
 
-def _system(system: Any, dropped: dict[str, None]) -> str:
+def _system(system: Any, dropped: dict[str, None], marks: bool) -> str | list[dict[str, Any]]:
     """The system prompt as one text, without Claude Code's billing line (meant for
     Anthropic, noise to any other model)."""
     if isinstance(system, list):
@@ -598,7 +736,7 @@ def _system(system: Any, dropped: dict[str, None]) -> str:
             for b in system
             if not (isinstance(b, dict) and str(b.get("text", "")).startswith(_BILLING))
         ]
-        return _texts(blocks, dropped)
+        return _texts(blocks, dropped, "", marks)
     return system or ""
 
 
@@ -610,7 +748,9 @@ def _image_url(block: dict[str, Any]) -> str | None:
     return url if source.get("type") == "url" and isinstance(url, str) else None
 
 
-def _user(blocks: list[dict[str, Any]], dropped: dict[str, None]) -> list[dict[str, Any]]:
+def _user(
+    blocks: list[dict[str, Any]], dropped: dict[str, None], marks: bool
+) -> list[dict[str, Any]]:
     """A user turn: its tool results first (chat wants them right after the calls), then
     one user message with the rest."""
     out: list[dict[str, Any]] = []
@@ -621,42 +761,46 @@ def _user(blocks: list[dict[str, Any]], dropped: dict[str, None]) -> list[dict[s
         kind = b["type"]
         if kind == "tool_result":
             result = b.get("content")
-            text = result if isinstance(result, str) else ""
+            text: str | list[dict[str, Any]] = result if isinstance(result, str) else ""
             if isinstance(result, list):
-                text = _texts(result, dropped, "tool_result:")
+                text = _texts(result, dropped, "tool_result:", marks)
+            if marks and "cache_control" in b and isinstance(text, str):
+                text = [_part({"text": text, "cache_control": b["cache_control"]}, marks)]
             if b.get("is_error"):
                 dropped["tool_result:is_error"] = None
             out.append(
                 {"role": "tool", "tool_call_id": str(b.get("tool_use_id") or ""), "content": text}
             )
         elif kind == "text":
-            parts.append({"type": "text", "text": str(b.get("text", ""))})
+            parts.append(_part(b, marks))
         elif kind == "image" and (url := _image_url(b)):
             parts.append({"type": "image_url", "image_url": {"url": url}})
         else:
             dropped[kind] = None
     if parts or not out:  # a turn of dropped blocks only stays a turn: the roles still alternate
-        plain = all(p["type"] == "text" for p in parts)
-        content: Any = _JOIN.join(p["text"] for p in parts) if plain else parts
+        content: Any = _JOIN.join(p["text"] for p in parts) if _plain(parts) else parts
         out.append({"role": "user", "content": content})
     return out
 
 
-def _assistant(blocks: list[dict[str, Any]], dropped: dict[str, None]) -> dict[str, Any]:
-    texts, calls = [], []
+def _assistant(
+    blocks: list[dict[str, Any]], dropped: dict[str, None], marks: bool
+) -> dict[str, Any]:
+    parts, calls = [], []
     for b in blocks:
         if "cache_control" in b:
             dropped["cache_control"] = None
         kind = b["type"]
         if kind == "text":
-            texts.append(str(b.get("text", "")))
+            parts.append(_part(b, marks))
         elif kind == "tool_use":
             calls.append(tool_call(str(b.get("id") or ""), str(b.get("name", "")), b.get("input")))
         else:
             dropped[kind] = None  # thinking, redacted_thinking, server tool blocks, …
+    content: Any = _JOIN.join(p["text"] for p in parts) if _plain(parts) else parts
     message: dict[str, Any] = {
         "role": "assistant",
-        "content": _JOIN.join(texts) if texts else None if calls else "",
+        "content": content if parts else None if calls else "",
     }
     if calls:
         message["tool_calls"] = calls
@@ -716,19 +860,22 @@ def stop_reason(finish: Any, tool_calls: bool) -> str:
 
 
 def message_usage(value: Any) -> dict[str, int]:
-    """Chat usage as Messages usage: cached prompt tokens are not `input_tokens` there."""
+    """Chat usage as Messages usage: prompt tokens read from or written to the cache are not
+    `input_tokens` there but `cache_read_input_tokens` and `cache_creation_input_tokens`."""
     usage = value if isinstance(value, dict) else {}
     prompt = usage.get("prompt_tokens")
     output = usage.get("completion_tokens")
-    cached = object_at(usage, "prompt_tokens_details").get("cached_tokens")
-    cached = cached if isinstance(cached, int) and cached > 0 else 0
+    details = object_at(usage, "prompt_tokens_details")
+    cache = {
+        key: n
+        for key, chat in _CACHE_FIELDS.items()
+        if isinstance(n := details.get(chat), int) and n > 0
+    }
     out = {
-        "input_tokens": max((prompt if isinstance(prompt, int) else 0) - cached, 0),
+        "input_tokens": max((prompt if isinstance(prompt, int) else 0) - sum(cache.values()), 0),
         "output_tokens": output if isinstance(output, int) else 0,
     }
-    if cached:
-        out["cache_read_input_tokens"] = cached
-    return out
+    return out | cache
 
 
 def _message_id() -> str:
@@ -886,37 +1033,6 @@ class MessageEvents:
 
 def estimate_tokens(request: Any) -> int:
     """`count_tokens`' local estimate of a Messages request's input tokens (no provider is
-    asked): every text in the system prompt, messages (tool calls' input and tool results
-    included) and tool definitions (their schemas' keys too) counts one token per 4 ASCII
-    characters and one per other character (CJK text runs about a token a character); an
-    image or document counts 1,600 (Anthropic's cost of a ~1.15 megapixel image); each message
-    adds 3 for its framing. Tokenizers differ, so this is an estimate, within about ±20% for
-    English prose and code."""
-    messages = _checked(request, ("messages",))
-    total = _tokens(request.get("system"), False) + _tokens(messages, False)
-    total += _tokens(request.get("tools"), True)
-    return max(1, math.ceil(total) + MESSAGE_TOKENS * len(messages))
-
-
-_NOT_TEXT = frozenset(
-    {"type", "role", "cache_control", "signature", "id", "tool_use_id", "media_type"}
-)
-
-
-def _tokens(value: Any, keys: bool) -> float:
-    if isinstance(value, str):
-        if value.isascii():
-            return len(value) / 4
-        other = sum(1 for ch in value if ord(ch) > 127)
-        return (len(value) - other) / 4 + other
-    if isinstance(value, dict):
-        if value.get("type") in ("image", "document"):
-            return ATTACHMENT_TOKENS
-        return sum(
-            _tokens(v, keys) + (_tokens(k, keys) if keys else 0)
-            for k, v in value.items()
-            if k not in _NOT_TEXT
-        )
-    if isinstance(value, list):
-        return sum(_tokens(v, keys) for v in value)
-    return 0 if value is None else 1
+    asked), after checking its fields: `tokens.input_tokens`."""
+    _checked(request, ("messages",))
+    return input_tokens(request)

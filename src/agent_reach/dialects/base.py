@@ -46,11 +46,13 @@ class Inbound:
     `body` is the OpenAI chat request the engine routes (with the client's `agent_reach`
     extension, if any); `dropped` names what a provider that does not speak the client's API
     will not see (hosted tools, thinking blocks, `cache_control`, …), for the
-    `X-Agent-Reach-Dropped` header.
+    `X-Agent-Reach-Dropped` header. `marked` is `body` with the client's `cache_control` marks
+    kept on its messages, for a provider that takes them (None when the request has none).
     """
 
     body: dict[str, Any]
     dropped: tuple[str, ...] = ()
+    marked: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +209,25 @@ class Dialect(ABC):
             body["model"] = model
         body["stream"] = stream
         return body
+
+    def home(self, body: dict[str, Any], origin: str | None) -> dict[str, Any]:
+        """A native body with the reasoning artifacts of earlier turns sorted for the provider
+        whose origin is `origin` (`artifacts.homed`); None: all left out, for a provider that
+        refused them (`artifact_rejected`)."""
+        return body
+
+    def count_url(self, endpoint: str) -> str | None:
+        """Where the format counts a request's input tokens (Messages' `count_tokens`), if
+        anywhere."""
+        return None
+
+    def count_body(self, request: dict[str, Any], model: str) -> dict[str, Any]:
+        """The body that asks `count_url` to count `request` (in the format's own API)."""
+        return self.native_body(request, model, False)
+
+    def left_out(self, request: dict[str, Any]) -> tuple[str, ...]:
+        """What `native_body` leaves out of `request` (names for `X-Agent-Reach-Dropped`)."""
+        return ()
 
     def error_of(self, body: Any) -> ErrorInfo | None:
         """The error a provider reported in `body`, if any."""

@@ -43,6 +43,15 @@ def put_max_tokens(
         target[field] = cap
 
 
+def turns_last(body: dict[str, Any], key: str = "messages") -> dict[str, Any]:
+    """`body` with its conversation (`key`) as the last field: what stays the same from turn to
+    turn (model, system prompt, tools, settings) comes first, so one more turn only appends to
+    the bytes a provider cached (protocol §10.1, cache-stable translation)."""
+    if key in body:
+        body[key] = body.pop(key)
+    return body
+
+
 def text_of(content: Any) -> str | None:
     """Message content as text: a string as is, a list of parts joined by their text (parts
     without a `type`, as DashScope's `[{"text": …}]`, count as text)."""
@@ -160,21 +169,35 @@ def merge_turns(turns: Iterable[tuple[str, list[Any]]]) -> list[tuple[str, list[
 def parts_of(content: Any) -> list[tuple[Literal["text", "image"], str]]:
     """Message content as ("text", text) and ("image", url) parts, empty text left out; the
     url is `http(s)://…` or a `data:` URL (see `data_url`)."""
+    return [(kind, value) for kind, value, _ in marked_parts(content)]
+
+
+def marked_parts(content: Any) -> list[tuple[Literal["text", "image"], str, Any]]:
+    """`parts_of` with each part's `cache_control` (None when it has none), for formats that
+    take the marks (Anthropic)."""
     if isinstance(content, str):
-        return [("text", content)] if content else []
-    out: list[tuple[Literal["text", "image"], str]] = []
+        return [("text", content, None)] if content else []
+    out: list[tuple[Literal["text", "image"], str, Any]] = []
     for p in content if isinstance(content, list) else []:
         if not isinstance(p, dict):
             continue
         kind = p.get("type", "text")
         if kind == "text" and isinstance(p.get("text"), str) and p["text"]:
-            out.append(("text", p["text"]))
+            out.append(("text", p["text"], p.get("cache_control")))
         elif kind == "image_url":
             image = p.get("image_url")
             url = image.get("url") if isinstance(image, dict) else image
             if isinstance(url, str) and url:
-                out.append(("image", url))
+                out.append(("image", url, p.get("cache_control")))
     return out
+
+
+def cache_mark(content: Any) -> Any:
+    """The last `cache_control` on the parts of a message's content, or None."""
+    if not isinstance(content, list):
+        return None
+    marks = [p["cache_control"] for p in content if isinstance(p, dict) and "cache_control" in p]
+    return marks[-1] if marks else None
 
 
 def data_url(url: str) -> tuple[str, str] | None:
@@ -274,11 +297,23 @@ CONTINUE = (
 )
 
 
-def continued(request: dict[str, Any], partial: str, prefill: bool) -> dict[str, Any]:
+def continued(
+    request: dict[str, Any], partial: str, prefill: bool, mark: bool = False
+) -> dict[str, Any]:
     """`request` asking for the rest of an answer cut after `partial` (protocol §10, continuation):
-    the partial answer as the last assistant message, which a format that takes a prefill
-    continues; for the others, followed by an explicit instruction to continue."""
-    messages = [*request.get("messages", ()), {"role": "assistant", "content": partial}]
-    if not prefill:
-        messages.append({"role": "user", "content": CONTINUE})
+    for a provider that takes a prefill, the partial answer as the last assistant message, less
+    its trailing whitespace (Anthropic refuses a prefill ending in it), `mark`ed `prefix: true`
+    where the format needs it said (DeepSeek's prefix completion, Mistral's); for the others,
+    the partial answer followed by an explicit instruction to continue."""
+    messages = [*request.get("messages", ())]
+    if prefill:
+        turn: dict[str, Any] = {"role": "assistant", "content": partial.rstrip()}
+        if mark:
+            turn["prefix"] = True
+        messages.append(turn)
+    else:
+        messages += [
+            {"role": "assistant", "content": partial},
+            {"role": "user", "content": CONTINUE},
+        ]
     return {**request, "messages": messages}

@@ -37,17 +37,38 @@ a bad key is HTTP 400 with reason `API_KEY_INVALID` (→ 401, `auth_failed`), qu
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
+import orjson
+
 from .. import completion
+from ..checks import (
+    BOOLEAN,
+    INT32_MAX,
+    NAME,
+    OBJECT,
+    STRING,
+    STRINGS,
+    TOKENS,
+    Check,
+    array_of,
+    check_fields,
+    either,
+    integer,
+    number,
+    refused,
+    shape,
+)
+from ..errors import RequestError
 from ..outcomes import ErrorInfo
 from ..trace import Reason
 from .base import (
     Context,
     Decoder,
     Dialect,
+    Inbound,
     Mismatch,
     loads,
     openai_error,
@@ -61,6 +82,7 @@ from .convert import (
     is_default_shape,
     merge_turns,
     model_of,
+    object_at,
     parts_of,
     put_max_tokens,
     require_object,
@@ -72,6 +94,7 @@ from .convert import (
     tool_names,
     with_model,
 )
+from .tokens import input_tokens
 
 _METHOD = re.compile(r":(?:streamGenerateContent|generateContent)$")
 _REASON_STATUS = {
@@ -241,6 +264,7 @@ class Gemini(Dialect):
     """Gemini's generateContent format."""
 
     name = "gemini"
+    speaks = "gemini"
     auth_header = "x-goog-api-key"
     choices_path = "candidates"
     content_path = "content.parts.0.text"
@@ -283,6 +307,10 @@ class Gemini(Dialect):
             if tool_config:
                 body["toolConfig"] = tool_config
         return body
+
+    def native_body(self, request: dict[str, Any], model: str, stream: bool) -> dict[str, Any]:
+        """A Gemini API request as it came: the model and the stream are in the URL."""
+        return {k: v for k, v in request.items() if k != "agent_reach"}
 
     def error_of(self, body: Any) -> ErrorInfo | None:
         if isinstance(body, list) and body and isinstance(body[0], dict):
@@ -390,3 +418,440 @@ class GeminiDecoder(Decoder):
 
 
 DIALECT = Gemini()
+
+
+# -- the other direction: clients that speak the Gemini API to the proxy (Gemini CLI) ---------
+
+_PART = shape(
+    {
+        "text": STRING,
+        "thought": BOOLEAN,
+        "inlineData": shape({"mimeType": STRING, "data": STRING}, ("data",)),
+        "fileData": shape({"mimeType": STRING, "fileUri": STRING}, ("fileUri",)),
+        "functionCall": shape({"id": STRING, "name": NAME, "args": OBJECT}, ("name",)),
+        "functionResponse": shape({"id": STRING, "name": STRING, "response": OBJECT}, ("name",)),
+    },
+    expected="a part object",
+)
+_CONTENT = shape(
+    {"role": STRING, "parts": array_of(_PART, "an array of parts")},
+    ("parts",),
+    "a content object with 'parts'",
+)
+_DECLARATION = shape(
+    {"name": NAME, "description": STRING, "parameters": OBJECT},
+    ("name",),
+    "a function declaration",
+)
+# The generateContent request, field by field (`contents` is also required), as the published
+# schema types them: a value judgment it does not make is left to the provider.
+FIELDS: Mapping[str, Check] = {
+    "contents": array_of(_CONTENT, "a non-empty array of contents", nonempty=True),
+    "systemInstruction": either(STRING, _CONTENT, expected="a content object"),
+    "tools": array_of(
+        shape({"functionDeclarations": array_of(_DECLARATION, "an array of declarations")}),
+        "an array of tools",
+    ),
+    "toolConfig": shape(
+        {"functionCallingConfig": shape({"mode": STRING, "allowedFunctionNames": STRINGS})}
+    ),
+    "generationConfig": shape(
+        {
+            "temperature": number(0, 2),
+            "topP": number(0, 1),
+            "topK": number(0, INT32_MAX),
+            "candidateCount": integer(1, INT32_MAX),
+            "maxOutputTokens": TOKENS,
+            "stopSequences": STRINGS,
+            "seed": integer(-INT32_MAX - 1, INT32_MAX),
+            "presencePenalty": number(-2, 2),
+            "frequencyPenalty": number(-2, 2),
+            "responseMimeType": STRING,
+            "responseSchema": OBJECT,
+            "thinkingConfig": OBJECT,
+        }
+    ),
+}
+_READ = frozenset({"contents", "systemInstruction", "tools", "toolConfig", "generationConfig"})
+_SAMPLING = (
+    ("temperature", "temperature"),
+    ("topP", "top_p"),
+    ("seed", "seed"),
+    ("presencePenalty", "presence_penalty"),
+    ("frequencyPenalty", "frequency_penalty"),
+    ("maxOutputTokens", "max_tokens"),
+    ("stopSequences", "stop"),
+)
+_GENERATION_READ = frozenset(
+    {name for name, _ in _SAMPLING}
+    | {"candidateCount", "responseMimeType", "responseSchema", "responseJsonSchema"}
+)
+_CHAT_MODE = {"AUTO": "auto", "ANY": "required", "VALIDATED": "auto", "NONE": "none"}
+_FINISH_OUT = {"length": "MAX_TOKENS", "content_filter": "SAFETY"}
+# Google's status names for the HTTP statuses the proxy answers (google.rpc.Code).
+STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    405: "INVALID_ARGUMENT",
+    408: "DEADLINE_EXCEEDED",
+    409: "ABORTED",
+    413: "INVALID_ARGUMENT",
+    415: "INVALID_ARGUMENT",
+    417: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    501: "UNIMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+def read_request(request: Any, model: str, stream: bool) -> Inbound:
+    """A generateContent request for `model` (from its URL) as the engine's chat request;
+    `RequestError` (a 400) names what is wrong. What a chat provider is not sent is named in
+    `dropped`: top-level fields (`safetySettings`, `cachedContent`, …), `generationConfig`
+    fields (`topK`, `thinkingConfig`, …), thought parts and signatures, inline data and file
+    parts that are not images (a file part without a type is taken for an image, as this
+    format sends image URLs), and tools other than function declarations
+    (`tools:googleSearch`)."""
+    if not isinstance(request, dict):
+        raise RequestError("the request must be a JSON object")
+    if request.get("contents") is None:
+        raise refused("contents", f"is required: {FIELDS['contents'].expected}")
+    check_fields(request, FIELDS)
+    dropped: dict[str, None] = dict.fromkeys(k for k in request if k not in _READ)
+    chat: list[dict[str, Any]] = []
+    system = _instruction(request.get("systemInstruction"), dropped)
+    if system:
+        chat.append({"role": "system", "content": system})
+    calls: list[tuple[str, str]] = []  # (id, name) of the last model turn's calls, unanswered
+    for i, content in enumerate(request["contents"]):
+        if content.get("role") == "model":
+            message, calls = _model_turn(i, content["parts"], dropped)
+            chat.append(message)
+        else:
+            chat.extend(_user_turn(i, content["parts"], calls, dropped))
+    body: dict[str, Any] = {"model": model, "messages": chat}
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    _read_generation(object_at(request, "generationConfig"), body, dropped)
+    _read_tools(request, body, dropped)
+    return Inbound(body, tuple(dropped))
+
+
+def _instruction(value: Any, dropped: dict[str, None]) -> str:
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, dict):
+        return ""
+    texts = []
+    for part in value.get("parts") or ():
+        if isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        else:
+            dropped["systemInstruction.parts"] = None
+    return "\n\n".join(texts)
+
+
+def _call_id(part: dict[str, Any], turn: int, n: int) -> str:
+    """A function call's id: its own, or one made from its place in the conversation, which
+    is the same on every turn that resends it (a cached prefix stays the same bytes)."""
+    given = part.get("id")
+    return given if isinstance(given, str) and given else f"call_{turn}_{n}"
+
+
+def _model_turn(
+    turn: int, parts: list[dict[str, Any]], dropped: dict[str, None]
+) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for part in parts:
+        call = part.get("functionCall")
+        if part.get("thought") is True:
+            dropped["thought"] = None  # reasoning and its signature belong to its provider
+        elif isinstance(call, dict):
+            call_id = _call_id(call, turn, len(calls))
+            calls.append(tool_call(call_id, str(call["name"]), call.get("args") or {}))
+        elif isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        else:
+            dropped[_part_kind(part)] = None
+    if any("thoughtSignature" in p for p in parts):
+        dropped["thoughtSignature"] = None
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": "".join(texts) if texts else None if calls else "",
+    }
+    if calls:
+        message["tool_calls"] = calls
+    return message, [(c["id"], c["function"]["name"]) for c in calls]
+
+
+def _user_turn(
+    turn: int,
+    parts: list[dict[str, Any]],
+    calls: list[tuple[str, str]],
+    dropped: dict[str, None],
+) -> list[dict[str, Any]]:
+    """A user turn: its function responses first (as tool messages answering the model's
+    calls, matched by id, else by name in order), then one user message with the rest."""
+    out: list[dict[str, Any]] = []
+    content: list[dict[str, Any]] = []
+    for n, part in enumerate(parts):
+        response = part.get("functionResponse")
+        inline, file = part.get("inlineData"), part.get("fileData")
+        if isinstance(response, dict):
+            call_id = _answered(response, calls) or _call_id(response, turn, n)
+            text = orjson.dumps(response.get("response") or {}).decode()
+            out.append({"role": "tool", "tool_call_id": call_id, "content": text})
+        elif isinstance(part.get("text"), str):
+            content.append({"type": "text", "text": part["text"]})
+        elif isinstance(inline, dict) and str(inline.get("mimeType", "")).startswith("image/"):
+            url = f"data:{inline['mimeType']};base64,{inline['data']}"
+            content.append({"type": "image_url", "image_url": {"url": url}})
+        elif isinstance(file, dict) and str(file.get("mimeType", "image/")).startswith("image/"):
+            content.append({"type": "image_url", "image_url": {"url": file["fileUri"]}})
+        else:
+            dropped[_part_kind(part)] = None
+    if content or not out:
+        plain = all(p["type"] == "text" for p in content)
+        joined: Any = "".join(p["text"] for p in content) if plain else content
+        out.append({"role": "user", "content": joined})
+    return out
+
+
+def _answered(response: dict[str, Any], calls: list[tuple[str, str]]) -> str | None:
+    """The id of the call `response` answers (taken off `calls`): the one with its id, else
+    the first with its name."""
+    given = response.get("id")
+    for i, (call_id, name) in enumerate(calls):
+        if call_id == given or (not given and name == response.get("name")):
+            del calls[i]
+            return call_id
+    return None
+
+
+def _part_kind(part: dict[str, Any]) -> str:
+    return next((k for k in part if k not in ("thought", "thoughtSignature")), "part")
+
+
+def _read_generation(
+    config: dict[str, Any], body: dict[str, Any], dropped: dict[str, None]
+) -> None:
+    for name, chat_name in _SAMPLING:
+        if config.get(name) is not None:
+            body[chat_name] = config[name]
+    for name in config:
+        if name not in _GENERATION_READ:
+            dropped[f"generationConfig.{name}"] = None
+    count = config.get("candidateCount")
+    if isinstance(count, int) and count > 1:
+        body["n"] = count
+    if config.get("responseMimeType") == "application/json":
+        schema = config.get("responseJsonSchema")
+        if not isinstance(schema, dict):
+            schema = config.get("responseSchema")
+        body["response_format"] = (
+            {
+                "type": "json_schema",
+                "json_schema": {"name": "response", "schema": json_schema(schema)},
+            }
+            if isinstance(schema, dict)
+            else {"type": "json_object"}
+        )
+    elif config.get("responseMimeType") not in (None, "text/plain"):
+        dropped["generationConfig.responseMimeType"] = None
+
+
+def _read_tools(request: dict[str, Any], body: dict[str, Any], dropped: dict[str, None]) -> None:
+    tools: list[dict[str, Any]] = []
+    for tool in request.get("tools") or ():
+        for key in tool:
+            if key != "functionDeclarations":
+                dropped[f"tools:{key}"] = None
+        for fn in tool.get("functionDeclarations") or ():
+            schema = fn.get("parametersJsonSchema")
+            if not isinstance(schema, dict):
+                schema = fn.get("parameters")
+            function: dict[str, Any] = {
+                "name": fn["name"],
+                "parameters": json_schema(schema)
+                if isinstance(schema, dict)
+                else {"type": "object", "properties": {}},
+            }
+            if isinstance(fn.get("description"), str):
+                function["description"] = fn["description"]
+            tools.append({"type": "function", "function": function})
+    calling = object_at(object_at(request, "toolConfig"), "functionCallingConfig")
+    if not tools:
+        return
+    body["tools"] = tools
+    mode = calling.get("mode")
+    names = calling.get("allowedFunctionNames")
+    if mode in ("ANY", "VALIDATED") and isinstance(names, list) and len(names) == 1:
+        body["tool_choice"] = {"type": "function", "function": {"name": names[0]}}
+    elif isinstance(mode, str) and mode in _CHAT_MODE:
+        body["tool_choice"] = _CHAT_MODE[mode]
+
+
+def json_schema(schema: Any) -> Any:
+    """A Gemini `Schema` (OpenAPI's subset, with upper-case type names: `OBJECT`, `STRING`)
+    as JSON Schema (lower-case types); a JSON Schema passes unchanged. Gemini CLI sends
+    upper-case names in `responseJsonSchema` too."""
+    if isinstance(schema, list):
+        return [json_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "type" and isinstance(value, str):
+            out[key] = value.lower()
+        elif key in ("properties", "$defs", "definitions") and isinstance(value, dict):
+            out[key] = {name: json_schema(v) for name, v in value.items()}
+        elif key in ("items", "anyOf", "oneOf", "allOf", "not", "additionalProperties"):
+            out[key] = json_schema(value)
+        else:
+            out[key] = value
+    return out
+
+
+def response_of(response: dict[str, Any]) -> dict[str, Any]:
+    """A `chat.completion` as a `GenerateContentResponse`: each choice a candidate, reasoning
+    as `thought` parts, tool calls as `functionCall` parts (with their ids)."""
+    candidates = []
+    for i, choice in enumerate(response.get("choices") or ()):
+        msg = object_at(choice, "message")
+        parts: list[dict[str, Any]] = []
+        reasoning = msg.get("reasoning_content")
+        if isinstance(reasoning, str) and reasoning:
+            parts.append({"text": reasoning, "thought": True})
+        text = text_of(msg.get("content")) or msg.get("refusal")
+        if isinstance(text, str) and text:
+            parts.append({"text": text})
+        parts += [_function_call(c) for c in msg.get("tool_calls") or ()]
+        candidates.append(_candidate(parts or [{"text": ""}], choice.get("finish_reason"), i))
+    return _response_body(candidates, response.get("usage"), response)
+
+
+def _function_call(call: dict[str, Any]) -> dict[str, Any]:
+    fn = object_at(call, "function")
+    found: dict[str, Any] = {"name": str(fn.get("name") or ""), "args": arguments_of(call)}
+    if isinstance(call.get("id"), str) and call["id"]:
+        found = {"id": call["id"], **found}
+    return {"functionCall": found}
+
+
+def _candidate(parts: list[dict[str, Any]], finish: Any, index: int) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": index}
+    if finish:
+        candidate["finishReason"] = _FINISH_OUT.get(str(finish), "STOP")
+    return candidate
+
+
+def _response_body(
+    candidates: list[dict[str, Any]], usage: Any, source: dict[str, Any]
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"candidates": candidates}
+    metadata = usage_metadata(usage)
+    if metadata is not None:
+        body["usageMetadata"] = metadata
+    body["modelVersion"] = str(source.get("model") or "unknown")
+    if isinstance(source.get("id"), str):
+        body["responseId"] = source["id"]
+    return body
+
+
+def usage_metadata(usage: Any) -> dict[str, int] | None:
+    """Chat usage as Gemini's `usageMetadata` (reasoning tokens are `thoughtsTokenCount`,
+    apart from `candidatesTokenCount`; cached prompt tokens `cachedContentTokenCount`)."""
+    if not isinstance(usage, dict):
+        return None
+    prompt = usage.get("prompt_tokens")
+    output = usage.get("completion_tokens")
+    prompt = prompt if isinstance(prompt, int) else 0
+    output = output if isinstance(output, int) else 0
+    thoughts = object_at(usage, "completion_tokens_details").get("reasoning_tokens")
+    cached = object_at(usage, "prompt_tokens_details").get("cached_tokens")
+    out = {
+        "promptTokenCount": prompt,
+        "candidatesTokenCount": output - thoughts if isinstance(thoughts, int) else output,
+        "totalTokenCount": prompt + output,
+    }
+    if isinstance(thoughts, int) and thoughts:
+        out["thoughtsTokenCount"] = thoughts
+    if isinstance(cached, int) and cached:
+        out["cachedContentTokenCount"] = cached
+    return out
+
+
+class ResponseChunks:
+    """Chat chunks as Gemini's stream: `feed` each chunk, then `end` once; each returns the
+    `GenerateContentResponse` objects to send. Text and thoughts go as they come; a tool call
+    goes whole (Gemini sends a `functionCall` in one part), when the answer ends, with the
+    finish reason and the usage."""
+
+    def __init__(self) -> None:
+        self.source: dict[str, Any] = {}  # the first chunk's id and model
+        self.calls: dict[int, dict[str, Any]] = {}  # chat tool call index → the call so far
+        self.finish: Any = None
+        self.usage: Any = None
+
+    def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        if not self.source:
+            self.source = {"id": chunk.get("id"), "model": chunk.get("model")}
+        if chunk.get("usage") is not None:
+            self.usage = chunk["usage"]
+        parts: list[dict[str, Any]] = []
+        for c in chunk.get("choices") or ():
+            if c.get("index", 0) != 0:
+                continue  # one candidate: Gemini CLI asks for one
+            delta = object_at(c, "delta")
+            if isinstance(delta.get("reasoning_content"), str) and delta["reasoning_content"]:
+                parts.append({"text": delta["reasoning_content"], "thought": True})
+            text = text_of(delta.get("content"))
+            if text:
+                parts.append({"text": text})
+            for call in delta.get("tool_calls") or ():
+                self._gather(call)
+            if c.get("finish_reason"):
+                self.finish = c["finish_reason"]
+        if not parts:
+            return []
+        return [_response_body([_candidate(parts, None, 0)], None, self.source)]
+
+    def _gather(self, piece: dict[str, Any]) -> None:
+        call = self.calls.setdefault(
+            piece.get("index", 0), {"id": None, "function": {"name": "", "arguments": ""}}
+        )
+        fn = object_at(piece, "function")
+        if piece.get("id"):
+            call["id"] = piece["id"]
+        if fn.get("name"):
+            call["function"]["name"] += str(fn["name"])
+        if isinstance(fn.get("arguments"), str):
+            call["function"]["arguments"] += fn["arguments"]
+
+    def end(self) -> list[dict[str, Any]]:
+        parts = [_function_call(c) for _, c in sorted(self.calls.items())] or [{"text": ""}]
+        last = _candidate(parts, self.finish or "stop", 0)
+        return [_response_body([last], self.usage, self.source)]
+
+
+def error_body(status: int, message: str, **extra: Any) -> dict[str, Any]:
+    """Google's error body: `{"error": {"code", "message", "status"}}`; `extra` fields (the
+    attempts) go inside `error`."""
+    name = STATUS_NAMES.get(status, "UNAVAILABLE" if status >= 500 else "INVALID_ARGUMENT")
+    return {"error": {"code": status, "message": message, "status": name, **extra}}
+
+
+def estimate_tokens(request: Any) -> int:
+    """`countTokens`' local estimate (no provider is asked) of a request's input: its
+    `contents`, or those of its `generateContentRequest`, read as the chat request they
+    become (`tokens.input_tokens`)."""
+    if isinstance(request, dict) and isinstance(request.get("generateContentRequest"), dict):
+        request = request["generateContentRequest"]
+    return input_tokens(read_request(request, "", False).body)

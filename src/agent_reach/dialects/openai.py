@@ -21,6 +21,7 @@ from .convert import (
     object_at,
     put_max_tokens,
     text_of,
+    turns_last,
 )
 
 _NOT_FORWARDED = frozenset(
@@ -28,16 +29,25 @@ _NOT_FORWARDED = frozenset(
 )
 
 
+# Cached prompt tokens in a provider's own words, reported as OpenAI's
+# `prompt_tokens_details.cached_tokens`: DeepSeek's and Moonshot's.
+_CACHED = ("prompt_cache_hit_tokens", "cached_tokens")
+
+
 def _usage(value: Any) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         return None
-    out = completion.usage(
+    out: dict[str, Any] | None = completion.usage(
         value.get("prompt_tokens"), value.get("completion_tokens"), value.get("total_tokens")
     )
     if out is not None:
         for key in ("prompt_tokens_details", "completion_tokens_details"):
             if isinstance(value.get(key), dict):
                 out[key] = value[key]
+        details = object_at(out, "prompt_tokens_details")
+        cached = next((value[k] for k in _CACHED if isinstance(value.get(k), int)), None)
+        if cached is not None and not isinstance(details.get("cached_tokens"), int):
+            out["prompt_tokens_details"] = {**details, "cached_tokens": cached}
     return out
 
 
@@ -71,7 +81,7 @@ class OpenAI(Dialect):
         put_max_tokens(request, body, max_tokens_field, {"num_predict": options})
         if options:
             body["options"] = {**object_at(body, "options"), **options}
-        return body
+        return turns_last(body)
 
     def normalize(self, raw: Any, ctx: Context) -> dict[str, Any]:
         default_shape = (ctx.shape.choices_path, ctx.shape.content_path) == (

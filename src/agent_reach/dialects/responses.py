@@ -51,6 +51,7 @@ from ..checks import (
     tagged,
 )
 from ..outcomes import ErrorInfo
+from .artifacts import homed
 from .base import (
     Context,
     Decoder,
@@ -71,12 +72,14 @@ from .convert import (
     text_of,
     tool_call,
     tool_choice_of,
+    turns_last,
 )
 
 # Request fields a chat provider gets in its own words (everything else is Responses-only).
 _SAMPLING = ("temperature", "top_p", "parallel_tool_calls", "user")
 _FINISH = {"max_output_tokens": "length", "content_filter": "content_filter"}
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+_CACHE_DETAILS = ("cached_tokens", "cache_write_tokens")  # usage's, the same in chat
 
 
 def new_id(prefix: str) -> str:
@@ -177,12 +180,19 @@ class Responses(Dialect):
             body["text"] = {"format": fmt}
         if isinstance(request.get("reasoning_effort"), str):
             body["reasoning"] = {"effort": request["reasoning_effort"]}
-        return body
+        return turns_last(body, "input")
 
     def native_body(self, request: dict[str, Any], model: str, stream: bool) -> dict[str, Any]:
         body = super().native_body(request, model, stream)
         body.pop("previous_response_id", None)  # the proxy's own ids, already expanded
         return body
+
+    def home(self, body: dict[str, Any], origin: str | None) -> dict[str, Any]:
+        """The `reasoning` input items, sorted by their `encrypted_content`."""
+        items = body.get("input")
+        if not isinstance(items, list):
+            return body
+        return {**body, "input": homed(items, origin)}
 
     def error_of(self, body: Any) -> ErrorInfo | None:
         if isinstance(body, dict) and body.get("status") == "failed":
@@ -255,9 +265,10 @@ def chat_usage(value: Any) -> dict[str, Any] | None:
         value.get("input_tokens"), value.get("output_tokens"), value.get("total_tokens")
     )
     if out is not None:
-        cached = object_at(value, "input_tokens_details").get("cached_tokens")
-        if isinstance(cached, int):
-            out["prompt_tokens_details"] = {"cached_tokens": cached}
+        given = object_at(value, "input_tokens_details")
+        details = {k: given[k] for k in _CACHE_DETAILS if isinstance(given.get(k), int)}
+        if details:
+            out["prompt_tokens_details"] = details
         thought = object_at(value, "output_tokens_details").get("reasoning_tokens")
         if isinstance(thought, int):
             out["completion_tokens_details"] = {"reasoning_tokens": thought}
@@ -669,6 +680,8 @@ def request_in(body: dict[str, Any]) -> Inbound:
     for key in ("stream", "agent_reach"):
         if key in body:
             chat[key] = body[key]
+    if body.get("stream") is True:  # so that `response.completed` carries the usage
+        chat["stream_options"] = {"include_usage": True}
     return Inbound(chat, tuple(sorted(reader.dropped)))
 
 
@@ -682,11 +695,13 @@ def response_usage(usage: Any) -> dict[str, Any] | None:
         return None
     prompt = usage.get("prompt_tokens") or 0
     output = usage.get("completion_tokens") or 0
-    cached = object_at(usage, "prompt_tokens_details").get("cached_tokens") or 0
+    details = object_at(usage, "prompt_tokens_details")
+    cached = details.get("cached_tokens") or 0
+    written = details.get("cache_write_tokens") or 0
     thought = object_at(usage, "completion_tokens_details").get("reasoning_tokens") or 0
     return {
         "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": written},
         "output_tokens": output,
         "output_tokens_details": {"reasoning_tokens": thought},
         "total_tokens": usage.get("total_tokens") or prompt + output,

@@ -57,7 +57,6 @@ async def run(
     *,
     reuse_port: bool = False,
     shutdown_s: float = 10.0,
-    announce: bool = True,
     log_level: str = "info",
     access_log: bool = True,
     watch: bool = False,
@@ -95,18 +94,17 @@ async def run(
     # way (measured: p99 at 32 in flight drops from ~40 ms of collection pauses to ~15 ms).
     gc.collect()
     gc.freeze()
-    if announce:
-        bound = runner.addresses[0]
-        auth = "on" if proxy.api_keys else "off"
-        print(
-            f"agent-reach: serving on http://{bound[0]}:{bound[1]} "
-            f"({len(router.config.providers)} providers, client auth {auth}, pid {os.getpid()})",
-            flush=True,
-        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before the banner: a stop right after it counts
         loop.add_signal_handler(sig, stop.set)
+    bound = runner.addresses[0]
+    auth = "on" if proxy.api_keys else "off"
+    print(
+        f"agent-reach: serving on http://{bound[0]}:{bound[1]} "
+        f"({len(router.config.providers)} providers, client auth {auth}, pid {os.getpid()})",
+        flush=True,
+    )
     stop_reloading = reload.install(proxy, watch=watch)
     started = time.monotonic()
     try:
@@ -210,20 +208,34 @@ def run_workers(
 ) -> int:
     """Start `workers` processes on one port and wait for them; the exit code of the worst.
     `serve_args` are passed on to each (log level, access log, shutdown timeout, --watch);
-    SIGTERM, SIGINT and SIGHUP are passed on to every worker."""
+    SIGTERM, SIGINT and SIGHUP are passed on to every worker. The banner comes once every
+    worker serves (each says so on its own stdout, a pipe here): a signal sent after it reaches
+    workers that stop cleanly."""
     port = port or free_port(host)
     cmd = [sys.executable, "-m", "agent_reach", *argv_config, "serve", *serve_args, "--host", host]
     procs = [
-        subprocess.Popen([*cmd, "--port", str(port), "--reuse-port", "--quiet"])
+        subprocess.Popen(
+            [*cmd, "--port", str(port), "--reuse-port"], stdout=subprocess.PIPE, text=True
+        )
         for _ in range(workers)
     ]
-    print(f"agent-reach: serving on http://{host}:{port} with {workers} workers", flush=True)
+    stopping = False
 
     def forward(sig: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = stopping or sig != signal.SIGHUP
         for p in procs:
             if p.poll() is None:
                 p.send_signal(sig)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
+    for p in procs:
+        assert p.stdout is not None
+        if not p.stdout.readline() and not stopping:  # it stopped before serving (see stderr)
+            for other in procs:
+                other.terminate()
+            return max(other.wait() for other in procs) or 1
+    if not stopping:
+        print(f"agent-reach: serving on http://{host}:{port} with {workers} workers", flush=True)
     return max(p.wait() for p in procs)

@@ -21,7 +21,7 @@ from ..errors import escaped
 from ..events import AttemptEvent, Event
 from ..router import Router
 from ..version import __version__
-from . import chat, log, messages, responses, status_page, step
+from . import chat, gemini, log, messages, responses, status_page, step
 from .errors import JSON
 from .guard import Guard, Keys
 from .metrics import Metrics
@@ -90,6 +90,9 @@ class Proxy:
         app.router.add_delete("/v1/responses/{id}", self._face(responses.delete))
         app.router.add_post("/v1/messages", self._face(messages.create))
         app.router.add_post("/v1/messages/count_tokens", self._face(messages.count_tokens))
+        for version in ("v1beta", "v1"):
+            app.router.add_post(f"/{version}/models/{{target}}", self._face(gemini.call))
+        app.router.add_get("/v1beta/models", self._face(gemini.models))
         app.router.add_get("/", self.healthz)  # and HEAD: Claude Code probes its base URL
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/healthz", self.healthz)
@@ -137,17 +140,23 @@ class Proxy:
 
     # -- the rest ------------------------------------------------------------------------------
 
+    def model_names(self) -> list[dict[str, Any]]:
+        """The models of `GET /v1/models`, as OpenAI lists them."""
+        return list(self._models()["data"])
+
     def _models(self) -> dict[str, Any]:
-        """Every name a request may ask for: providers' models and `model_map` keys (but the
-        catch-all `"*"`), and the route names, each a model alias (protocol §3)."""
+        """Every name a request may ask for: providers' models and `model_map` keys (but
+        patterns such as the catch-all `"*"`), and the route names, each a model alias
+        (protocol §3)."""
         names: dict[str, None] = {}
         for p in self.config.providers:
             names.update(dict.fromkeys(p.models or ()))
             names.update(dict.fromkeys(p.model_map))
         names.update(dict.fromkeys(self.config.routes))
-        names.pop("*", None)
         data = [
-            {"id": n, "object": "model", "created": 0, "owned_by": "agent-reach"} for n in names
+            {"id": n, "object": "model", "created": 0, "owned_by": "agent-reach"}
+            for n in names
+            if "*" not in n
         ]
         return {"object": "list", "data": data}
 

@@ -11,7 +11,14 @@ from .. import completion
 from ..errors import AllProvidersFailed, StreamInterrupted
 from ..request import ChatRequest
 from .errors import all_failed
-from .http import SSE_HEADERS, json_response, read_json, trace_headers, with_headers
+from .http import (
+    SSE_HEADERS,
+    dropped_header,
+    json_response,
+    read_json,
+    trace_headers,
+    with_headers,
+)
 
 if TYPE_CHECKING:
     from .app import Proxy
@@ -21,29 +28,33 @@ async def completions(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     req = with_headers(ChatRequest.parse(await read_json(request)), request)
     if req.stream:
         return await _stream(proxy, request, req)
+    router = proxy.router  # the one that answers, whatever a reload does meanwhile
     try:
-        result = await proxy.router.answer(req)
+        result = await router.answer(req)
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
-    return json_response(result.response, trace_headers(result.provider, result.trace))
+    headers = trace_headers(result.provider, result.trace)
+    headers |= dropped_header(router.dropped(result.provider, req, ()))
+    return json_response(result.response, headers)
 
 
 async def _stream(proxy: Proxy, request: web.Request, req: ChatRequest) -> web.StreamResponse:
+    router = proxy.router  # the one that answers, whatever a reload does meanwhile
     try:
-        stream = await proxy.router.stream(req)
+        stream = await router.stream(req)
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     try:
-        resp = web.StreamResponse(
-            headers={**SSE_HEADERS, **trace_headers(stream.provider, stream.trace)}
-        )
+        headers = {**SSE_HEADERS, **trace_headers(stream.provider, stream.trace)}
+        headers |= dropped_header(router.dropped(stream.provider, req, ()))
+        resp = web.StreamResponse(headers=headers)
         await resp.prepare(request)
         try:
             async for chunk in stream:
                 await resp.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
         except StreamInterrupted as exc:
             attempts = [a.to_dict() for a in exc.attempts]
-            reason = str(exc.attempts[-1].reason)
+            reason = str(exc.cut.reason)
             body = completion.error(str(exc), "stream_interrupted", reason, attempts=attempts)
             await resp.write(b"data: " + orjson.dumps(body) + b"\n\n")
         else:

@@ -2,7 +2,9 @@
 
 OpenAI's APIs (Chat Completions, Responses, step mode, everything else) answer
 `{"error": {"message", "type", "param", "code"}}`; Anthropic's Messages API (any path under
-`/v1/messages`) answers `{"type": "error", "error": {"type", "message"}}` with Anthropic's types.
+`/v1/messages`) answers `{"type": "error", "error": {"type", "message"}}` with Anthropic's types;
+the Gemini API (`/v1beta/…`, and `/v1/models/…:method`) `{"error": {"code", "message", "status"}}`
+with Google's status names.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import orjson
 from aiohttp import web
 
 from .. import completion
+from ..dialects import gemini
 
 if TYPE_CHECKING:
     from ..errors import AllProvidersFailed
@@ -43,6 +46,11 @@ def speaks_anthropic(path: str) -> bool:
     return path == "/v1/messages" or path.startswith("/v1/messages/")
 
 
+def speaks_gemini(path: str) -> bool:
+    """Whether a request path belongs to the Gemini API."""
+    return path.startswith("/v1beta/") or (path.startswith("/v1/models/") and ":" in path)
+
+
 def error_body(
     path: str,
     status: int,
@@ -53,7 +61,10 @@ def error_body(
 ) -> dict[str, Any]:
     """The error body for `path`'s API. `type` overrides the type the status implies;
     `code` and `param` exist in OpenAI's shape only; `extra` fields (e.g. `attempts`) go
-    inside `error` in both."""
+    inside `error` in each."""
+    if speaks_gemini(path):
+        extra.pop("param", None)
+        return gemini.error_body(status, message, **extra)
     if speaks_anthropic(path):
         kind = type if type in _ANTHROPIC_TYPES.values() else _ANTHROPIC_TYPES.get(status)
         extra.pop("param", None)

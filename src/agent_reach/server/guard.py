@@ -5,7 +5,8 @@ or a traceback, and an error message quotes at most ~200 characters of it.
 In order, for every route (those added later too):
   - the method: CONNECT is 405;
   - the proxy key, when client keys are set (every path but `OPEN_PATHS`): exactly one
-    `Authorization: Bearer KEY` or `x-api-key: KEY` header, the token parsed exactly and
+    `Authorization: Bearer KEY`, `x-api-key: KEY` or `x-goog-api-key: KEY` header (or, on the
+    Gemini API's paths, a `key=KEY` query parameter), the token parsed exactly and
     compared in constant time against every key (or, for the status page's reads, its
     cookie); else 401. When none are set, what keeps web pages out (`browsers`): 403 / 415;
   - the body's encoding: gzip and deflate are decoded by aiohttp (in bounded steps), any other
@@ -34,7 +35,7 @@ from ..errors import RequestError, quoted
 from . import log, status_page
 from .browsers import Browsers
 from .connection import Connection
-from .errors import error_response
+from .errors import error_response, speaks_gemini
 from .http import BadBody
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -60,6 +61,9 @@ def owner(request: web.BaseRequest) -> str:
     return found
 
 
+_KEY_HEADERS = ("x-api-key", "x-goog-api-key")  # a key as it is (Anthropic's, Google's)
+
+
 class Keys:
     """The proxy's client keys; `check` judges a request's headers."""
 
@@ -70,17 +74,27 @@ class Keys:
     def __bool__(self) -> bool:
         return bool(self.keys)
 
-    def check(self, headers: CIMultiDictProxy[str]) -> str | None:
-        """None when the headers carry one valid key, else what is wrong with them."""
-        return self.read(headers)[1]
+    def check(self, headers: CIMultiDictProxy[str], query: tuple[str, ...] = ()) -> str | None:
+        """None when the headers (or `query`, the `key` parameters of a Gemini API request)
+        carry one valid key, else what is wrong with them."""
+        return self.read(headers, query)[1]
 
-    def read(self, headers: CIMultiDictProxy[str]) -> tuple[str, None] | tuple[None, str]:
-        """(the valid key the headers carry, None), or (None, what is wrong with them)."""
-        given = headers.getall("Authorization", []) + headers.getall("x-api-key", [])
+    def read(
+        self, headers: CIMultiDictProxy[str], query: tuple[str, ...] = ()
+    ) -> tuple[str, None] | tuple[None, str]:
+        """(the valid key the headers or `query` carry, None), or (None, what is wrong)."""
+        given = [*headers.getall("Authorization", []), *query]
+        for name in _KEY_HEADERS:
+            given += headers.getall(name, [])
         if not given:
-            return None, "a proxy key is required (Authorization: Bearer KEY, or x-api-key: KEY)"
+            return None, (
+                "a proxy key is required (Authorization: Bearer KEY, x-api-key: KEY"
+                " or x-goog-api-key: KEY)"
+            )
         if len(given) > 1:
-            return None, "send one proxy key, in one Authorization or x-api-key header"
+            return None, (
+                "send one proxy key, in one header (Authorization, x-api-key, x-goog-api-key)"
+            )
         if "Authorization" in headers:
             match = _BEARER.fullmatch(given[0])
             if match is None:
@@ -89,7 +103,7 @@ class Keys:
         elif _TOKEN.fullmatch(given[0]):
             token = given[0]
         else:
-            return None, "the x-api-key header must be one key of visible ASCII characters"
+            return None, "the key must be one token of visible ASCII characters"
         return (token, None) if self.valid(token) else (None, "the proxy key is not valid")
 
     def valid(self, token: str, cookie: bool = False) -> bool:
@@ -141,7 +155,8 @@ class Guard:
         if request.method == "CONNECT":
             return error_response(path, 405, "CONNECT is not supported")
         if self.keys and path not in OPEN_PATHS:
-            key, problem = self.keys.read(request.headers)
+            query = tuple(request.query.getall("key", ())) if speaks_gemini(path) else ()
+            key, problem = self.keys.read(request.headers, query)
             if problem is not None and not self._page_cookie(request):
                 return error_response(path, 401, problem, code="invalid_api_key")
             if key is not None:

@@ -1,17 +1,27 @@
 """What every API face of the proxy shares: reading a JSON body, the `X-Agent-Reach-*`
-request headers, the trace response headers and writing server-sent events."""
+request headers, the trace response headers, writing server-sent events, and answering a
+request of another API than chat (Messages, Gemini) whole or streamed."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
 
+from ..errors import AllProvidersFailed
 from ..request import ChatRequest
 from ..trace import Attempt, trace_header
+from .errors import all_failed
+
+if TYPE_CHECKING:
+    from ..stream import ChatStream
+    from .app import Proxy
+
+Relay = Callable[[web.StreamResponse, "ChatStream"], Awaitable[None]]
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
@@ -81,8 +91,8 @@ def trace_headers(provider: str, trace: list[Attempt]) -> dict[str, str]:
 
 
 def dropped_header(names: tuple[str, ...]) -> dict[str, str]:
-    """`X-Agent-Reach-Dropped` naming what a provider that does not speak the client's API
-    was not sent, when anything was. The names come from the client (field names, block and
+    """`X-Agent-Reach-Dropped` naming what the provider that answered was not sent, when
+    anything was (`Router.dropped`). The names come from the client (field names, block and
     tool types): printable ASCII only, at most 1,000 characters."""
     if not names:
         return {}
@@ -100,3 +110,51 @@ def sse(event: str | None, data: bytes) -> bytes:
 def json_response(body: Any, headers: dict[str, str] | None = None) -> web.Response:
     """A 200 with `body` as JSON."""
     return web.Response(body=orjson.dumps(body), content_type="application/json", headers=headers)
+
+
+async def whole(
+    proxy: Proxy,
+    request: web.Request,
+    req: ChatRequest,
+    translated: tuple[str, ...],
+    render: Callable[[dict[str, Any]], dict[str, Any]],
+) -> web.Response:
+    """A whole answer in the client's API: the provider's own body when it speaks that API,
+    else `render` of its chat answer; with the trace headers and `X-Agent-Reach-Dropped`
+    (what the answering provider was not sent: `translated` left out of the translation)."""
+    router = proxy.router  # the one that answers, whatever a reload does meanwhile
+    try:
+        result = await router.answer(req)
+    except AllProvidersFailed as exc:
+        return all_failed(request.path, exc)
+    headers = trace_headers(result.provider, result.trace)
+    headers |= dropped_header(router.dropped(result.provider, req, translated))
+    return json_response(result.response if result.native else render(result.response), headers)
+
+
+async def streamed(
+    proxy: Proxy,
+    request: web.Request,
+    req: ChatRequest,
+    translated: tuple[str, ...],
+    relay: Relay,
+    content_type: str = "text/event-stream",
+) -> web.StreamResponse:
+    """A stream in the client's API: the error response when no provider answered; else the
+    headers of `whole`, then `relay` writes the stream (and what a cut after its start ends it
+    with). The upstream is closed however it ends: a client that goes away cancels us."""
+    router = proxy.router  # the one that answers, whatever a reload does meanwhile
+    try:
+        stream = await router.stream(req)
+    except AllProvidersFailed as exc:
+        return all_failed(request.path, exc)
+    try:
+        headers = {**SSE_HEADERS, "Content-Type": content_type}
+        headers |= trace_headers(stream.provider, stream.trace)
+        headers |= dropped_header(router.dropped(stream.provider, req, translated))
+        resp = web.StreamResponse(headers=headers)
+        await resp.prepare(request)
+        await relay(resp, stream)
+        return resp
+    finally:
+        await stream.aclose()

@@ -10,29 +10,22 @@ Messages, with `X-Agent-Reach-Dropped` naming what that provider was not sent.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
 
 from ..dialects import anthropic
-from ..dialects.base import Inbound
-from ..errors import AllProvidersFailed, StreamInterrupted
+from ..errors import StreamInterrupted
 from ..request import ChatRequest
-from .errors import all_failed, error_body
-from .http import (
-    SSE_HEADERS,
-    dropped_header,
-    json_response,
-    read_json,
-    sse,
-    trace_headers,
-    with_headers,
-)
+from .errors import error_body
+from .http import json_response, read_json, sse, streamed, whole, with_headers
 
 if TYPE_CHECKING:
     from ..stream import ChatStream
     from .app import Proxy
+
+PATH = "/v1/messages"  # the shape of its errors
 
 
 def _betas(given: str | None, allowed: list[str]) -> str | None:
@@ -50,58 +43,56 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     """`POST /v1/messages`: one message, whole or streamed, with failover."""
     body = await read_json(request)
     inbound = anthropic.read_request(body)
-    beta = _betas(request.headers.get("anthropic-beta"), proxy.config.server.anthropic_betas)
     req = replace(
         with_headers(ChatRequest.checked(inbound.body), request),
         api="messages",
         native=body,
-        native_headers={"anthropic-beta": beta} if beta else None,
+        native_headers=_beta(proxy, request),
+        marked=inbound.marked,
         raw_response=False,  # a Messages client always gets a Messages body
     )
     if req.stream:
-        return await _stream(proxy, request, req, inbound)
-    try:
-        result = await proxy.router.answer(req)
-    except AllProvidersFailed as exc:
-        return all_failed(request.path, exc)
-    headers = trace_headers(result.provider, result.trace)
-    if result.native:
-        return json_response(result.response, headers)
-    headers |= dropped_header(inbound.dropped)
-    return json_response(anthropic.message_of(result.response), headers)
+        return await streamed(proxy, request, req, inbound.dropped, _relay)
+    return await whole(proxy, request, req, inbound.dropped, anthropic.message_of)
 
 
-async def count_tokens(_proxy: Proxy, request: web.Request) -> web.Response:
-    """`POST /v1/messages/count_tokens`: a local estimate, no provider is asked."""
+async def count_tokens(proxy: Proxy, request: web.Request) -> web.Response:
+    """`POST /v1/messages/count_tokens`: counted by the route's first native Anthropic
+    provider, else (or when it gives no count) a local estimate."""
     body = await read_json(request)
-    return json_response({"input_tokens": anthropic.estimate_tokens(body)})
+    estimate = anthropic.estimate_tokens(body)  # checks the request too
+    asked: dict[str, Any] = {k: body[k] for k in ("model", "messages", "agent_reach") if k in body}
+    req = replace(
+        with_headers(ChatRequest.checked(asked), request),
+        api="messages",
+        native=body,
+        native_headers=_beta(proxy, request),
+    )
+    counted = await proxy.router.count_tokens(req)
+    if counted is None:
+        return json_response({"input_tokens": estimate})
+    provider, tokens = counted
+    return json_response({"input_tokens": tokens}, {"X-Agent-Reach-Provider": provider})
 
 
-async def _stream(
-    proxy: Proxy, request: web.Request, req: ChatRequest, inbound: Inbound
-) -> web.StreamResponse:
+def _beta(proxy: Proxy, request: web.Request) -> dict[str, str] | None:
+    """The client's `anthropic-beta` header (Anthropic needs it for beta fields), with the
+    flags `server.anthropic_betas` allows."""
+    beta = _betas(request.headers.get("anthropic-beta"), proxy.config.server.anthropic_betas)
+    return {"anthropic-beta": beta} if beta else None
+
+
+async def _relay(resp: web.StreamResponse, stream: ChatStream) -> None:
+    """The stream as Messages events; a cut after its start ends it with `event: error`."""
     try:
-        stream = await proxy.router.stream(req)
-    except AllProvidersFailed as exc:
-        return all_failed(request.path, exc)
-    try:
-        headers = trace_headers(stream.provider, stream.trace)
-        if not stream.native:
-            headers |= dropped_header(inbound.dropped)
-        resp = web.StreamResponse(headers={**SSE_HEADERS, **headers})
-        await resp.prepare(request)
-        try:
-            if stream.native:
-                await _forward(resp, stream)
-            else:
-                await _render(resp, stream)
-        except StreamInterrupted as exc:
-            attempts = [a.to_dict() for a in exc.attempts]
-            error = error_body(request.path, 500, str(exc), attempts=attempts)
-            await resp.write(sse("error", orjson.dumps(error)))
-        return resp
-    finally:
-        await stream.aclose()  # a client that went away cancels us: close the upstream
+        if stream.native:
+            await _forward(resp, stream)
+        else:
+            await _render(resp, stream)
+    except StreamInterrupted as exc:
+        attempts = [a.to_dict() for a in exc.attempts]
+        error = error_body(PATH, 500, str(exc), attempts=attempts)
+        await resp.write(sse("error", orjson.dumps(error)))
 
 
 async def _forward(resp: web.StreamResponse, stream: ChatStream) -> None:

@@ -53,18 +53,19 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     inbound = wire.request_in(body)
     parsed = ChatRequest.checked(inbound.body)
     req = with_headers(replace(parsed, api="responses", native=body), request)
-    dropped = dropped_header(inbound.dropped)
     if req.stream:
-        return await _stream(proxy, request, req, given, dropped)
+        return await _stream(proxy, request, req, given, inbound.dropped)
+    router = proxy.router  # the one that answers, whatever a reload does meanwhile
     try:
-        result = await proxy.router.answer(req)
+        result = await router.answer(req)
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     if result.native:
-        answer, dropped = result.response, {}
+        answer = result.response
     else:
         answer = wire.answer_out(result.response, body, int(time.time()))
     await _keep(proxy, request, given, answer)
+    dropped = dropped_header(router.dropped(result.provider, req, inbound.dropped))
     return json_response(answer, {**trace_headers(result.provider, result.trace), **dropped})
 
 
@@ -73,16 +74,18 @@ async def _stream(
     request: web.Request,
     req: ChatRequest,
     given: dict[str, Any],
-    dropped: dict[str, str],
+    translated: tuple[str, ...],
 ) -> web.StreamResponse:
     body = req.native or {}
+    router = proxy.router  # the one that answers, whatever a reload does meanwhile
     try:
-        stream = await proxy.router.stream(req)
+        stream = await router.stream(req)
     except AllProvidersFailed as exc:
         return all_failed(request.path, exc)
     try:
-        headers = {**SSE_HEADERS, **trace_headers(stream.provider, stream.trace)}
-        resp = web.StreamResponse(headers=headers if stream.native else {**headers, **dropped})
+        dropped = dropped_header(router.dropped(stream.provider, req, translated))
+        headers = {**SSE_HEADERS, **trace_headers(stream.provider, stream.trace), **dropped}
+        resp = web.StreamResponse(headers=headers)
         await resp.prepare(request)
         if stream.native:
             answer = await _forward(resp, stream, body)

@@ -1,6 +1,6 @@
-"""Where remembered provider state lives (protocol §12): circuits, quota counters, alert claims,
-stored Responses-API responses and the attempt log. The engine talks to the small async
-`StateStore` interface only.
+"""Where remembered provider state lives (protocol §12): circuits, quota counters, learned output
+caps, alert claims, stored Responses-API responses and the attempt log. The engine talks to the
+small async `StateStore` interface only.
 
 `open_store(url)` picks the prepared from the config's `state:`:
 - `memory://`          this process only;
@@ -84,6 +84,14 @@ class StateStore(Protocol):
 
     async def release(self, provider: str, key: str, ttl_s: float) -> None:
         """Give back one request `reserve` counted (its try sent nothing), in the same way."""
+
+    async def cap(self, key: str) -> int | None:
+        """The output cap a provider's model stated in a refusal (`PreparedProvider.cap_key`),
+        if one was learned."""
+        ...
+
+    async def set_cap(self, key: str, tokens: int) -> None:
+        """Remember a learned output cap; of two, the lower is kept."""
         ...
 
     async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:

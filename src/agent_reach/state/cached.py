@@ -57,11 +57,13 @@ class Lane:
 
 
 class Snapshot(NamedTuple):
-    """What a backend holds that requests read: circuits, live health results and counters."""
+    """What a backend holds that requests read: circuits, live health results, counters and
+    learned output caps."""
 
     circuits: dict[str, CircuitState]
     health: dict[str, Health]
     used: dict[tuple[str, str], int]
+    caps: dict[str, int]
 
 
 class CachedStore(MemoryStore, ABC):
@@ -102,6 +104,10 @@ class CachedStore(MemoryStore, ABC):
     @abstractmethod
     async def _incr(self, provider: str, key: str, amount: int, ttl_s: float) -> int:
         """Add to a counter; its new total."""
+
+    @abstractmethod
+    async def _save_cap(self, key: str, tokens: int) -> None:
+        """Keep a learned output cap (the lower of it and the one kept)."""
 
     @abstractmethod
     async def _append(self, records: list[LoggedAttempt]) -> None: ...
@@ -175,7 +181,7 @@ class CachedStore(MemoryStore, ABC):
         loaded = await self._safe(self._load())
         if loaded is None:
             return
-        circuits, health, used = loaded
+        circuits, health, used, caps = loaded
         for name in set(self.circuits) | set(circuits):
             if not self._pinned(name):
                 await MemoryStore.set_circuit(self, name, circuits.get(name, CircuitState()))
@@ -185,6 +191,8 @@ class CachedStore(MemoryStore, ABC):
                 self.healths[name] = result
         for key, total in used.items():
             self.used[key] = max(total, self.used.get(key, 0))
+        for key, tokens in caps.items():
+            await MemoryStore.set_cap(self, key, tokens)
 
     def _pinned(self, provider: str) -> bool:
         """Whether a refresh must leave this circuit's view alone (its write is in flight)."""
@@ -201,6 +209,10 @@ class CachedStore(MemoryStore, ABC):
     async def usage(self, provider: str, key: str) -> int:
         await self._sync()
         return await super().usage(provider, key)
+
+    async def cap(self, key: str) -> int | None:
+        await self._sync()
+        return await super().cap(key)
 
     async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
         await self._sync()
@@ -248,6 +260,11 @@ class CachedStore(MemoryStore, ABC):
     async def set_health(self, provider: str, health: Health, ttl_s: float) -> None:
         await super().set_health(provider, health, ttl_s)
         self._enqueue(lambda: self._save_health(provider, health, ttl_s))
+
+    async def set_cap(self, key: str, tokens: int) -> None:
+        await super().set_cap(key, tokens)
+        kept = self.caps[key]
+        self._enqueue(lambda: self._save_cap(key, kept))
 
     async def add_usage(self, provider: str, key: str, amount: int, ttl_s: float) -> int:
         total = await super().add_usage(provider, key, amount, ttl_s)

@@ -55,13 +55,14 @@ def overflow(rows: Iterable[tuple[str, str, int]], keep: Keep) -> list[str]:
 
 
 class MemoryStore:
-    """Circuits, health results, budget counters, claims, stored responses (within their
-    `Keep`) and a bounded attempt log, in dicts."""
+    """Circuits, health results, budget counters, learned caps, claims, stored responses (within
+    their `Keep`) and a bounded attempt log, in dicts."""
 
     def __init__(self, log_size: int = 10_000) -> None:
         self.circuits: dict[str, CircuitState] = {}
         self.healths: dict[str, Health] = {}
         self.used: dict[tuple[str, str], int] = {}
+        self.caps: dict[str, int] = {}
         self.claims: dict[str, float] = {}
         self.log: deque[LoggedAttempt] = deque(maxlen=log_size)
         # id → expiry, JSON, owner; oldest first
@@ -108,6 +109,12 @@ class MemoryStore:
             return None
         self.used[(provider, key)] = total
         return total
+
+    async def cap(self, key: str) -> int | None:
+        return self.caps.get(key)
+
+    async def set_cap(self, key: str, tokens: int) -> None:
+        self.caps[key] = min(tokens, self.caps.get(key, tokens))
 
     async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
         return dict(self.circuits), dict(self.used)

@@ -33,6 +33,7 @@ from .redis_wire import CHANNEL, CLAIM_TRIAL, PREFIX, fields, message, parse, pu
 
 _LOG_CAP = 100_000
 _KEEP_S = 3600  # circuit records and failure counts outlive their last change by an hour
+_CAP_KEEP_S = 30 * 86400  # a learned output cap, from when it was learned
 
 
 class RedisStore(CachedStore):
@@ -83,7 +84,8 @@ class RedisStore(CachedStore):
         health = {
             name: Health.from_dict(json.loads(v)) for name, v in await self._values("health:")
         }
-        return Snapshot(circuits, health, used)
+        caps = {name: int(v) for name, v in await self._values("cap:")}
+        return Snapshot(circuits, health, used, caps)
 
     async def _values(self, kind: str) -> list[tuple[str, str]]:
         """(key without `agent-reach:{kind}`, value) of every live string key of a kind."""
@@ -250,6 +252,9 @@ class RedisStore(CachedStore):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._listener  # its subscription is closed on the way out
             self._listener = None
+
+    async def _save_cap(self, key: str, tokens: int) -> None:
+        await self.redis.set(f"{PREFIX}cap:{key}", tokens, ex=_CAP_KEEP_S)
 
     async def _incr(self, provider: str, key: str, amount: int, ttl_s: float) -> int:
         name = f"{PREFIX}usage:{provider}|{key}"

@@ -7,6 +7,7 @@ Keys (all under `agent-reach:`), each with a TTL so nothing grows without bound:
 - `fails:{key}`          the fleet's count of consecutive failures (INCR), reset by a success,
                          expiring an hour after the last failure.
 - `usage:{key}|{window}` a budget counter (INCRBY), expiring when its window ends.
+- `cap:{key}|{model}`    an output cap learned from a provider's refusal, kept 30 days.
 - `claim:{key}`          SET NX PX: the first instance to claim an alert sends it.
 - `response:{id}`        a stored Responses-API response (JSON), expiring after
                          `server.responses_ttl_s`.

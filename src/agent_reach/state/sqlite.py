@@ -2,8 +2,8 @@
 
 One worker thread owns the connection, so the event loop never blocks on the disk. The file
 uses WAL (readers never block the writer) and short transactions; several CLI runs, a library
-user and a proxy on one machine share circuits, health results, budget counters and the
-attempt log. Rows of
+user and a proxy on one machine share circuits, health results, budget counters, learned output
+caps and the attempt log. Rows of
 the log older than the retention, and counters of ended windows, are deleted now and then.
 """
 
@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS circuits (
 CREATE TABLE IF NOT EXISTS usage (
     provider TEXT NOT NULL, key TEXT NOT NULL, amount INTEGER NOT NULL, expires REAL NOT NULL,
     PRIMARY KEY (provider, key));
+CREATE TABLE IF NOT EXISTS caps (key TEXT PRIMARY KEY, tokens INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, until REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS health (
     provider TEXT PRIMARY KEY, result TEXT NOT NULL, expires REAL NOT NULL);
@@ -109,7 +110,8 @@ class SQLiteStore(CachedStore):
                     "SELECT provider, key, amount FROM usage WHERE expires > ?", (now,)
                 )
             }
-            return Snapshot(circuits, health, used)
+            caps = dict(db.execute("SELECT key, tokens FROM caps").fetchall())
+            return Snapshot(circuits, health, used, caps)
 
         return await self._run(load)
 
@@ -131,6 +133,16 @@ class SQLiteStore(CachedStore):
                     "INSERT OR REPLACE INTO circuits VALUES (?, ?, ?, ?, ?)",
                     (provider, state.failures, state.open_until, int(state.trial), state.cause),
                 )
+
+        await self._run(save)
+
+    async def _save_cap(self, key: str, tokens: int) -> None:
+        def save() -> None:
+            self._db().execute(
+                "INSERT INTO caps VALUES (?, ?) ON CONFLICT (key) "
+                "DO UPDATE SET tokens = min(tokens, excluded.tokens)",
+                (key, tokens),
+            )
 
         await self._run(save)
 
