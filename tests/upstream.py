@@ -647,12 +647,13 @@ class Upstream:
         return resp
 
     async def s_badshape(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
-        """Answers agent-reach cannot carry: `tool_calls: ["x"]`; a stream whose second chunk
-        has `delta.content: 5`."""
+        """Answers agent-reach cannot carry: `tool_calls: ["x"]`; a stream whose second and
+        third chunks have `delta.content: 5`."""
         if stream:
             bad = chunk("partial ", role=True)
             bad["choices"][0]["delta"]["content"] = 5
-            return await self._stream_chunks(request, [chunk("partial ", role=True), bad])
+            # Two in a row: one malformed frame alone is skipped (protocol §10).
+            return await self._stream_chunks(request, [chunk("partial ", role=True), bad, bad])
         answer = completion("x")
         answer["choices"][0]["message"] = {
             "role": "assistant",
