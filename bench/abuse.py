@@ -146,7 +146,7 @@ def closed_by_server(sock: socket.socket) -> bool:
 class Slowloris:
     """Connections that send a request head one byte per second, from a thread."""
 
-    HEAD = f"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Padding: {'p' * 200}\r\n\r\n".encode()
+    HEAD = f"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: {'p' * 200}\r\n\r\n".encode()
 
     def __init__(self, port: int, count: int) -> None:
         self.socks = [connect(port) for _ in range(count)]
@@ -172,7 +172,7 @@ class Slowloris:
 def unread_stream(port: int) -> socket.socket:
     sock = connect(port)
     head = (
-        f"POST {PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"POST {PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         f"X-Agent-Reach-Route: flood\r\nContent-Length: {len(STREAM)}\r\n\r\n"
     )
     sock.setblocking(True)

@@ -677,6 +677,44 @@ def test_counted_failure() -> None:
     assert not counted(CLOSED, record(CLOSED, Reason.AUTH_FAILED, NOW, POLICY))  # opens
 
 
+FIRST_TOKEN_TIMEOUT = Outcome(Reason.TIMEOUT, None, "first token: no content within 1 ms")
+DEADLINE_TIMEOUT = Outcome(Reason.TIMEOUT, None, "deadline")
+
+
+@pytest.mark.parametrize(
+    ("asked", "route_ms", "provider_ms", "limit_s", "own"),
+    [
+        (None, None, 500, 0.5, False),  # the provider's
+        (None, 300, 500, 0.3, False),  # the route's
+        (100, 300, 500, 0.1, True),  # the client's, shorter
+        (900, 300, 500, 0.3, False),  # the client's cannot lengthen it
+        (900, None, None, 0.9, True),  # nothing configured: the client's is the only one
+    ],
+)
+def test_a_clients_first_token_limit_only_shortens(
+    asked: float | None,
+    route_ms: float | None,
+    provider_ms: float | None,
+    limit_s: float,
+    own: bool,
+) -> None:
+    body = {"messages": [{"role": "user", "content": "x"}], "stream": True}
+    if asked is not None:
+        body["agent_reach"] = {"first_token_ms": asked}
+    run = Run(ChatRequest.parse(body), "r", "", Walk(("p",)), 0.0, Policy(first_token_ms=route_ms))
+    assert run.first_token_s(provider_ms) == limit_s
+    assert run.own_limit(FIRST_TOKEN_TIMEOUT, provider_ms) is own
+    assert not run.own_limit(Outcome(Reason.SERVER_ERROR), provider_ms)
+
+
+@pytest.mark.parametrize("own", [True, False])
+def test_only_a_clients_own_deadline_is_its_doing(own: bool) -> None:
+    req = ChatRequest.parse({"messages": [{"role": "user", "content": "x"}]})
+    run = Run(req, "r", "", Walk(("p",)), 0.0, own_deadline=own)
+    assert run.own_limit(DEADLINE_TIMEOUT, None) is own
+    assert not run.own_limit(Outcome(Reason.TIMEOUT, None, "read timeout"), None)
+
+
 @pytest.mark.parametrize(
     ("message", "allowed"),
     [
@@ -716,41 +754,3 @@ def test_a_refused_output_cap_is_a_bad_request_that_says_the_cap() -> None:
     outcome = classify(status=400, error=error)
     assert (outcome.reason, outcome.output_cap) == (Reason.BAD_REQUEST, 8192)
     assert classify(status=500, error=error).output_cap is None
-
-
-FIRST_TOKEN_TIMEOUT = Outcome(Reason.TIMEOUT, None, "first token: no content within 1 ms")
-DEADLINE_TIMEOUT = Outcome(Reason.TIMEOUT, None, "deadline")
-
-
-@pytest.mark.parametrize(
-    ("asked", "route_ms", "provider_ms", "limit_s", "own"),
-    [
-        (None, None, 500, 0.5, False),  # the provider's
-        (None, 300, 500, 0.3, False),  # the route's
-        (100, 300, 500, 0.1, True),  # the client's, shorter
-        (900, 300, 500, 0.3, False),  # the client's cannot lengthen it
-        (900, None, None, 0.9, True),  # nothing configured: the client's is the only one
-    ],
-)
-def test_a_clients_first_token_limit_only_shortens(
-    asked: float | None,
-    route_ms: float | None,
-    provider_ms: float | None,
-    limit_s: float,
-    own: bool,
-) -> None:
-    body = {"messages": [{"role": "user", "content": "x"}], "stream": True}
-    if asked is not None:
-        body["agent_reach"] = {"first_token_ms": asked}
-    run = Run(ChatRequest.parse(body), "r", "", Walk(("p",)), 0.0, Policy(first_token_ms=route_ms))
-    assert run.first_token_s(provider_ms) == limit_s
-    assert run.own_limit(FIRST_TOKEN_TIMEOUT, provider_ms) is own
-    assert not run.own_limit(Outcome(Reason.SERVER_ERROR), provider_ms)
-
-
-@pytest.mark.parametrize("own", [True, False])
-def test_only_a_clients_own_deadline_is_its_doing(own: bool) -> None:
-    req = ChatRequest.parse({"messages": [{"role": "user", "content": "x"}]})
-    run = Run(req, "r", "", Walk(("p",)), 0.0, own_deadline=own)
-    assert run.own_limit(DEADLINE_TIMEOUT, None) is own
-    assert not run.own_limit(Outcome(Reason.TIMEOUT, None, "read timeout"), None)

@@ -612,6 +612,22 @@ class Upstream:
         request.transport.close()  # the connection dies mid-answer
         return resp
 
+    async def s_badshape(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """Answers agent-reach cannot carry: `tool_calls: ["x"]`; a stream whose second and
+        third chunks have `delta.content: 5`."""
+        if stream:
+            bad = chunk("partial ", role=True)
+            bad["choices"][0]["delta"]["content"] = 5
+            # Two in a row: one malformed frame alone is skipped (protocol §10).
+            return await self._stream_chunks(request, [chunk("partial ", role=True), bad, bad])
+        answer = completion("x")
+        answer["choices"][0]["message"] = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": ["x"],
+        }
+        return web.json_response(answer)
+
     # -- streams rescued (protocol §10, continuation) ---------------------------------------
     # `cut*` scenarios send the first words of `RESCUED` as `model-a`, usage on every chunk (as
     # vLLM's continuous usage stats do), then fail; `resumes`/`rewords` finish it as `model-b`.

@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .checks import INT64, OBJECT, STRING, Check, array_of, either, shape
+from .errors import RequestError
+
 FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"})
 _FINISH_ALIASES = {
     "end_turn": "stop",
@@ -192,3 +195,75 @@ def as_chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
             chunk(id=body["id"], model=body["model"], created=body["created"], usage=body["usage"])
         )
     return out
+
+
+# -- what a provider's answer must be for agent-reach to carry it --------------------------------
+# The fields the faces read (a chat client gets them; the Responses and Messages faces translate
+# them), in the words of `checks`. An answer or chunk that fails is a `schema_mismatch`: failed
+# over before the first byte, an error event after it, never a crash or a silent cut.
+
+
+def _answer_checks() -> tuple[Check, Check]:
+    text = either(STRING, array_of(OBJECT, "parts"), expected="a string or an array of parts")
+    function = shape({"name": STRING, "arguments": either(STRING, OBJECT, expected="a string")})
+    call = shape({"id": STRING, "type": STRING, "function": function})
+    message = shape(
+        {
+            "content": text,
+            "reasoning_content": STRING,
+            "refusal": STRING,
+            "tool_calls": array_of(call, "an array of tool calls"),
+        }
+    )
+    common = {"finish_reason": STRING, "index": INT64}
+    usage = shape(
+        {
+            "prompt_tokens": INT64,
+            "completion_tokens": INT64,
+            "total_tokens": INT64,
+            "prompt_tokens_details": shape({"cached_tokens": INT64}),
+            "completion_tokens_details": shape({"reasoning_tokens": INT64}),
+        }
+    )
+    whole = shape(
+        {
+            "choices": array_of(
+                shape({"message": message, **common}, ("message",)),
+                "a non-empty array of choices",
+                nonempty=True,
+            ),
+            "usage": usage,
+        },
+        ("choices",),
+    )
+    delta_call = shape({"index": INT64, "id": STRING, "function": function})
+    delta = shape(
+        {
+            "content": text,
+            "reasoning_content": STRING,
+            "tool_calls": array_of(delta_call, "an array of tool calls"),
+        }
+    )
+    chunked = shape(
+        {
+            "choices": array_of(shape({"delta": delta, **common}), "an array of choices"),
+            "usage": usage,
+        }
+    )
+    return whole, chunked
+
+
+_WHOLE, _CHUNK = _answer_checks()
+
+
+def malformed(body: dict[str, Any], chunk: bool = False) -> str | None:
+    """What in an answer (or, with `chunk`, a stream chunk) the faces cannot carry, if anything:
+    `'answer.choices[0].message.tool_calls[0]' must be an object (got 'x')`."""
+    check = _CHUNK if chunk else _WHOLE
+    if check.ok(body):
+        return None
+    try:
+        check(body, "answer")
+    except RequestError as exc:
+        return str(exc)
+    return "the answer is malformed"

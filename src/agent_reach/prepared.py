@@ -276,7 +276,9 @@ class PreparedProvider:
         if completion.filtered(normalized["choices"]):
             return filtered(status), None
         accepted = {m for m in (requested, model) if m}
-        problem = validation.check(self.spec.validation, normalized, body, accepted)
+        problem = completion.malformed(normalized) or validation.check(
+            self.spec.validation, normalized, body, accepted
+        )
         if problem:
             return mismatch(problem, status), None
         if raw_response:  # as the provider gave it: its artifacts tagged as its own
@@ -343,15 +345,6 @@ class PreparedProvider:
         return None if raw is None else self.redact(_excerpt(raw, limit))
 
 
-_CHAT_CAPS = ("max_tokens", "max_completion_tokens")
-
-
-def _clamped(body: dict[str, Any], fields: tuple[str, ...], cap: int) -> dict[str, Any]:
-    """`body` with each of its output-cap `fields` above `cap` set to `cap` (a copy if any is)."""
-    over = [f for f in fields if isinstance(body.get(f), int) and body[f] > cap]
-    return {**body, **dict.fromkeys(over, cap)} if over else body
-
-
 @functools.cache
 def _forms(key: str | None) -> tuple[str, ...]:
     """The ways a key may be written in a text: as it is, URL-encoded (`%2B`, or `+` for a
@@ -362,6 +355,15 @@ def _forms(key: str | None) -> tuple[str, ...]:
     lower = re.sub(r"%[0-9A-F]{2}", lambda m: m[0].lower(), encoded)
     found = {key, encoded, lower, quote(key), quote_plus(key)}
     return tuple(sorted(found, key=len, reverse=True))
+
+
+_CHAT_CAPS = ("max_tokens", "max_completion_tokens")
+
+
+def _clamped(body: dict[str, Any], fields: tuple[str, ...], cap: int) -> dict[str, Any]:
+    """`body` with each of its output-cap `fields` above `cap` set to `cap` (a copy if any is)."""
+    over = [f for f in fields if isinstance(body.get(f), int) and body[f] > cap]
+    return {**body, **dict.fromkeys(over, cap)} if over else body
 
 
 def _origin(url: str) -> tuple[str, str | None, int | None]:

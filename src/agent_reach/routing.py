@@ -242,8 +242,8 @@ class Run:
     policy: Policy = Policy()
     hedged: bool = True  # whether `hedge_after_ms` applies (not in step mode)
     trace: list[Attempt] = field(default_factory=list)
-    input_tokens: int | None = None  # the request's estimated input, once a provider asked
     own_deadline: bool = False  # the client's `deadline_ms`, shorter than the config's, rules
+    input_tokens: int | None = None  # the request's estimated input, once a provider asked
 
     def first_token_s(self, provider_ms: float | None) -> float | None:
         """How long a stream may go without content (protocol §10): its route's

@@ -84,7 +84,7 @@ class LiveStream:
             if kept is not None:
                 kept.append(frame if mark is None else mark(frame))
             try:
-                chunks = self.decoder.feed(*frame)
+                chunks = [_carried(c) for c in self.decoder.feed(*frame)]
             except Mismatch as exc:
                 if self._skipped is None or bad is not None:
                     raise  # before the first content (fail over), or twice in a row (a cut)
@@ -102,7 +102,7 @@ class LiveStream:
             if kept is not None:
                 kept.append(frame if mark is None else mark(frame))
             for chunk in self.decoder.feed(*frame):
-                yield chunk
+                yield _carried(chunk)
         if not self.decoder.finished:
             raise bad or aiohttp.ServerDisconnectedError(
                 "stream ended before the answer was complete"
@@ -364,6 +364,14 @@ class Said:
             ):
                 self.other = True
         return chunk
+
+
+def _carried(chunk: dict[str, Any]) -> dict[str, Any]:
+    """`chunk`, if the faces can carry it; else `Mismatch` (a `schema_mismatch`)."""
+    problem = completion.malformed(chunk, chunk=True)
+    if problem is not None:
+        raise Mismatch(problem)
+    return chunk
 
 
 def summed(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

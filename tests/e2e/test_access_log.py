@@ -179,9 +179,11 @@ def test_debug_mode_logs_the_raw_answer_and_config_once(upstream: Upstream, tmp_
     finally:
         stop(proxy)
     lines = [x for x in (tmp_path / "proxy.log").read_text().splitlines() if "debug_mode:" in x]
-    assert len(lines) == 2  # html twice; server_error is not one of its debug_reasons
-    assert all("debug_mode: html schema_mismatch: raw answer: " in x for x in lines)
-    assert "<html" in lines[0].lower()
-    assert '"api_key":"***"' in lines[0]  # the config, the first time only
-    assert "config:" not in lines[1]
+    answers = [x for x in lines if "debug_mode: html schema_mismatch: raw answer: " in x]
+    configs = [x for x in lines if "debug_mode: html config: " in x]
+    assert len(answers) == 2  # html twice; server_error is not one of its debug_reasons
+    assert len(lines) == 3  # and its config once
+    assert "<html" in answers[0].lower()
+    assert '"api_key":"***"' in configs[0]
+    assert '"api_key_env":"PROVIDER_KEY"' in configs[0]
     assert PROVIDER_KEY not in "".join(lines)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -643,3 +644,38 @@ def test_metrics_count_messages_requests(proxy: Proxy, client: anthropic.Anthrop
     status, text = proxy.get("/metrics", {"x-api-key": CLIENT_KEY})
     assert status == 200
     assert 'api="messages"' in text
+
+
+def test_an_answer_the_translation_cannot_carry_fails_over_or_ends_in_an_error(
+    up: Upstream, tmp_path: Path
+) -> None:
+    cfg = config(up)
+    cfg["providers"] += [up.provider("badshape"), up.provider("ok", name="fine")]
+    p = start(cfg, tmp_path, up, env={"PROXY_KEYS": CLIENT_KEY})
+    try:
+        client = anthropic.Anthropic(base_url=p.base, api_key=CLIENT_KEY, max_retries=0)
+        order = {"X-Agent-Reach-Fallback-Order": "badshape,fine"}
+        raw = client.messages.with_raw_response.create(
+            model="m",
+            max_tokens=50,
+            messages=[{"role": "user", "content": "hi"}],
+            extra_headers=order,
+        )
+        assert raw.headers["X-Agent-Reach-Trace"].startswith("badshape:schema_mismatch:")
+        assert message(raw)["content"][0]["text"] == "hello from ok"
+        only = {"X-Agent-Reach-Fallback-Order": "badshape"}
+        with (
+            pytest.raises(anthropic.APIStatusError) as failed,
+            client.messages.stream(
+                model="m",
+                max_tokens=50,
+                messages=[{"role": "user", "content": "hi"}],
+                extra_headers=only,
+            ) as stream,
+        ):
+            for _ in stream:
+                pass
+        assert "schema_mismatch" in str(failed.value)
+    finally:
+        stop(p)
+    assert "Traceback" not in (tmp_path / "proxy.log").read_text()

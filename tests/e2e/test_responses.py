@@ -503,3 +503,25 @@ def test_function_tools_are_echoed_in_the_apis_normalized_form(
             assert_valid(FUNCTION_TOOL, t)
         assert [t["strict"] for t in tools] == [True, False]
         assert tools[0]["description"] is None
+
+
+def test_an_answer_the_translation_cannot_carry_fails_over_or_fails_the_stream(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    cfg = config(upstream)
+    cfg["providers"].append(upstream.provider("badshape"))
+    p = start(cfg, tmp_path, upstream)
+    try:
+        answer = p.client().responses.with_raw_response.create(
+            model="m", input="hi", **chain("badshape", "ok")
+        )
+        assert answer.headers["X-Agent-Reach-Trace"].startswith("badshape:schema_mismatch:")
+        assert answer.parse().output_text == "hello from ok"
+        _, events = post_events(
+            p, {"model": "m", "input": "hi"}, {"X-Agent-Reach-Fallback-Order": "badshape"}
+        )
+        assert events[-1]["type"] == "response.failed"
+        assert "schema_mismatch" in events[-1]["response"]["error"]["message"]
+    finally:
+        stop(p)
+    assert "Traceback" not in (tmp_path / "proxy.log").read_text()

@@ -26,7 +26,7 @@ PROGRAM = textwrap.dedent(
     import json, os, sys, urllib.error, urllib.request
     env = {k: os.environ.get(k) for k in (
         "OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN")}
+        "ANTHROPIC_AUTH_TOKEN", "UPSTREAM_KEY", "PROXY_KEYS", "UNRELATED")}
     def call(key):
         req = urllib.request.Request(
             env["OPENAI_BASE_URL"] + "/chat/completions",
@@ -46,14 +46,24 @@ PROGRAM = textwrap.dedent(
 
 def test_run_points_the_program_at_a_one_time_proxy(up: Upstream, tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
-    providers = [{"name": "ok", "endpoint": up.url("ok")}]
-    config.write_text(yaml.safe_dump({"state": "memory://", "providers": providers}))
+    providers = [{"name": "ok", "endpoint": up.url("ok"), "api_key_env": "UPSTREAM_KEY"}]
+    server = {"api_keys_env": "PROXY_KEYS"}
+    config.write_text(
+        yaml.safe_dump({"state": "memory://", "providers": providers, "server": server})
+    )
     (tmp_path / "program.py").write_text(PROGRAM)
     report = tmp_path / "report.json"
     result = subprocess.run(
         [BIN, "--config", str(config), "run", "--", sys.executable, "program.py", str(report)],
         cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "ANTHROPIC_AUTH_TOKEN": "old"},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "ANTHROPIC_AUTH_TOKEN": "old",
+            "UPSTREAM_KEY": "sk-upstream-secret",
+            "PROXY_KEYS": "client-1",
+            "UNRELATED": "kept",
+        },
         capture_output=True,
         text=True,
         timeout=60,
@@ -66,6 +76,9 @@ def test_run_points_the_program_at_a_one_time_proxy(up: Upstream, tmp_path: Path
     assert len(key) >= 24
     assert env["ANTHROPIC_API_KEY"] == key
     assert env["ANTHROPIC_AUTH_TOKEN"] is None
+    assert env["UPSTREAM_KEY"] is None  # a provider's key stays with the proxy
+    assert env["PROXY_KEYS"] is None  # and so do its client keys
+    assert env["UNRELATED"] == "kept"
     assert env["OPENAI_BASE_URL"] == env["ANTHROPIC_BASE_URL"] + "/v1"
     assert env["ANTHROPIC_BASE_URL"].startswith("http://127.0.0.1:")
     assert seen["with_key"] == [200, "hello from ok"]
@@ -351,6 +364,15 @@ def test_setup_write_keeps_tokens_private(tmp_path: Path) -> None:
     assert mode(cx / "config.toml.bak") == 0o600  # the source's mode, not the umask's
     assert "sk-secret" in (cx / "config.toml.bak").read_text()
     setup_cli(tmp_path, "claude", "--write")  # ~/.claude does not exist yet
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.write_text('{"env": {"ANTHROPIC_API_KEY": "sk-ant-real", "FOO": "1"}}')
+    said = setup_cli(tmp_path, "claude", "--write").stdout
+    assert "removed env.ANTHROPIC_API_KEY" in said
+    assert json.loads(settings.read_text())["env"] == {
+        "FOO": "1",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:8000",
+    }
+    assert "sk-ant-real" not in said
     assert mode(tmp_path / ".claude") == 0o700
     assert mode(tmp_path / ".claude" / "settings.json") == 0o600
 

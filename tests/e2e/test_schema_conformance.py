@@ -4,11 +4,17 @@ own "all params" tests send `max_completion_tokens: 0`, which the OpenAPI mock a
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
+import anthropic
 import openai
 import pytest
 
+from ..conftest import COMPLETION, RESPONSE, assert_valid
 from ..upstream import Upstream
 from .test_proxy import MSG, Proxy, base_config, chain, start, stop
 
@@ -42,3 +48,55 @@ def test_what_the_schema_refuses_is_still_a_400(proxy: Proxy) -> None:
             **chain("ok"),  # type: ignore[arg-type]
         )
     assert refused.value.body["param"] == "max_completion_tokens"  # type: ignore[index]
+
+
+SDK_REQUESTS = json.loads((Path(__file__).parent.parent / "data" / "sdk_requests.json").read_text())
+CASES = [
+    (path, name, body)
+    for path, tests in SDK_REQUESTS.items()
+    if path.startswith("/")
+    for name, body in tests.items()
+]
+
+
+@pytest.mark.parametrize(("path", "name", "body"), CASES, ids=[f"{p}:{n}" for p, n, _ in CASES])
+def test_the_official_sdks_own_create_requests_are_served(
+    proxy: Proxy, path: str, name: str, body: dict[str, Any]
+) -> None:
+    """openai-python's and anthropic-sdk-python's own `create` tests (every parameter they
+    send, streamed and not), through the proxy to a chat provider: answered, not refused."""
+    headers = {"X-Agent-Reach-Fallback-Order": "ok", "anthropic-version": "2023-06-01"}
+    if path == "/v1/responses" and not body:
+        # `create()` with nothing at all: the schema lets a stored prompt or conversation stand
+        # in for `input`, which a chat provider cannot be sent; refused, naming `input`.
+        status, answer = proxy.post(path, body, headers)
+        assert (status, answer["error"]["param"]) == (400, "input")
+        return
+    if "previous_response_id" in body:  # one this proxy has stored, for the placeholder
+        _, first = proxy.post(path, {"model": "m", "input": "first"}, headers)
+        body = {**body, "previous_response_id": first["id"]}
+    if body.get("stream"):
+        req = urllib.request.Request(
+            proxy.base + path,
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", **headers},
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+            text = resp.read().decode()
+        assert "event: error" not in text
+        assert "response.failed" not in text
+        assert text.rstrip().endswith(
+            {"/v1/chat/completions": "data: [DONE]", "/v1/responses": "}"}.get(path, "}")
+        )
+        assert ("response.completed" in text) or path != "/v1/responses"
+        assert ("message_stop" in text) or path != "/v1/messages"
+        return
+    status, answer = proxy.post(path, body, headers)
+    assert status == 200, answer
+    if path == "/v1/chat/completions":
+        assert_valid(COMPLETION, answer)
+    elif path == "/v1/responses":
+        assert_valid(RESPONSE, answer)
+    else:
+        anthropic.types.Message.model_validate(answer)

@@ -26,6 +26,7 @@ LIMITS = {
     "max_connections": 40,
 }
 BODY = json.dumps({"messages": MSG}).encode()
+JSON = ("Content-Type", "application/json")  # an API POST without keys must say it is JSON
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +79,7 @@ def test_idle_and_slowloris_connections_close_while_requests_answer(proxy: Proxy
     with Steady(proxy) as steady:
         idle = [connect(proxy.port) for _ in range(5)]
         used = connect(proxy.port)  # a request, then idle keep-alive
-        used.sendall(request("POST", "/v1/chat/completions", body=BODY, key=None))
+        used.sendall(request("POST", "/v1/chat/completions", JSON, body=BODY, key=None))
         assert read_reply(used).status == 200
         loris = connect(proxy.port)
         head = request("GET", "/v1/models", key=None)
@@ -110,7 +111,9 @@ def test_idle_and_slowloris_connections_close_while_requests_answer(proxy: Proxy
 
 def test_a_trickled_body_is_408_within_the_request_timeout(proxy: Proxy) -> None:
     with Steady(proxy) as steady, connect(proxy.port) as sock:
-        head = request("POST", "/v1/chat/completions", ("Content-Length", str(len(BODY))), key=None)
+        head = request(
+            "POST", "/v1/chat/completions", JSON, ("Content-Length", str(len(BODY))), key=None
+        )
         started = time.monotonic()
         sock.sendall(head)
         for byte in BODY[:20]:  # one byte every 100 ms
@@ -132,6 +135,7 @@ def test_a_client_that_reads_nothing_is_dropped_and_its_upstream_cancelled(
     raw = request(
         "POST",
         "/v1/chat/completions",
+        JSON,
         ("X-Agent-Reach-Route", "firehose"),
         body=body,
         key=None,

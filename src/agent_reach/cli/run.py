@@ -38,10 +38,14 @@ from .render import chain
 RUN_LOG = "~/.agent-reach/run.log"  # where the lines go while a full-screen agent runs
 
 
-def agent_env(base: str, key: str, environ: dict[str, str]) -> dict[str, str]:
+def agent_env(
+    base: str, key: str, environ: dict[str, str], hidden: frozenset[str] = frozenset()
+) -> dict[str, str]:
     """`environ` with the OpenAI, Anthropic and Gemini SDKs' base URLs and keys set to the
-    proxy, and the other agents' settings (`agents.env_for`)."""
-    env = {k: v for k, v in environ.items() if k != "ANTHROPIC_AUTH_TOKEN"}
+    proxy, and the other agents' settings (`agents.env_for`), without the variables in
+    `hidden` (the providers' keys, the proxy's client keys): the program reaches providers
+    through the proxy, and holds no key of theirs."""
+    env = {k: v for k, v in environ.items() if k != "ANTHROPIC_AUTH_TOKEN" and k not in hidden}
     env.update(
         {
             "OPENAI_BASE_URL": f"{base}/v1",
@@ -246,9 +250,19 @@ def run(
         watch.write(elsewhere)
     router.subscribe(watch)
     key = "AIza-" + secrets.token_urlsafe(24)  # Gemini CLI takes only keys that look Google's
+    config = router.config
+    named = [p.api_key_env for p in config.providers] + [config.server.api_keys_env]
+    hidden = frozenset(var for var in named if var)
     try:
         code = asyncio.run(
-            run_with(router, port, key, route, lambda base: _child(command, base, key), log_file)
+            run_with(
+                router,
+                port,
+                key,
+                route,
+                lambda base: _child(command, base, key, hidden),
+                log_file,
+            )
         )
     except CannotServe as exc:
         fail(str(exc), 2)
@@ -268,11 +282,11 @@ def full_screen(command: tuple[str, ...]) -> bool:
     return False
 
 
-async def _child(command: tuple[str, ...], base: str, key: str) -> int:
+async def _child(command: tuple[str, ...], base: str, key: str, hidden: frozenset[str]) -> int:
     """Run the program to its end; its exit status (128 + N when killed by signal N)."""
     import tempfile
 
-    env = agent_env(base, key, dict(os.environ))
+    env = agent_env(base, key, dict(os.environ), hidden)
     name = os.path.basename(command[0])
     if name not in ("claude", "gemini"):
         return await _wait(command_line(command, base), env)

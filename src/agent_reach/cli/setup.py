@@ -79,6 +79,7 @@ def claude_settings(base: str, current: dict[str, Any] | None = None) -> dict[st
     env = dict(settings.get("env") or {})
     env["ANTHROPIC_BASE_URL"] = base
     env.pop("ANTHROPIC_AUTH_TOKEN", None)
+    env.pop("ANTHROPIC_API_KEY", None)  # preferred to apiKeyHelper: the real key would go to us
     settings["env"] = env
     settings["apiKeyHelper"] = _KEY_HELPER
     return settings
@@ -215,6 +216,11 @@ def setup(obj: dict[str, Any], agent: str, base_url: str | None, write: bool, un
         if write:
             current = json.loads(path.read_text() or "{}") if path.exists() else {}
             _write(path, json.dumps(_json_for(agent, base, current), indent=2) + "\n")
+            if agent == "claude" and "ANTHROPIC_API_KEY" in (current.get("env") or {}):
+                click.echo(
+                    f"agent-reach: removed env.ANTHROPIC_API_KEY from {path}: Claude Code would "
+                    "send that key (your Anthropic key) to the proxy instead of its own"
+                )
         snippet = json.dumps(_json_for(agent, base, None), indent=2) + "\n"
     if write:
         click.echo(f"agent-reach: wrote {path} (`setup {agent} --undo` puts back the old one)")

@@ -156,6 +156,7 @@ class ServerConfig(Section):
         "prompt-caching-2024-07-31",
         "output-128k-2025-02-19",
         "context-1m-2025-08-07",
+        "token-counting-2024-11-01",
     ]
     # Hops (addresses or networks) whose X-Forwarded-Proto is believed: TLS ends there.
     trusted_proxies: list[str] = []

@@ -33,6 +33,7 @@ import orjson
 from .. import completion
 from ..checks import (
     BOOLEAN,
+    INT64,
     NAME,
     OBJECT,
     STRING,
@@ -412,7 +413,7 @@ FIELDS: Mapping[str, Check] = {
     ),
     "parallel_tool_calls": BOOLEAN,
     "max_output_tokens": TOKENS,
-    "max_tool_calls": TOKENS,
+    "max_tool_calls": INT64,  # the schema declares no range (openai-python's tests send 0)
     "temperature": number(0, 2),
     "top_p": number(0, 1),
     "top_logprobs": integer(0, 20),

@@ -34,6 +34,9 @@ class CannotServe(Exception):
     """The proxy could not listen (the port is taken, or not allowed)."""
 
 
+LINGER_S = 1.0
+
+
 def api_keys(server: ServerConfig, source: str) -> frozenset[str]:
     """The client keys from the variable `server.api_keys_env` names (comma-separated).
     ConfigError when client auth was meant but would be off: the config names the variable
@@ -185,7 +188,7 @@ def _runner(proxy: Proxy, app: web.Application, shutdown_s: float, *, access_log
     nofile = raise_limit()
     cap = connection_cap(limits.max_connections, nofile)
     if cap < limits.max_connections:
-        server_log.warning(
+        server_log.info(
             "agent-reach: server.max_connections %d lowered to %d: the process may open %d "
             "files (ulimit -n), and each connection may need an upstream socket besides",
             limits.max_connections,
@@ -198,7 +201,14 @@ def _runner(proxy: Proxy, app: web.Application, shutdown_s: float, *, access_log
         app,
         limits=limits,
         screen=proxy.guard.expect,
-        connection={"keepalive_timeout": limits.keepalive_timeout_s, **options(access_log)},
+        connection={
+            "keepalive_timeout": limits.keepalive_timeout_s,
+            # After an answer that closes the connection before its body was read (413, 408),
+            # what still comes is drained this long, not aiohttp's 10 s: a gzip bomb's sender
+            # holds nothing for long.
+            "lingering_time": LINGER_S,
+            **options(access_log),
+        },
         shutdown_timeout=shutdown_s,
     )
 

@@ -116,20 +116,18 @@ class Proxy:
         return self.guard.keys.valid(token)
 
     def _debug(self, event: Event) -> None:
-        """A provider's `schema_compatibility.debug_mode`: one log line per failed attempt of
-        its `debug_reasons`, with the raw answer (an excerpt, keys as `***`) and, the first
-        time, its effective config (keys masked)."""
+        """A provider's `schema_compatibility.debug_mode`: a log line per failed attempt of its
+        `debug_reasons` with the raw answer (an excerpt, keys as `***`) and, the first time, one
+        with its effective config (the fields that are set; keys masked)."""
         if not isinstance(event, AttemptEvent) or not self.router.debugged(event.attempt):
             return
         a = event.attempt
-        config = ""
-        if a.provider not in self.dumped:
+        raw = escaped(event.raw, 700) if event.raw else "(no body)"
+        log.server_log.warning("debug_mode: %s %s: raw answer: %s", a.provider, a.reason, raw)
+        if a.provider not in self.dumped:  # the fields that are set: a log line holds ~1000
             self.dumped.add(a.provider)
-            config = f"; config: {orjson.dumps(self.router.describe(a.provider)).decode()}"
-        raw = escaped(event.raw, 2000) if event.raw else "(no body)"
-        log.server_log.warning(
-            "debug_mode: %s %s: raw answer: %s%s", a.provider, a.reason, raw, config
-        )
+            config = {k: v for k, v in self.router.describe(a.provider).items() if v or v == 0}
+            log.server_log.warning("debug_mode: %s config: %s", a.provider, orjson.dumps(config))
 
     def _face(self, handler: Face) -> Handler:
         """An aiohttp handler for one API face's handler function."""

@@ -8,7 +8,8 @@ responses. So while auth is off, `Browsers.refused` turns away a request that
     or the address the proxy was told to serve on (403);
   - carries a foreign `Origin` (any other host, or `null`) or `Sec-Fetch-Site: cross-site`
     (403);
-  - POSTs to an API path (`/v1/…`, `/agent-reach/v1/route`) without a JSON content type (415).
+  - POSTs to an API path (`/v1/…`, `/v1beta/…`, `/agent-reach/v1/route`) without a JSON content
+    type (415).
 `/healthz` is exempt from the `Host` rule (a load balancer's check reads nothing).
 """
 
@@ -74,7 +75,7 @@ def _origin_host(origin: str) -> str:
 
 
 def _api(path: str) -> bool:
-    return path.startswith("/v1/") or path == "/agent-reach/v1/route"
+    return path.startswith(("/v1/", "/v1beta/")) or path == "/agent-reach/v1/route"
 
 
 def _json(content_type: str) -> bool:

@@ -49,8 +49,6 @@ ENCODINGS = frozenset({"gzip", "deflate", "identity"})
 # RFC 6750's `Bearer 1*SP b64token`, with exactly one space and any visible ASCII in the token.
 _BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] ([\x21-\x7e]+)")
 _TOKEN = re.compile(r"[\x21-\x7e]+")
-_KEY_HEADERS = ("x-api-key", "x-goog-api-key")  # a key as it is (Anthropic's, Google's)
-
 OWNER = "agent_reach.owner"  # the request's key for who it is (`owner_of` its client key)
 
 
@@ -64,6 +62,9 @@ def owner(request: web.BaseRequest) -> str:
     """Who sent `request`: its client key's `owner_of`, or "" when client auth is off."""
     found: str = request.get(OWNER, "")
     return found
+
+
+_KEY_HEADERS = ("x-api-key", "x-goog-api-key")  # a key as it is (Anthropic's, Google's)
 
 
 class Keys:

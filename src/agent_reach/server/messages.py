@@ -76,8 +76,8 @@ async def count_tokens(proxy: Proxy, request: web.Request) -> web.Response:
 
 
 def _beta(proxy: Proxy, request: web.Request) -> dict[str, str] | None:
-    """The client's `anthropic-beta` header, which Anthropic needs for beta fields, with the
-    flags `server.anthropic_betas` lets through (`_betas`)."""
+    """The client's `anthropic-beta` header (Anthropic needs it for beta fields), with the
+    flags `server.anthropic_betas` allows."""
     beta = _betas(request.headers.get("anthropic-beta"), proxy.config.server.anthropic_betas)
     return {"anthropic-beta": beta} if beta else None
 

@@ -76,14 +76,6 @@ class StateStore(Protocol):
         """Count `amount` into a budget window; the total as far as this process knows."""
         ...
 
-    async def cap(self, key: str) -> int | None:
-        """The output cap a provider's model stated in a refusal (`PreparedProvider.cap_key`),
-        if one was learned."""
-        ...
-
-    async def set_cap(self, key: str, tokens: int) -> None:
-        """Remember a learned output cap; of two, the lower is kept."""
-
     async def reserve(self, provider: str, key: str, limit: int, ttl_s: float) -> int | None:
         """Count one request into a budget window if that keeps it within `limit`, atomically
         (across processes on SQLite, across a fleet on Redis); the new total, or None when the
@@ -92,6 +84,14 @@ class StateStore(Protocol):
 
     async def release(self, provider: str, key: str, ttl_s: float) -> None:
         """Give back one request `reserve` counted (its try sent nothing), in the same way."""
+
+    async def cap(self, key: str) -> int | None:
+        """The output cap a provider's model stated in a refusal (`PreparedProvider.cap_key`),
+        if one was learned."""
+        ...
+
+    async def set_cap(self, key: str, tokens: int) -> None:
+        """Remember a learned output cap; of two, the lower is kept."""
         ...
 
     async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:

@@ -55,8 +55,8 @@ def overflow(rows: Iterable[tuple[str, str, int]], keep: Keep) -> list[str]:
 
 
 class MemoryStore:
-    """Circuits, health results, budget counters, learned caps, claims, stored responses
-    (within their `Keep`) and a bounded attempt log, in dicts."""
+    """Circuits, health results, budget counters, learned caps, claims, stored responses (within
+    their `Keep`) and a bounded attempt log, in dicts."""
 
     def __init__(self, log_size: int = 10_000) -> None:
         self.circuits: dict[str, CircuitState] = {}
@@ -100,12 +100,6 @@ class MemoryStore:
         self.used[(provider, key)] = total
         return total
 
-    async def cap(self, key: str) -> int | None:
-        return self.caps.get(key)
-
-    async def set_cap(self, key: str, tokens: int) -> None:
-        self.caps[key] = min(tokens, self.caps.get(key, tokens))
-
     async def release(self, provider: str, key: str, ttl_s: float) -> None:
         self.used[(provider, key)] = max(0, self.used.get((provider, key), 0) - 1)
 
@@ -115,6 +109,12 @@ class MemoryStore:
             return None
         self.used[(provider, key)] = total
         return total
+
+    async def cap(self, key: str) -> int | None:
+        return self.caps.get(key)
+
+    async def set_cap(self, key: str, tokens: int) -> None:
+        self.caps[key] = min(tokens, self.caps.get(key, tokens))
 
     async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
         return dict(self.circuits), dict(self.used)
