@@ -298,7 +298,7 @@ def precheck(
     if not serves_model:
         if not model:
             return Skip(Reason.MODEL_UNAVAILABLE, "no model given")
-        return Skip(Reason.MODEL_UNAVAILABLE, f"does not serve model {model!r}")
+        return Skip(Reason.MODEL_UNAVAILABLE, f"does not serve model {quoted(model)}")
     if circuit.is_open(now):
         reason = Reason.QUOTA_EXHAUSTED_UPSTREAM if circuit.out else Reason.CIRCUIT_OPEN
         return Skip(reason, opened_detail(circuit, now))
@@ -373,7 +373,9 @@ def health_verdict(health: Health, *, model: str, checked_now: bool, now: float)
         why = f"{health.outcome.reason} ({health.outcome.detail})"
         return Outcome(Reason.UNHEALTHY, health.outcome.status, f"health check failed{age}: {why}")
     if model and health.models is not None and not model_listed(model, health.models):
-        return Outcome(Reason.MODEL_UNAVAILABLE, None, f"health check does not list {model!r}")
+        return Outcome(
+            Reason.MODEL_UNAVAILABLE, None, f"health check does not list {quoted(model)}"
+        )
     return None
 
 

@@ -100,3 +100,13 @@ def test_the_official_sdks_own_create_requests_are_served(
         assert_valid(RESPONSE, answer)
     else:
         anthropic.types.Message.model_validate(answer)
+
+
+def test_a_huge_model_name_comes_back_capped(proxy: Proxy) -> None:
+    proxy.upstream.clear()
+    body = {"model": "m" * 15_000, "messages": MSG}  # within max_body_bytes (20000)
+    status, answer = proxy.post(
+        "/v1/chat/completions", body, {"X-Agent-Reach-Fallback-Order": "ollama"}
+    )
+    assert status in (404, 502), answer
+    assert len(json.dumps(answer)) < 5000  # the name quoted at ~200 characters, not in full
