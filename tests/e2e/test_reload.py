@@ -199,7 +199,7 @@ def test_after_a_reload_the_access_log_names_the_provider_and_limits_say_restart
         proxy.proc.send_signal(signal.SIGHUP)
         wait_for(lambda: reloads(proxy).get("ok") == 1.0)
         proxy.client().chat.completions.create(model="m", messages=MSG)
-        wait_for(lambda: "provider=new attempts=1" in (tmp_path / "proxy.log").read_text())
+        wait_for(lambda: "attempts=new:ok " in (tmp_path / "proxy.log").read_text())
         log = (tmp_path / "proxy.log").read_text()
         assert "server.max_body_bytes, server.request_timeout_s changed" in log
         assert "applies at the next restart" in log
