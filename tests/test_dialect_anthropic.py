@@ -555,7 +555,7 @@ def user(*blocks: Any) -> dict[str, Any]:
         ({"messages": HI}, "max_tokens"),
         (asked(max_tokens=0), "max_tokens"),
         (asked(max_tokens=True), "max_tokens"),
-        (asked(max_tokens=2**31), "max_tokens"),
+        (asked(max_tokens=2**63), "max_tokens"),
         ({"max_tokens": 9}, "messages"),
         ({"max_tokens": 9, "messages": []}, "messages"),
         (asked({"role": "tool", "content": "x"}), "messages[0].role"),
@@ -1109,7 +1109,7 @@ _tool = st.builds(lambda n: {"name": n, "input_schema": {"type": "object"}}, _na
     {"type": "web_search_20250305", "name": "web_search"}
 )
 messages_requests = st.fixed_dictionaries(
-    {"max_tokens": st.integers(1, 2**31 - 1), "messages": st.lists(_turn, min_size=1, max_size=4)},
+    {"max_tokens": st.integers(1, 2**63 - 1), "messages": st.lists(_turn, min_size=1, max_size=4)},
     optional={
         "model": _words,
         "system": _words | st.lists(_text, max_size=2),

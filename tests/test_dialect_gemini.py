@@ -576,7 +576,7 @@ def test_ids_a_client_gave_are_kept_and_results_matched_by_id() -> None:
         ),
         ({"contents": [{"parts": []}], "generationConfig": {"topP": 2}}, "generationConfig.topP"),
         (
-            {"contents": [{"parts": []}], "generationConfig": {"maxOutputTokens": 0}},
+            {"contents": [{"parts": []}], "generationConfig": {"maxOutputTokens": 1.5}},
             "generationConfig.maxOutputTokens",
         ),
         ({"contents": [{"parts": []}], "tools": [{"functionDeclarations": [{}]}]}, "tools[0]"),

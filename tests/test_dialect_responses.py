@@ -446,7 +446,7 @@ CALL_ITEM = {"type": "function_call", "call_id": "c1", "name": "f", "arguments":
         ({"input": [{"type": "message", "role": "system", "content": "only rules"}]}, "input"),
         ({"input": "hi", "model": 7}, "model"),
         ({"input": "hi", "max_output_tokens": 0}, "max_output_tokens"),
-        ({"input": "hi", "max_output_tokens": 2**31}, "max_output_tokens"),
+        ({"input": "hi", "max_output_tokens": 15}, "max_output_tokens"),  # the schema's minimum 16
         ({"input": "hi", "max_output_tokens": "100"}, "max_output_tokens"),
         ({"input": "hi", "temperature": 2.5}, "temperature"),
         ({"input": "hi", "top_p": -0.1}, "top_p"),
@@ -692,7 +692,7 @@ responses_requests = st.fixed_dictionaries(
         "tools": st.lists(_tool, max_size=2),
         "tool_choice": st.sampled_from(["auto", "none", "required", {"type": "allowed_tools"}]),
         "parallel_tool_calls": st.booleans(),
-        "max_output_tokens": st.integers(1, 2**31 - 1),
+        "max_output_tokens": st.integers(16, 2**63 - 1),
         "temperature": st.floats(0, 2),
         "top_p": st.floats(0, 1),
         "text": st.sampled_from(

@@ -55,8 +55,8 @@ def refusal(request: Any) -> RequestError:
         ("seed", -(2**63), 2**64 - 1, "seed"),
         ("stop", "END", 5, "stop"),
         ("stop", ["a", "b"], ["a", 1], "stop[1]"),
-        ("logit_bias", {"50256": -100}, {"50256": 101}, "logit_bias"),
-        ("logit_bias", {"1": 5.5}, [1], "logit_bias"),
+        ("logit_bias", {"50256": 101}, {"50256": 1.5}, "logit_bias"),  # integers, no range
+        ("logit_bias", {"1": -100}, [1], "logit_bias"),
         ("logprobs", True, "yes", "logprobs"),
         ("top_logprobs", 20, 21, "top_logprobs"),
         ("tools", [TOOL], "all", "tools"),

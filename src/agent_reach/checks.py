@@ -211,6 +211,7 @@ BOOLEAN = leaf(lambda v: isinstance(v, bool), "true or false")
 STRING = leaf(lambda v: isinstance(v, str), "a string")
 NAME = leaf(lambda v: isinstance(v, str) and v != "", "a non-empty string")
 OBJECT = leaf(_is_object, "an object")
-INT64 = integer(-(2**63), 2**63 - 1)  # any integer JSON carries here
-TOKENS = integer(1, INT32_MAX)  # an output cap: what every provider's 32-bit field holds
+INT64_MAX = 2**63 - 1
+INT64 = integer(-(2**63), INT64_MAX)  # any integer JSON carries here
+TOKENS = integer(1, INT64_MAX)  # a count of tokens the schema gives no range but "at least 1"
 STRINGS = array_of(STRING, "an array of strings")

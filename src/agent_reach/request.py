@@ -136,15 +136,14 @@ RESPONSE_FORMAT = tagged(
     },
     "an object with a 'type'",
 )
+# The schema types the biases as integers and declares no range (its text says -100 to 100:
+# a judgment left to the provider).
 LOGIT_BIAS = leaf(
     lambda v: (
         isinstance(v, dict)
-        and all(
-            isinstance(b, int | float) and not isinstance(b, bool) and -100 <= b <= 100
-            for b in v.values()
-        )
+        and all(isinstance(b, int) and not isinstance(b, bool) for b in v.values())
     ),
-    "an object of token ids to numbers from -100 to 100",
+    "an object of token ids to integers",
 )
 
 # The Chat Completions request, field by field (`messages` is also required, non-empty).

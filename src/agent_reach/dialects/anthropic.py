@@ -44,6 +44,7 @@ from .. import completion
 from ..checks import (
     BOOLEAN,
     INT32_MAX,
+    INT64_MAX,
     NAME,
     OBJECT,
     STRING,
@@ -609,7 +610,9 @@ FIELDS: Mapping[str, Check] = {
     ),
     # adaptive, disabled and types to come pass
     "thinking": tagged(
-        "type", {"enabled": shape({"budget_tokens": TOKENS}, ("budget_tokens",))}, "an object"
+        "type",
+        {"enabled": shape({"budget_tokens": integer(1024, INT64_MAX)}, ("budget_tokens",))},
+        "an object",
     ),
     "service_tier": STRING,
 }

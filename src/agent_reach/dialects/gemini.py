@@ -51,7 +51,6 @@ from ..checks import (
     OBJECT,
     STRING,
     STRINGS,
-    TOKENS,
     Check,
     array_of,
     check_fields,
@@ -461,7 +460,7 @@ FIELDS: Mapping[str, Check] = {
             "topP": number(0, 1),
             "topK": number(0, INT32_MAX),
             "candidateCount": integer(1, INT32_MAX),
-            "maxOutputTokens": TOKENS,
+            "maxOutputTokens": integer(-INT32_MAX - 1, INT32_MAX),  # an int32, no range
             "stopSequences": STRINGS,
             "seed": integer(-INT32_MAX - 1, INT32_MAX),
             "presencePenalty": number(-2, 2),

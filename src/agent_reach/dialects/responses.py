@@ -34,11 +34,11 @@ from .. import completion
 from ..checks import (
     BOOLEAN,
     INT64,
+    INT64_MAX,
     NAME,
     OBJECT,
     STRING,
     STRINGS,
-    TOKENS,
     Check,
     array_of,
     check_fields,
@@ -412,7 +412,7 @@ FIELDS: Mapping[str, Check] = {
         expected="auto, none, required or an object naming a tool",
     ),
     "parallel_tool_calls": BOOLEAN,
-    "max_output_tokens": TOKENS,
+    "max_output_tokens": integer(16, INT64_MAX),  # the published schema's minimum
     "max_tool_calls": INT64,  # the schema declares no range (openai-python's tests send 0)
     "temperature": number(0, 2),
     "top_p": number(0, 1),
