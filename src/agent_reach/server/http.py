@@ -1,6 +1,6 @@
 """What every API face of the proxy shares: reading a JSON body, the `X-Agent-Reach-*`
 request headers, the trace response headers, writing server-sent events, and answering a
-request of another API than chat (Messages, Gemini) whole or streamed."""
+request whole or streamed (`whole`, `streamed`: the chat, Messages and Gemini faces)."""
 
 from __future__ import annotations
 
