@@ -16,6 +16,7 @@ all and `server.responses_key_max_*` per client key, evicting the oldest.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -30,11 +31,11 @@ from ..state import Keep
 from .errors import all_failed
 from .guard import owner
 from .http import (
-    SSE_HEADERS,
     dropped_header,
     json_response,
     read_json,
     sse,
+    streamed,
     trace_headers,
     with_headers,
 )
@@ -54,7 +55,8 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     parsed = ChatRequest.checked(inbound.body)
     req = with_headers(replace(parsed, api="responses", native=body), request)
     if req.stream:
-        return await _stream(proxy, request, req, given, inbound.dropped)
+        relay = functools.partial(_relay, proxy, request, given, req.native or {})
+        return await streamed(proxy, request, req, inbound.dropped, relay)
     router = proxy.router  # the one that answers, whatever a reload does meanwhile
     try:
         result = await router.answer(req)
@@ -69,33 +71,19 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     return json_response(answer, {**trace_headers(result.provider, result.trace), **dropped})
 
 
-async def _stream(
+async def _relay(
     proxy: Proxy,
     request: web.Request,
-    req: ChatRequest,
     given: dict[str, Any],
-    translated: tuple[str, ...],
-) -> web.StreamResponse:
-    body = req.native or {}
-    router = proxy.router  # the one that answers, whatever a reload does meanwhile
-    try:
-        stream = await router.stream(req)
-    except AllProvidersFailed as exc:
-        return all_failed(request.path, exc)
-    try:
-        dropped = dropped_header(router.dropped(stream.provider, req, translated))
-        headers = {**SSE_HEADERS, **trace_headers(stream.provider, stream.trace), **dropped}
-        resp = web.StreamResponse(headers=headers)
-        await resp.prepare(request)
-        if stream.native:
-            answer = await _forward(resp, stream, body)
-        else:
-            answer = await _render(resp, stream, body)
-        if answer is not None:
-            await _keep(proxy, request, given, answer)
-        return resp
-    finally:
-        await stream.aclose()  # a client that went away cancels us: close the upstream
+    body: dict[str, Any],
+    resp: web.StreamResponse,
+    stream: ChatStream,
+) -> None:
+    """The stream as Responses events; the whole response kept (`store`) when it completed."""
+    forward = _forward if stream.native else _render
+    answer = await forward(resp, stream, body)
+    if answer is not None:
+        await _keep(proxy, request, given, answer)
 
 
 async def _write(resp: web.StreamResponse, events: Events) -> None:
