@@ -54,7 +54,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("formats", ("dialects", "hooks", "config", "catalog")),
     (
         "parts",
-        ("prepared", "transport", "health", "state", "ledger", "alerts", "report", "tracing"),
+        (
+            "prepared",
+            "upstream",
+            "transport",
+            "health",
+            "state",
+            "ledger",
+            "alerts",
+            "report",
+            "tracing",
+        ),
     ),
     ("engine", ("stream", "send", "hedge", "engine")),
     ("front door", ("status", "router", "probe")),

@@ -149,28 +149,34 @@ class Alerts:
             log.warning("agent-reach: %s alert %s failed: %s", sink.type, alert.event, exc)
 
     async def _webhook(self, sink: WebhookAlert, alert: Alert) -> None:
-        import aiohttp
-
-        from .transport import describe
+        from .transport import CLIENT_ERRORS, describe, new_session
+        from .upstream import Timeouts
 
         body = orjson.dumps(alert.to_dict())
-        timeout = aiohttp.ClientTimeout(total=sink.timeout_ms / 1000)
+        limit_s = sink.timeout_ms / 1000
         error = ""
-        async with aiohttp.ClientSession(timeout=timeout) as session:
+        session = new_session()
+        try:
             for attempt in range(WEBHOOK_TRIES):
                 try:
-                    async with session.post(
-                        sink.url, data=body, headers={"Content-Type": "application/json"}
-                    ) as resp:
-                        if resp.status < 300:
-                            return
-                        error = f"HTTP {resp.status}"
-                        if resp.status < 500:
-                            break  # the receiver refused it: trying again will not help
-                except (aiohttp.ClientError, TimeoutError) as exc:
+                    resp, _ = await session.fetch(
+                        "POST",
+                        sink.url,
+                        body,
+                        {"Content-Type": "application/json"},
+                        Timeouts(limit_s, limit_s, limit_s),
+                    )
+                    if resp.status < 300:
+                        return
+                    error = f"HTTP {resp.status}"
+                    if resp.status < 500:
+                        break  # the receiver refused it: trying again will not help
+                except CLIENT_ERRORS as exc:
                     error = describe(exc) or "timed out"
                 if attempt + 1 < WEBHOOK_TRIES:
                     await asyncio.sleep(0.5 * 2**attempt)
+        finally:
+            await session.close()
         raise RuntimeError(f"webhook {sink.url}: {error}")
 
     def _email(self, sink: EmailAlert, alert: Alert) -> None:

@@ -21,8 +21,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
-import aiohttp
-
 from . import hedge, quota
 from .config import Config
 from .dialects import Mismatch, artifacts
@@ -43,9 +41,10 @@ from .stream import ChatStream, LiveStream
 from .trace import Attempt, Reason, Result
 from .transport import new_session
 from .turn import DEADLINE, Action, Check, Clamp, Done, Facts, Gather, Send, Skip, Sleep, Turn
+from .upstream import Client
 
 T = TypeVar("T")
-Sender = Callable[[aiohttp.ClientSession, Target, float, float], Awaitable[Tried[T]]]
+Sender = Callable[[Client, Target, float, float], Awaitable[Tried[T]]]
 log = logging.getLogger("agent_reach")
 LOST = Outcome(Reason.TIMEOUT, None, "hedged: cancelled, another provider answered first")
 
@@ -89,13 +88,13 @@ class Engine:
         self.ledger = Ledger(self.store, config, clock, self.names)
         self.ledger.observers = self.observers
         self.store.follow(config.circuit, self.ledger.changed)
-        self._session: aiohttp.ClientSession | None = None
+        self._session: Client | None = None
         self.origins = artifacts.Origins()  # who wrote the reasoning handed to chat clients
         self._ids = itertools.count(1)
         self._id_prefix = os.urandom(4).hex()
 
     @property
-    def session(self) -> aiohttp.ClientSession:
+    def session(self) -> Client:
         if self._session is None or self._session.closed:
             self._session = new_session()
         return self._session

@@ -16,14 +16,13 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
-import aiohttp
-
 from .outcomes import Transport, classify
 from .prepared import PreparedProvider
 from .routing import Health, model_listed
 from .state import StateStore
 from .trace import Reason
 from .transport import CLIENT_ERRORS, past_deadline, transport_failure, whole
+from .upstream import Client
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +41,7 @@ class CheckResult:
 
 
 async def check_provider(
-    session: aiohttp.ClientSession, prepared: PreparedProvider, model: str | None, now: float
+    session: Client, prepared: PreparedProvider, model: str | None, now: float
 ) -> CheckResult:
     """Check one provider now, its health URL or (without one) a TCP connect to its
     endpoint; with `model`, its health check must list that model."""
@@ -103,21 +102,20 @@ async def _connects(prepared: PreparedProvider) -> tuple[bool, float]:
 
 
 async def run_check(
-    session: aiohttp.ClientSession, prepared: PreparedProvider, now: float, remaining_s: float
+    session: Client, prepared: PreparedProvider, now: float, remaining_s: float
 ) -> Health:
     """One health check of `prepared`, bounded by its timeouts and the time left."""
     assert prepared.health_url is not None
     start = time.perf_counter()
     try:
-        async with session.request(
+        resp, raw = await session.fetch(
             prepared.spec.health_method,
             prepared.health_url,
-            headers=prepared.health_headers,
-            timeout=whole(prepared.connect_s, prepared.read_s, remaining_s),
-            allow_redirects=False,
-        ) as resp:
-            raw = await resp.read()
-            status, content_type = resp.status, resp.content_type
+            b"",
+            prepared.health_headers,
+            whole(prepared.connect_s, prepared.read_s, remaining_s),
+        )
+        status, content_type = resp.status, resp.content_type
     except CLIENT_ERRORS as exc:
         outcome = transport_failure(exc, past_deadline(exc))
         return Health(False, now, outcome, ms=(time.perf_counter() - start) * 1000)
@@ -147,7 +145,7 @@ class HealthMonitor:
 
     async def consult(
         self,
-        session: aiohttp.ClientSession,
+        session: Client,
         prepared: PreparedProvider,
         now: float,
         remaining_s: float,
@@ -166,7 +164,7 @@ class HealthMonitor:
 
     async def refresh(
         self,
-        session: aiohttp.ClientSession,
+        session: Client,
         prepared: PreparedProvider,
         now: float,
         remaining_s: float,

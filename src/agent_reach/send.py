@@ -13,7 +13,6 @@ import asyncio
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
-import aiohttp
 import orjson
 
 from . import completion
@@ -26,6 +25,7 @@ from .request import ChatRequest
 from .stream import STREAM_FAILURES, LiveStream, Stalled
 from .trace import Reason
 from .transport import CLIENT_ERRORS, kind_of, past_deadline, timeouts, transport_failure, whole
+from .upstream import Client, Response
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -81,7 +81,7 @@ class Tried(Generic[T_co]):
 
 
 def _judge(
-    target: Target, resp: aiohttp.ClientResponse, raw: bytes, raw_body: bool, now: float
+    target: Target, resp: Response, raw: bytes, raw_body: bool, now: float
 ) -> tuple[Outcome, dict[str, Any] | None]:
     return target.prepared.judge(
         status=resp.status,
@@ -96,19 +96,18 @@ def _judge(
 
 
 async def fetch(
-    session: aiohttp.ClientSession, target: Target, remaining_s: float, now: float
+    session: Client, target: Target, remaining_s: float, now: float
 ) -> Tried[dict[str, Any]]:
     """One non-streamed try: the answer normalized, or as the provider gave it (`raw_body`)."""
     prepared, req = target.prepared, target.req
     try:
-        async with session.post(
+        resp, raw = await session.fetch(
+            "POST",
             prepared.url(target.model, False),
-            data=prepared.body(req, target.model, False, target.max_output, target.bare),
-            headers=prepared.headers_for(req, False),
-            timeout=whole(prepared.connect_s, prepared.read_s, remaining_s),
-            allow_redirects=False,
-        ) as resp:
-            raw = await resp.read()
+            prepared.body(req, target.model, False, target.max_output, target.bare),
+            prepared.headers_for(req, False),
+            whole(prepared.connect_s, prepared.read_s, remaining_s),
+        )
     except CLIENT_ERRORS as exc:
         return Tried(transport_failure(exc, past_deadline(exc)))
     outcome, response = _judge(target, resp, raw, target.raw_body, now)
@@ -116,23 +115,22 @@ async def fetch(
 
 
 async def count_at(
-    session: aiohttp.ClientSession, prepared: PreparedProvider, req: ChatRequest, url: str
+    session: Client, prepared: PreparedProvider, req: ChatRequest, url: str
 ) -> int | None:
     """The input tokens of `req` as provider `prepared` counts them at `url`, or None when it
     does not answer with a count (any status but 200, a body without one, a failure below
     HTTP): one try within its connect and read timeouts, judged by nothing else."""
     try:
-        async with session.post(
+        resp, raw = await session.fetch(
+            "POST",
             url,
-            data=prepared.count_body(req),
-            headers=prepared.headers_for(req, False),
-            timeout=whole(
-                prepared.connect_s, prepared.read_s, prepared.connect_s + prepared.read_s
-            ),
-            allow_redirects=False,
-        ) as resp:
-            raw = await resp.read() if resp.status == 200 else b""
+            prepared.count_body(req),
+            prepared.headers_for(req, False),
+            whole(prepared.connect_s, prepared.read_s, prepared.connect_s + prepared.read_s),
+        )
     except CLIENT_ERRORS:
+        return None
+    if resp.status != 200:
         return None
     try:
         counted = orjson.loads(raw).get("input_tokens") if raw else None
@@ -142,7 +140,7 @@ async def count_at(
 
 
 async def open_stream(
-    session: aiohttp.ClientSession, target: Target, remaining_s: float, now: float
+    session: Client, target: Target, remaining_s: float, now: float
 ) -> Tried[LiveStream]:
     """One streamed try, up to its first content chunk (protocol §10 "Streaming")."""
     prepared = target.prepared
@@ -154,18 +152,18 @@ async def open_stream(
         )
     limit = asyncio.timeout(remaining_s)
     first = asyncio.timeout(target.first_token_s)  # None: no limit of its own
-    resp: aiohttp.ClientResponse | None = None
+    resp: Response | None = None
     live: LiveStream | None = None
     status: int | None = None
     handed_over = False
     try:
         async with limit, first:
-            resp = await session.post(
+            resp = await session.request(
+                "POST",
                 prepared.url(target.model, True),
-                data=prepared.body(target.req, target.model, True, target.max_output, target.bare),
-                headers=prepared.headers_for(target.req, True),
-                timeout=timeouts(prepared.connect_s, prepared.read_s, remaining_s),
-                allow_redirects=False,
+                prepared.body(target.req, target.model, True, target.max_output, target.bare),
+                prepared.headers_for(target.req, True),
+                timeouts(prepared.connect_s, prepared.read_s, remaining_s),
             )
             status = resp.status
             ctype = resp.content_type

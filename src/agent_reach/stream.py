@@ -17,14 +17,13 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-import aiohttp
-
 from . import completion
 from .dialects import Mismatch, ProviderError, artifacts
 from .errors import StreamInterrupted
 from .routing import Run
 from .trace import Attempt
 from .transport import CLIENT_ERRORS
+from .upstream import Disconnected, ReadTimeout, Response
 
 if TYPE_CHECKING:
     from .prepared import PreparedProvider
@@ -33,7 +32,7 @@ STREAM_FAILURES = (*CLIENT_ERRORS, ProviderError, Mismatch)
 Frame = tuple[str | None, bytes]  # (event, data) of one SSE frame
 
 
-class Stalled(aiohttp.ServerTimeoutError):
+class Stalled(ReadTimeout):
     """A stream sent no line for its `stall_ms` after its first content: a cut."""
 
 
@@ -42,7 +41,7 @@ class LiveStream:
 
     def __init__(
         self,
-        resp: aiohttp.ClientResponse | None,
+        resp: Response | None,
         frames: Any,
         decoder: Any,
         pending: list[dict[str, Any]] | None = None,
@@ -75,9 +74,9 @@ class LiveStream:
     async def _read(self) -> AsyncGenerator[dict[str, Any], None]:
         assert self.resp is not None
         kept, mark = self.kept, self.mark
-        content = self.resp.content
+        resp = self.resp
         bad: Mismatch | None = None  # a malformed frame, skipped if the next one is sound
-        while line := await self._line(content):
+        while line := await self._line(resp):
             frame = self.frames.line(line)
             if frame is None:
                 continue
@@ -104,9 +103,7 @@ class LiveStream:
             for chunk in self.decoder.feed(*frame):
                 yield _carried(chunk)
         if not self.decoder.finished:
-            raise bad or aiohttp.ServerDisconnectedError(
-                "stream ended before the answer was complete"
-            )
+            raise bad or Disconnected("server disconnected")
         if bad is not None:
             self._skip(bad)
         self._complete = True
@@ -115,14 +112,14 @@ class LiveStream:
         if self._skipped is not None:
             self._skipped(bad)
 
-    async def _line(self, content: aiohttp.StreamReader) -> bytes:
+    async def _line(self, resp: Response) -> bytes:
         """The next line (b"" at the end), within `stall_ms` once content has gone out."""
         if self._stall_s is None:
-            return await content.readline()
+            return await resp.readline()
         limit = asyncio.timeout(self._stall_s)
         try:
             async with limit:
-                return await content.readline()
+                return await resp.readline()
         except TimeoutError:
             if not limit.expired():
                 raise  # the read timeout, not ours

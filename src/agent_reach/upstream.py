@@ -1,0 +1,543 @@
+"""The HTTP/1.1 client to providers: asyncio protocols and llhttp (`httptools`), pooled
+keep-alive connections per origin, cached DNS, and failures as our own exceptions (each with
+the phrase a user reads), which `transport` maps to the kinds `outcomes.classify` understands.
+
+A `Client` sends one request and gives a `Response` once its head is in: `read` takes the
+whole body, `readline` one line of a stream. What an unread answer may hold in memory is
+bounded (`HIGH_WATER`): past it the socket stops being read until the reader catches up,
+so a client that reads nothing holds the upstream back, not our memory. A `read_s` bounds
+every wait for bytes; `connect_s` bounds the connection with its TLS handshake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import functools
+import ipaddress
+import os
+import socket
+import ssl
+import time
+import zlib
+from collections import deque
+from dataclasses import dataclass
+from typing import NamedTuple
+from urllib.parse import urlsplit
+
+import httptools
+
+# What one upstream answer may hold in memory while its reader does not take it (protocol
+# §14, ≤ 256 KB per unread stream): the socket's receive buffer (the kernel doubles it: a
+# 128 KB window, 640 KB/s at 200 ms, above any token rate) and ours before reading pauses.
+RECEIVE_BUFFER = 2**16
+HIGH_WATER = 2**15
+MAX_LINE = 2**20  # one line of a stream (an SSE `data:` line) may not be longer
+DNS_TTL_S = 300.0
+IDLE_S = 30.0  # an idle pooled connection is closed after this (below servers' own timers)
+MAX_CONNECTIONS = 1024  # in use at once, all origins together; more wait for one
+
+
+class UpstreamError(Exception):
+    """A failure below HTTP, or an answer that is not HTTP; `str()` is the user's phrase."""
+
+
+class ConnectFailed(UpstreamError):
+    """No connection: refused, unreachable, no such host."""
+
+
+class ConnectTimeout(ConnectFailed, TimeoutError):
+    """No connection (with its TLS handshake) within the connect timeout."""
+
+
+class TLSFailed(UpstreamError):
+    """The TLS handshake failed, or the certificate is not trusted."""
+
+
+class ReadTimeout(UpstreamError, TimeoutError):
+    """No byte of the answer within the read timeout."""
+
+
+class DeadlineExceeded(UpstreamError, TimeoutError):
+    """The whole exchange outlived the time it was given (the request's deadline)."""
+
+
+class Disconnected(UpstreamError):
+    """The connection closed: before an answer ("server disconnected") or in one."""
+
+
+class Malformed(UpstreamError):
+    """The answer is not valid HTTP/1.1, or a line of it is too long."""
+
+
+Address = tuple[int, int, int, tuple[str, int] | tuple[str, int, int, int] | tuple[int, bytes]]
+
+
+class Timeouts(NamedTuple):
+    connect_s: float
+    read_s: float
+    total_s: float | None = None  # the whole exchange, for answers read whole
+
+
+def _phrase(exc: OSError) -> str:
+    if isinstance(exc, socket.gaierror):
+        return "DNS lookup failed"
+    if isinstance(exc, ConnectionRefusedError) or exc.errno == errno.ECONNREFUSED:
+        return "connection refused"
+    return os.strerror(exc.errno).lower() if exc.errno else "connection failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where connections go: one pool each."""
+
+    host: str
+    port: int
+    tls: ssl.SSLContext | None
+    authority: bytes  # the Host header
+
+
+@functools.lru_cache(maxsize=1024)
+def _target(url: str, tls: ssl.SSLContext | None) -> tuple[Origin, bytes]:
+    parts = urlsplit(url)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise ValueError("not an http(s) URL")
+    secure = parts.scheme == "https"
+    port = parts.port or (443 if secure else 80)
+    host = parts.hostname
+    shown = f"[{host}]" if ":" in host else host
+    authority = shown if port == (443 if secure else 80) else f"{shown}:{port}"
+    path = parts.path or "/"
+    if parts.query:
+        path += "?" + parts.query
+    context = (tls or _default_tls()) if secure else None
+    return Origin(host, port, context, authority.encode("idna")), path.encode("ascii")
+
+
+@functools.cache
+def _default_tls() -> ssl.SSLContext:
+    return ssl.create_default_context()
+
+
+class _Connection(asyncio.Protocol):
+    """One connection to an upstream, and the answer being read on it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.closed = False
+        self.idle_since = 0.0
+        self._reset()
+
+    def _reset(self) -> None:
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.head = False  # the head is in
+        self.done = False  # the whole message is in
+        self.got_bytes = False
+        self.error: UpstreamError | None = None
+        self.buffer = bytearray()
+        self.paused = False
+        self.read_s: float | None = None
+        self.head_only = False
+        self.whole = False  # read whole: never paused
+        self._interim = False
+        self._inflate: zlib._Decompress | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    # asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.got_bytes = True
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            self._fail(Malformed("malformed HTTP response"))
+            return
+        except zlib.error:
+            self._fail(Malformed("malformed compressed answer"))
+            return
+        self._wake()
+
+    def eof_received(self) -> bool | None:
+        return None  # close: an answer without a length ends here (`connection_lost`)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.head and not self.done and self._until_close():
+            self.done = True
+            self._flush_inflate()
+        elif not self.done and self.error is None:
+            if self.head:
+                self.error = Disconnected("connection closed mid-answer")
+            else:
+                self.error = Disconnected("server disconnected")
+        self._wake()
+
+    def pause_writing(self) -> None:  # requests are small: nothing waits on this
+        pass
+
+    # httptools callbacks
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        self.headers[key] = f"{self.headers[key]}, {text}" if key in self.headers else text
+
+    def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if 100 <= status < 200 and status != 101:
+            self._interim = True  # 100 Continue and the like: the answer comes after it
+            self.headers = {}
+            return
+        self.status = status
+        self.head = True
+        encoding = self.headers.get("content-encoding", "").strip().lower()
+        if encoding in {"gzip", "x-gzip"}:
+            self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif encoding == "deflate":
+            self._inflate = zlib.decompressobj(zlib.MAX_WBITS)
+        if self.head_only:
+            self.done = True
+
+    def on_body(self, body: bytes) -> None:
+        if self.head_only:
+            return
+        if self._inflate is not None:
+            body = self._inflate.decompress(body)
+        self.buffer += body
+        if len(self.buffer) > HIGH_WATER and not (self.paused or self.whole):
+            assert self.transport is not None
+            self.paused = True
+            self.transport.pause_reading()
+
+    def on_message_complete(self) -> None:
+        if self._interim:
+            self._interim = False
+            return
+        self._flush_inflate()
+        self.done = True
+
+    # reading
+
+    def _until_close(self) -> bool:
+        return "content-length" not in self.headers and "chunked" not in self.headers.get(
+            "transfer-encoding", ""
+        )
+
+    def _flush_inflate(self) -> None:
+        if self._inflate is not None:
+            self.buffer += self._inflate.flush()
+            self._inflate = None
+
+    def _fail(self, error: UpstreamError) -> None:
+        self.error = error
+        self._wake()
+        self.close()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _time_out(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(ReadTimeout("read timeout"))
+
+    async def wait(self) -> None:
+        """Until more bytes come (or the end), within the read timeout."""
+        if self.error is not None:
+            raise self.error
+        if self.paused and self.transport is not None:
+            self.paused = False
+            self.transport.resume_reading()
+        self._waiter = waiter = self.loop.create_future()
+        timer = None if self.read_s is None else self.loop.call_later(self.read_s, self._time_out)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+        if self.error is not None:
+            raise self.error
+
+    def take(self, n: int) -> bytes:
+        data = bytes(self.buffer[:n])
+        del self.buffer[:n]
+        if self.paused and len(self.buffer) < HIGH_WATER // 2 and self.transport is not None:
+            self.paused = False
+            self.transport.resume_reading()
+        return data
+
+    def reusable(self) -> bool:
+        return (
+            self.done
+            and not self.closed
+            and not self.head_only
+            and not self.buffer
+            and self.parser.should_keep_alive()
+        )
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+class Response:
+    """An answer whose head is in. `release` (or `close`) it when done."""
+
+    __slots__ = ("_client", "_conn", "_origin", "headers", "status")
+
+    def __init__(self, client: Client, origin: Origin, conn: _Connection) -> None:
+        self._client = client
+        self._origin = origin
+        self._conn: _Connection | None = conn
+        self.status = conn.status
+        self.headers = conn.headers  # names lowercased
+
+    @property
+    def content_type(self) -> str:
+        """The media type, lowercased, without parameters (as aiohttp gives it)."""
+        value = self.headers.get("content-type")
+        if not value:
+            return "application/octet-stream"
+        return value.split(";", 1)[0].strip().lower()
+
+    def _live(self) -> _Connection:
+        if self._conn is None:
+            raise Disconnected("connection closed mid-answer")
+        return self._conn
+
+    async def read(self) -> bytes:
+        """The whole body."""
+        conn = self._live()
+        conn.whole = True
+        while not conn.done:
+            await conn.wait()
+        return conn.take(len(conn.buffer))
+
+    async def readline(self) -> bytes:
+        """The next line with its b"\\n" (the rest, then b"", at the end)."""
+        conn = self._live()
+        start = 0
+        while True:
+            found = conn.buffer.find(b"\n", start)
+            if found >= 0:
+                return conn.take(found + 1)
+            if conn.done:
+                return conn.take(len(conn.buffer))
+            if len(conn.buffer) > MAX_LINE:
+                raise Malformed("stream line too long")
+            start = len(conn.buffer)
+            await conn.wait()
+
+    def release(self) -> None:
+        """Done with the answer: its connection goes back to the pool if it can be reused."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            self._client.give_back(self._origin, conn)
+
+    def close(self) -> None:
+        """Done with the answer before its end: its connection is closed."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+            self._client.give_back(self._origin, conn)
+
+
+class Client:
+    """Pooled HTTP/1.1 connections to upstreams. Use within one running loop."""
+
+    def __init__(self, user_agent: str, limit: int = MAX_CONNECTIONS) -> None:
+        self._base = (
+            f"User-Agent: {user_agent}\r\nAccept: */*\r\nAccept-Encoding: gzip, deflate\r\n"
+        ).encode()
+        self._idle: dict[Origin, deque[_Connection]] = {}
+        self._dns: dict[tuple[str, int], tuple[float, list[Address]]] = {}
+        self._slots = asyncio.Semaphore(limit)
+        self.closed = False
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        body: bytes,
+        headers: dict[str, str],
+        timeouts: Timeouts,
+        tls: ssl.SSLContext | None = None,
+    ) -> Response:
+        """Send a request; its answer once the head is in (within the read timeout)."""
+        origin, path = _target(url, tls)
+        head = self._head(method, path, origin, body, headers)
+        await self._slots.acquire()
+        conn: _Connection | None = None
+        try:
+            conn = self._pooled(origin) or await self._connect(origin, timeouts.connect_s)
+            conn.read_s = timeouts.read_s
+            conn.head_only = method == "HEAD"
+            assert conn.transport is not None
+            conn.transport.write(head + body if body else head)
+            while not conn.head:
+                await conn.wait()
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            self._slots.release()
+            raise
+        return Response(self, origin, conn)
+
+    async def fetch(
+        self,
+        method: str,
+        url: str,
+        body: bytes,
+        headers: dict[str, str],
+        timeouts: Timeouts,
+        tls: ssl.SSLContext | None = None,
+    ) -> tuple[Response, bytes]:
+        """Send a request and read its whole answer, all within `timeouts.total_s`."""
+        limit = asyncio.timeout(timeouts.total_s)
+        try:
+            async with limit:
+                resp = await self.request(method, url, body, headers, timeouts, tls)
+                try:
+                    raw = await resp.read()
+                except BaseException:
+                    resp.close()
+                    raise
+        except TimeoutError:
+            if limit.expired():
+                raise DeadlineExceeded("deadline") from None
+            raise
+        resp.release()
+        return resp, raw
+
+    def _head(
+        self, method: str, path: bytes, origin: Origin, body: bytes, headers: dict[str, str]
+    ) -> bytes:
+        lines = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        if "\r" in lines.replace("\r\n", "") or "\n" in lines.replace("\r\n", ""):
+            raise ValueError("invalid header")
+        return b"".join(
+            (
+                method.encode("ascii"),
+                b" ",
+                path,
+                b" HTTP/1.1\r\nHost: ",
+                origin.authority,
+                b"\r\n",
+                self._base,
+                b"Content-Length: %d\r\n" % len(body) if body or method == "POST" else b"",
+                lines.encode("utf-8"),
+                b"\r\n",
+            )
+        )
+
+    def _pooled(self, origin: Origin) -> _Connection | None:
+        idle = self._idle.get(origin)
+        if not idle:
+            return None
+        expired = time.monotonic() - IDLE_S
+        while idle:
+            conn = idle.pop()
+            if not conn.closed and conn.idle_since > expired:
+                conn._reset()
+                return conn
+            conn.close()
+        return None
+
+    def give_back(self, origin: Origin, conn: _Connection) -> None:
+        """A connection whose answer is done: pooled when reusable, else closed."""
+        self._slots.release()
+        if self.closed or not conn.reusable():
+            conn.close()
+            return
+        conn.idle_since = time.monotonic()
+        idle = self._idle.setdefault(origin, deque())
+        idle.append(conn)
+        while len(idle) > 64 or (idle and idle[0].idle_since < conn.idle_since - IDLE_S):
+            idle.popleft().close()
+
+    async def _addresses(self, host: str, port: int) -> list[Address]:
+        key = (host, port)
+        now = time.monotonic()
+        cached = self._dns.get(key)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        try:
+            ipaddress.ip_address(host)
+            literal = True
+        except ValueError:
+            literal = False
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        found: list[Address] = [
+            (family, kind, proto, addr) for family, kind, proto, _, addr in infos
+        ]
+        self._dns[key] = (float("inf") if literal else now + DNS_TTL_S, found)
+        return found
+
+    async def _connect(self, origin: Origin, connect_s: float) -> _Connection:
+        loop = asyncio.get_running_loop()
+        limit = asyncio.timeout(connect_s)
+        try:
+            async with limit:
+                sock = await self._socket(origin)
+                try:
+                    _, conn = await loop.create_connection(
+                        lambda: _Connection(loop),
+                        sock=sock,
+                        ssl=origin.tls,
+                        server_hostname=origin.host if origin.tls else None,
+                        ssl_handshake_timeout=connect_s if origin.tls else None,
+                    )
+                except BaseException:
+                    sock.close()
+                    raise
+        except TimeoutError:
+            if limit.expired():
+                raise ConnectTimeout("connect timeout") from None
+            raise
+        except ssl.SSLCertVerificationError:
+            raise TLSFailed("TLS certificate not trusted") from None
+        except ssl.SSLError:
+            raise TLSFailed("TLS handshake failed") from None
+        except OSError as exc:
+            raise ConnectFailed(_phrase(exc)) from None
+        return conn
+
+    async def _socket(self, origin: Origin) -> socket.socket:
+        loop = asyncio.get_running_loop()
+        failure: OSError | None = None
+        for family, kind, proto, addr in await self._addresses(origin.host, origin.port):
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                await loop.sock_connect(sock, addr)
+            except OSError as exc:
+                sock.close()
+                failure = exc
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            return sock
+        raise failure or OSError(errno.EHOSTUNREACH, "no address")
+
+    async def close(self) -> None:
+        """Close every pooled connection; answers still being read end."""
+        self.closed = True
+        for idle in self._idle.values():
+            while idle:
+                idle.pop().close()
+        self._idle.clear()
