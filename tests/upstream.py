@@ -240,6 +240,7 @@ class Upstream:
     loop: asyncio.AbstractEventLoop | None = None
     switch: str = "ok"  # what the `switch` scenario does: the name of another scenario
     cancelled: list[str] = field(default_factory=list)  # requests whose client went away
+    cancelled_at: dict[str, float] = field(default_factory=dict)  # when (monotonic), by name
     firehose_bytes: int = 0  # content the `firehose` scenario got written
     reopens_at: float = 0.0  # until when (unix s) `plan` and `balance` refuse: a used-up plan
     probe_s: float = 0.0  # how long their first answer after `reopens_at` takes
@@ -274,6 +275,7 @@ class Upstream:
         self.received.clear()
         self.health_hits.clear()
         self.cancelled.clear()
+        self.cancelled_at.clear()
         self.cached.clear()
         self.switch = "ok"
         self.reopens_at = self.probe_s = 0.0
@@ -646,6 +648,7 @@ class Upstream:
             try:
                 await asyncio.sleep(30)
             except asyncio.CancelledError:
+                self.cancelled_at["cutstall"] = time.monotonic()
                 self.cancelled.append("cutstall")
                 raise
         await asyncio.sleep(0.05)

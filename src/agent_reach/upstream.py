@@ -88,6 +88,19 @@ def _phrase(exc: OSError) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Proxy:
+    """An HTTP proxy that requests go through, by CONNECT; `authorization` is the whole
+    `Proxy-Authorization` value, if it takes one. Shown as `host:port` only."""
+
+    host: str
+    port: int
+    authorization: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
 class Origin:
     """Where connections go: one pool each."""
 
@@ -95,10 +108,11 @@ class Origin:
     port: int
     tls: ssl.SSLContext | None
     authority: bytes  # the Host header
+    via: Proxy | None = None
 
 
 @functools.lru_cache(maxsize=1024)
-def _target(url: str, tls: ssl.SSLContext | None) -> tuple[Origin, bytes]:
+def _target(url: str, tls: ssl.SSLContext | None, via: Proxy | None) -> tuple[Origin, bytes]:
     parts = urlsplit(url)
     if parts.scheme not in {"http", "https"} or not parts.hostname:
         raise ValueError("not an http(s) URL")
@@ -111,7 +125,7 @@ def _target(url: str, tls: ssl.SSLContext | None) -> tuple[Origin, bytes]:
     if parts.query:
         path += "?" + parts.query
     context = (tls or _default_tls()) if secure else None
-    return Origin(host, port, context, authority.encode("idna")), path.encode("ascii")
+    return Origin(host, port, context, authority.encode("idna"), via), path.encode("ascii")
 
 
 @functools.cache
@@ -141,6 +155,7 @@ class _Connection(asyncio.Protocol):
         self.paused = False
         self.read_s: float | None = None
         self.head_only = False
+        self.keep_alive = False
         self.whole = False  # read whole: never paused
         self._interim = False
         self._inflate: zlib._Decompress | None = None
@@ -197,6 +212,7 @@ class _Connection(asyncio.Protocol):
             return
         self.status = status
         self.head = True
+        self.keep_alive = self.parser.should_keep_alive()  # only valid in a callback
         encoding = self.headers.get("content-encoding", "").strip().lower()
         if encoding in {"gzip", "x-gzip"}:
             self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -282,7 +298,7 @@ class _Connection(asyncio.Protocol):
             and not self.closed
             and not self.head_only
             and not self.buffer
-            and self.parser.should_keep_alive()
+            and self.keep_alive
         )
 
     def close(self) -> None:
@@ -373,9 +389,11 @@ class Client:
         headers: dict[str, str],
         timeouts: Timeouts,
         tls: ssl.SSLContext | None = None,
+        via: Proxy | None = None,
     ) -> Response:
-        """Send a request; its answer once the head is in (within the read timeout)."""
-        origin, path = _target(url, tls)
+        """Send a request (through proxy `via`, if given); its answer once the head is in
+        (within the read timeout)."""
+        origin, path = _target(url, tls, via)
         head = self._head(method, path, origin, body, headers)
         await self._slots.acquire()
         conn: _Connection | None = None
@@ -402,12 +420,13 @@ class Client:
         headers: dict[str, str],
         timeouts: Timeouts,
         tls: ssl.SSLContext | None = None,
+        via: Proxy | None = None,
     ) -> tuple[Response, bytes]:
         """Send a request and read its whole answer, all within `timeouts.total_s`."""
         limit = asyncio.timeout(timeouts.total_s)
         try:
             async with limit:
-                resp = await self.request(method, url, body, headers, timeouts, tls)
+                resp = await self.request(method, url, body, headers, timeouts, tls, via)
                 try:
                     raw = await resp.read()
                 except BaseException:
@@ -424,7 +443,7 @@ class Client:
         self, method: str, path: bytes, origin: Origin, body: bytes, headers: dict[str, str]
     ) -> bytes:
         lines = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-        if "\r" in lines.replace("\r\n", "") or "\n" in lines.replace("\r\n", ""):
+        if lines.count("\n") != len(headers) or lines.count("\r") != len(headers):
             raise ValueError("invalid header")
         return b"".join(
             (
@@ -491,6 +510,8 @@ class Client:
         try:
             async with limit:
                 sock = await self._socket(origin)
+                if origin.via is not None:
+                    await self._tunnel(sock, origin)
                 try:
                     _, conn = await loop.create_connection(
                         lambda: _Connection(loop),
@@ -511,13 +532,43 @@ class Client:
         except ssl.SSLError:
             raise TLSFailed("TLS handshake failed") from None
         except OSError as exc:
+            if origin.via is not None:
+                raise ConnectFailed(f"HTTP proxy {origin.via}: {_phrase(exc)}") from None
             raise ConnectFailed(_phrase(exc)) from None
         return conn
+
+    async def _tunnel(self, sock: socket.socket, origin: Origin) -> None:
+        """Open a CONNECT tunnel to `origin` through its proxy on `sock`."""
+        assert origin.via is not None
+        loop = asyncio.get_running_loop()
+        target = origin.authority.decode("ascii")
+        if ":" not in target.rsplit("]", 1)[-1]:
+            target += f":{origin.port}"
+        auth = origin.via.authorization
+        head = f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n"
+        head += f"Proxy-Authorization: {auth}\r\n\r\n" if auth else "\r\n"
+        try:
+            await loop.sock_sendall(sock, head.encode("latin-1"))
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                data = await loop.sock_recv(sock, 4096)
+                if not data or len(answer) > 2**16:
+                    raise ConnectionResetError(errno.ECONNRESET, "closed")
+                answer += data
+        except OSError as exc:
+            sock.close()
+            raise ConnectFailed(f"HTTP proxy {origin.via}: {_phrase(exc)}") from None
+        line = answer.split(b"\r\n", 1)[0].split(b" ", 2)
+        status = line[1].decode("latin-1") if len(line) > 1 else "?"
+        if not status.startswith("2"):
+            sock.close()
+            raise ConnectFailed(f"HTTP proxy {origin.via} answered {status} to CONNECT")
 
     async def _socket(self, origin: Origin) -> socket.socket:
         loop = asyncio.get_running_loop()
         failure: OSError | None = None
-        for family, kind, proto, addr in await self._addresses(origin.host, origin.port):
+        dial = origin.via or origin
+        for family, kind, proto, addr in await self._addresses(dial.host, dial.port):
             sock = socket.socket(family, kind, proto)
             try:
                 sock.setblocking(False)

@@ -1,0 +1,324 @@
+"""The upstream client (`agent_reach.upstream`) against real servers on 127.0.0.1: raw asyncio
+servers that write exactly the bytes a case needs, a small CONNECT proxy, and TLS with a test CA.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import ssl
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+import pytest
+import trustme
+
+from agent_reach.upstream import (
+    HIGH_WATER,
+    Client,
+    ConnectFailed,
+    Disconnected,
+    Malformed,
+    Proxy,
+    ReadTimeout,
+    Timeouts,
+    TLSFailed,
+)
+
+T = Timeouts(1.0, 1.0, 5.0)
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+WRITERS: list[asyncio.StreamWriter] = []  # every accepted connection, closed after each test
+
+
+@pytest.fixture(autouse=True)
+async def _close_accepted() -> AsyncIterator[None]:
+    yield
+    for writer in WRITERS:
+        writer.close()
+    await asyncio.sleep(0.05)
+    WRITERS.clear()
+
+
+async def listen(handler: Handler, tls: ssl.SSLContext | None = None) -> asyncio.Server:
+    async def tracked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        WRITERS.append(writer)
+        await handler(reader, writer)
+
+    return await asyncio.start_server(tracked, "127.0.0.1", 0, ssl=tls)
+
+
+Answer = Callable[[bytes], bytes]  # the request's head and body → the bytes written back
+
+
+@dataclass
+class Raw:
+    """A server that answers each request on a connection with `answer(request)`."""
+
+    answer: Answer
+    connections: int = 0
+    requests: list[bytes] = field(default_factory=list)
+    server: asyncio.Server | None = None
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                request = head + await reader.readexactly(length)
+                self.requests.append(request)
+                writer.write(self.answer(request))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+@pytest.fixture
+async def raw() -> AsyncIterator[Callable[[Answer], Raw]]:
+    servers: list[Raw] = []
+
+    def start(answer: Answer) -> Raw:
+        servers.append(Raw(answer))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        if server.server is not None:
+            server.server.close()
+
+
+async def started(server: Raw, tls: ssl.SSLContext | None = None) -> Raw:
+    server.server = await listen(server._serve, tls)
+    return server
+
+
+def ok(body: bytes, extra: bytes = b"") -> Answer:
+    def answer(_: bytes) -> bytes:
+        return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s" % (len(body), extra, body)
+
+    return answer
+
+
+async def test_keep_alive_reuses_one_connection(raw: Callable[[Answer], Raw]) -> None:
+    server = await started(raw(ok(b'{"a":1}', b"Content-Type: application/json\r\n")))
+    client = Client("t")
+    for _ in range(50):
+        resp, body = await client.fetch("POST", f"http://127.0.0.1:{server.port}/x", b"{}", {}, T)
+        assert (resp.status, body, resp.content_type) == (200, b'{"a":1}', "application/json")
+    await client.close()
+    assert server.connections == 1
+    assert len(server.requests) == 50
+    assert server.requests[0].startswith(b"POST /x HTTP/1.1\r\nHost: 127.0.0.1:")
+
+
+async def test_chunked_gzip_and_interim_answers(raw: Callable[[Answer], Raw]) -> None:
+    packed = gzip.compress(b"hello " * 1000)
+    chunks = b"".join(
+        b"%x\r\n%s\r\n" % (len(packed[i : i + 100]), packed[i : i + 100])
+        for i in range(0, len(packed), 100)
+    )
+    answer = (
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+        b"Content-Encoding: gzip\r\n\r\n" + chunks + b"0\r\n\r\n"
+    )
+    server = await started(raw(lambda _: answer))
+    client = Client("t")
+    for _ in range(3):
+        resp, body = await client.fetch("POST", f"http://127.0.0.1:{server.port}/", b"", {}, T)
+        assert (resp.status, body) == (200, b"hello " * 1000)
+    await client.close()
+    assert server.connections == 1
+
+
+async def test_an_answer_that_ends_with_the_connection() -> None:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nline one\nline two")
+        writer.close()
+
+    server = await listen(serve)
+    port = server.sockets[0].getsockname()[1]
+    client = Client("t")
+    resp = await client.request("GET", f"http://127.0.0.1:{port}/", b"", {}, T)
+    assert [await resp.readline() for _ in range(3)] == [b"line one\n", b"line two", b""]
+    resp.release()
+    await client.close()
+    server.close()
+
+
+async def test_failures_are_named(raw: Callable[[Answer], Raw]) -> None:
+    client = Client("t")
+    dead = await started(raw(ok(b"")))
+    port = dead.port
+    assert dead.server is not None
+    dead.server.close()
+    await dead.server.wait_closed()
+    with pytest.raises(ConnectFailed, match="connection refused"):
+        await client.fetch("GET", f"http://127.0.0.1:{port}/", b"", {}, T)
+    cut = await started(raw(lambda _: b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"))
+    with pytest.raises(ReadTimeout):
+        await client.fetch("GET", f"http://127.0.0.1:{cut.port}/", b"", {}, Timeouts(1, 0.2, 5))
+    junk = await started(raw(lambda _: b"SMTP ready\r\n\r\n"))
+    with pytest.raises(Malformed):
+        await client.fetch("GET", f"http://127.0.0.1:{junk.port}/", b"", {}, T)
+    with pytest.raises(ValueError, match="invalid header"):
+        await client.fetch("GET", f"http://127.0.0.1:{junk.port}/", b"", {"X": "a\r\nB: c"}, T)
+    await client.close()
+
+
+async def test_an_unread_stream_holds_the_upstream_back() -> None:
+    """The client reads nothing: memory stays near HIGH_WATER, the server's writes back up."""
+    written = 0
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal written
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n")
+        line = b"data: " + b"x" * 1000 + b"\n\n"
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and written < 100_000_000:
+            writer.write(line)
+            written += len(line)
+            try:
+                await asyncio.wait_for(writer.drain(), 0.3)
+            except TimeoutError:
+                break  # backed up: the client stopped reading
+        writer.close()
+
+    server = await listen(serve)
+    port = server.sockets[0].getsockname()[1]
+    client = Client("t")
+    resp = await client.request("GET", f"http://127.0.0.1:{port}/", b"", {}, Timeouts(1, 5))
+    await asyncio.sleep(1.0)
+    held = len(resp._live().buffer)
+    assert held <= HIGH_WATER + 65536
+    assert written < 8_000_000  # socket buffers and ours, not the whole answer
+    assert (await resp.readline()).startswith(b"data: xxx")
+    resp.close()
+    await client.close()
+    server.close()
+
+
+@dataclass
+class ConnectProxy:
+    """A CONNECT proxy on 127.0.0.1: tunnels when the Proxy-Authorization is `want`."""
+
+    want: str | None = None
+    tunnels: int = 0
+    server: asyncio.Server | None = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = (await reader.readuntil(b"\r\n\r\n")).decode()
+        target = head.split(" ")[1]
+        auth = next(
+            (
+                line.split(": ", 1)[1]
+                for line in head.split("\r\n")
+                if line.lower().startswith("proxy-authorization")
+            ),
+            None,
+        )
+        if auth != self.want:
+            writer.write(b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n")
+            writer.close()
+            return
+        host, port = target.rsplit(":", 1)
+        up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        WRITERS.append(up_writer)
+        self.tunnels += 1
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            while data := await src.read(65536):
+                dst.write(data)
+                await dst.drain()
+            dst.close()
+
+        await asyncio.gather(
+            pipe(reader, up_writer), pipe(up_reader, writer), return_exceptions=True
+        )
+
+
+async def test_through_a_connect_proxy_with_tls(raw: Callable[[Answer], Raw]) -> None:
+    ca = trustme.CA()
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(served)
+    server = await started(raw(ok(b"tunnelled")), served)
+    trusted = ssl.create_default_context()
+    ca.configure_trust(trusted)
+    proxy = ConnectProxy(want="Basic dTpw")
+    proxy.server = await listen(proxy._serve)
+    proxy_port = proxy.server.sockets[0].getsockname()[1]
+    client = Client("t")
+    url = f"https://localhost:{server.port}/v1"
+    via = Proxy("127.0.0.1", proxy_port, "Basic dTpw")
+    for _ in range(3):
+        _, body = await client.fetch("POST", url, b"{}", {}, T, trusted, via)
+        assert body == b"tunnelled"
+    assert proxy.tunnels == 1  # pooled: one tunnel for all three
+    with pytest.raises(ConnectFailed, match=rf"HTTP proxy 127.0.0.1:{proxy_port} answered 407"):
+        await client.fetch("POST", url, b"{}", {}, T, trusted, Proxy("127.0.0.1", proxy_port))
+    with pytest.raises(TLSFailed, match="not trusted"):
+        await client.fetch("POST", url, b"{}", {}, T, None, via)  # the system CAs only
+    proxy.server.close()
+    await proxy.server.wait_closed()
+    with pytest.raises(ConnectFailed, match=rf"HTTP proxy 127.0.0.1:{proxy_port}: connection"):
+        await client.fetch("POST", url, b"{}", {}, T, trusted, Proxy("127.0.0.1", proxy_port))
+    await client.close()
+
+
+async def test_a_cancelled_request_closes_its_connection() -> None:
+    closed = asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+        await reader.read()  # until the client goes
+        closed.set()
+
+    server = await listen(serve)
+    port = server.sockets[0].getsockname()[1]
+    client = Client("t")
+    task = asyncio.ensure_future(client.fetch("GET", f"http://127.0.0.1:{port}/", b"", {}, T))
+    await asyncio.sleep(0.1)
+    task.cancel()
+    start = time.monotonic()
+    await asyncio.wait_for(closed.wait(), 1)
+    assert time.monotonic() - start < 0.5
+    await client.close()
+    server.close()
+
+
+async def test_a_closed_keep_alive_connection_is_not_reused(raw: Callable[[Answer], Raw]) -> None:
+    server = await started(raw(ok(b"x", b"Connection: close\r\n")))
+    client = Client("t")
+    for _ in range(3):
+        _, body = await client.fetch("GET", f"http://127.0.0.1:{server.port}/", b"", {}, T)
+        assert body == b"x"
+    assert server.connections == 3
+    await client.close()
+
+
+async def test_a_server_that_closes_without_answering() -> None:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+
+    server = await listen(serve)
+    port = server.sockets[0].getsockname()[1]
+    client = Client("t")
+    with pytest.raises(Disconnected, match="server disconnected"):
+        await client.fetch("GET", f"http://127.0.0.1:{port}/", b"", {}, T)
+    await client.close()
+    server.close()
