@@ -265,7 +265,6 @@ def test_store_false_is_not_kept(proxy: Proxy) -> None:
 @pytest.mark.parametrize(
     ("body", "param"),
     [
-        ({"model": "gpt-test"}, "input"),
         ({"model": "gpt-test", "input": 3}, "input"),
         (
             {"model": "gpt-test", "input": [{"type": "message", "role": "bot", "content": "x"}]},

@@ -174,8 +174,10 @@ async def _continued(proxy: Proxy, body: dict[str, Any], who: str) -> dict[str, 
 
 
 def _items(body: dict[str, Any]) -> list[Any]:
-    """A request's own `input` as items."""
+    """A request's own `input` as items (none when it has none)."""
     given = body.get("input")
+    if given is None:
+        return []
     if isinstance(given, str):
         return [{"type": "message", "role": "user", "content": given}]
     if not isinstance(given, list):
