@@ -20,6 +20,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	scripts/ensure-services.sh
 	scripts/ensure-agents.sh
+	scripts/ensure-sdk-suites.sh
 	$(BIN)/pytest -q
 
 lint: $(STAMP)

@@ -396,7 +396,6 @@ CALL_ITEM = {"type": "function_call", "call_id": "c1", "name": "f", "arguments":
 @pytest.mark.parametrize(
     ("body", "param"),
     [
-        ({}, "input"),
         ({"input": 3}, "input"),
         ({"input": ["hi"]}, "input[0]"),
         (
@@ -443,7 +442,6 @@ CALL_ITEM = {"type": "function_call", "call_id": "c1", "name": "f", "arguments":
         ({"input": "hi", "tool_choice": {"type": "function"}}, "tool_choice.name"),
         ({"input": "hi", "tool_choice": {"type": "web_search"}}, "tool_choice"),
         ({"input": "hi", "instructions": 3}, "instructions"),
-        ({"input": [{"type": "message", "role": "system", "content": "only rules"}]}, "input"),
         ({"input": "hi", "model": 7}, "model"),
         ({"input": "hi", "max_output_tokens": 0}, "max_output_tokens"),
         ({"input": "hi", "max_output_tokens": 15}, "max_output_tokens"),  # the schema's minimum 16
@@ -471,6 +469,26 @@ def test_malformed_requests_name_the_field(body: dict[str, Any], param: str) -> 
     assert info.value.param == param
     assert info.value.status == 400
     assert f"'{param}'" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "messages"),
+    [
+        ({}, []),
+        ({"input": []}, []),
+        ({"instructions": "rules"}, [{"role": "system", "content": "rules"}]),
+        (
+            {"input": [{"type": "message", "role": "system", "content": "only rules"}]},
+            [{"role": "system", "content": "only rules"}],
+        ),
+    ],
+)
+def test_a_request_with_nothing_to_answer_is_the_providers_to_judge(
+    body: dict[str, Any], messages: list[dict[str, Any]]
+) -> None:
+    """The schema requires no `input` (a stored prompt may stand in for it), so its absence is
+    no 400 of the proxy's: the provider is sent the conversation there is."""
+    assert request_in(body).body["messages"] == messages
 
 
 CODEX_REQUEST: dict[str, Any] = {  # the shape Codex CLI 0.171.0 sends, trimmed

@@ -638,21 +638,20 @@ def _tool_choice(choice: Any, tools: dict[str, Tool]) -> Any:
 
 def request_in(body: dict[str, Any]) -> Inbound:
     """A Responses request (its `previous_response_id` already expanded into `input`) as a
-    chat request; `RequestError` (400, with `param`) for what is malformed (`FIELDS`)."""
-    if body.get("input") is None:
-        raise refused("input", "is required: a string or an array of items")
+    chat request; `RequestError` (400, with `param`) for what is malformed (`FIELDS`).
+
+    No `input`, or one with nothing but instructions, is the schema's to allow and the
+    provider's to judge: it is sent as the conversation there is (none, or the system prompt)."""
     check_fields(body, FIELDS)
     reader = _Reader()
     instructions = body.get("instructions")
     if instructions:
         reader.messages.append({"role": "system", "content": instructions})
-    given = body["input"]
+    given = body.get("input")
     if isinstance(given, str):
         reader.messages.append({"role": "user", "content": given})
-    else:
+    elif given is not None:
         reader.read(given)
-    if not any(m["role"] != "system" for m in reader.messages):
-        raise refused("input", "has no message or tool output to answer")
     chat: dict[str, Any] = {"messages": reader.messages}
     model = body.get("model")
     if model:

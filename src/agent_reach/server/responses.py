@@ -174,8 +174,10 @@ async def _continued(proxy: Proxy, body: dict[str, Any], who: str) -> dict[str, 
 
 
 def _items(body: dict[str, Any]) -> list[Any]:
-    """A request's own `input` as items."""
+    """A request's own `input` as items (none when it has none)."""
     given = body.get("input")
+    if given is None:
+        return []
     if isinstance(given, str):
         return [{"type": "message", "role": "user", "content": given}]
     if not isinstance(given, list):
@@ -235,8 +237,16 @@ async def _keep(
 
 
 async def retrieve(proxy: Proxy, request: web.Request) -> web.Response:
-    """`GET /v1/responses/{id}`: a stored response."""
+    """`GET /v1/responses/{id}`: a stored response. With `stream=true` a client resumes the
+    events of a background response, and the proxy runs none (it answers `background` at
+    once): a 400 naming `stream`, as OpenAI answers it for a response that was not one."""
     stored, _ = await _load(proxy, request.match_info["id"], owner(request))
+    if request.query.get("stream", "false") != "false":
+        raise RequestError(
+            "'stream' resumes a background response's events, and this proxy answers "
+            "`background` at once: retrieve the response whole (no `stream`)",
+            param="stream",
+        )
     return json_response(stored["response"])
 
 
