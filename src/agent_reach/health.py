@@ -20,10 +20,11 @@ import aiohttp
 
 from .outcomes import Transport, classify
 from .prepared import PreparedProvider
+from .proxies import Proxy
 from .routing import Health, model_listed
 from .state import StateStore
 from .trace import Reason
-from .transport import CLIENT_ERRORS, past_deadline, transport_failure, whole
+from .transport import CLIENT_ERRORS, past_deadline, transport_failure, upstream, whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +62,9 @@ async def check_provider(
     url = prepared.health_url
     if url is None:
         reachable, ms = await _connects(prepared)
-        return result(
-            reachable, "none", "" if reachable else "no TCP connection to its endpoint", None, ms
-        )
+        via = f" ({prepared.proxy.named})" if prepared.proxy else ""
+        detail = "" if reachable else f"no TCP connection to its endpoint{via}"
+        return result(reachable, "none", detail, None, ms)
     health = await run_check(session, prepared, now, prepared.connect_s + prepared.read_s)
     reached = health.outcome.reason not in (Reason.CONNECT_FAILED, Reason.TIMEOUT)
     status = health.outcome.status
@@ -88,18 +89,39 @@ async def check_provider(
 
 
 async def _connects(prepared: PreparedProvider) -> tuple[bool, float]:
-    """A TCP connect to the endpoint, for providers without a health check: (ok, ms)."""
+    """A TCP connect to the endpoint, for providers without a health check (through its
+    proxy: a CONNECT tunnel the proxy opens): (ok, ms)."""
     parts = urlsplit(prepared.spec.endpoint)
     port = parts.port or (443 if parts.scheme == "https" else 80)
+    proxy = prepared.proxy
     start = time.perf_counter()
     try:
-        _, writer = await asyncio.wait_for(
-            asyncio.open_connection(parts.hostname, port), prepared.connect_s
-        )
+        async with asyncio.timeout(prepared.connect_s):
+            if proxy is None:
+                _, writer = await asyncio.open_connection(parts.hostname, port)
+            else:
+                writer = await _tunnel(proxy, f"{parts.hostname}:{port}")
     except (OSError, TimeoutError):
         return False, (time.perf_counter() - start) * 1000
     writer.close()
     return True, (time.perf_counter() - start) * 1000
+
+
+async def _tunnel(proxy: Proxy, authority: str) -> asyncio.StreamWriter:
+    """A CONNECT tunnel through `proxy` to `authority` (host:port); OSError when the proxy
+    does not open it."""
+    reader, writer = await asyncio.open_connection(proxy.host, proxy.port)
+    auth = f"Proxy-Authorization: {proxy.authorization}\r\n" if proxy.authorization else ""
+    writer.write(f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n{auth}\r\n".encode())
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        head = b""
+    status = head.split(b" ", 2)[1:2]
+    if not status or not status[0].startswith(b"2"):
+        writer.close()
+        raise ConnectionRefusedError("the proxy did not open the tunnel")
+    return writer
 
 
 async def run_check(
@@ -115,11 +137,12 @@ async def run_check(
             headers=prepared.health_headers,
             timeout=whole(prepared.connect_s, prepared.read_s, remaining_s),
             allow_redirects=False,
+            **upstream(prepared.health_proxy, prepared.tls),
         ) as resp:
             raw = await resp.read()
             status, content_type = resp.status, resp.content_type
     except CLIENT_ERRORS as exc:
-        outcome = transport_failure(exc, past_deadline(exc))
+        outcome = transport_failure(exc, past_deadline(exc), prepared.health_proxy)
         return Health(False, now, outcome, ms=(time.perf_counter() - start) * 1000)
     ms = (time.perf_counter() - start) * 1000
     result = prepared.judge_health(

@@ -25,7 +25,15 @@ from .prepared import PreparedProvider
 from .request import ChatRequest
 from .stream import STREAM_FAILURES, LiveStream, Stalled
 from .trace import Reason
-from .transport import CLIENT_ERRORS, kind_of, past_deadline, timeouts, transport_failure, whole
+from .transport import (
+    CLIENT_ERRORS,
+    kind_of,
+    past_deadline,
+    timeouts,
+    transport_failure,
+    upstream,
+    whole,
+)
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -107,10 +115,11 @@ async def fetch(
             headers=prepared.headers_for(req, False),
             timeout=whole(prepared.connect_s, prepared.read_s, remaining_s),
             allow_redirects=False,
+            **upstream(prepared.proxy, prepared.tls),
         ) as resp:
             raw = await resp.read()
     except CLIENT_ERRORS as exc:
-        return Tried(transport_failure(exc, past_deadline(exc)))
+        return Tried(transport_failure(exc, past_deadline(exc), prepared.proxy))
     outcome, response = _judge(target, resp, raw, target.raw_body, now)
     return Tried(outcome, response, None if outcome.reason is Reason.OK else raw)
 
@@ -130,6 +139,7 @@ async def count_at(
                 prepared.connect_s, prepared.read_s, prepared.connect_s + prepared.read_s
             ),
             allow_redirects=False,
+            **upstream(prepared.proxy, prepared.tls),
         ) as resp:
             raw = await resp.read() if resp.status == 200 else b""
     except CLIENT_ERRORS:
@@ -166,6 +176,7 @@ async def open_stream(
                 headers=prepared.headers_for(target.req, True),
                 timeout=timeouts(prepared.connect_s, prepared.read_s, remaining_s),
                 allow_redirects=False,
+                **upstream(prepared.proxy, prepared.tls),
             )
             status = resp.status
             ctype = resp.content_type
@@ -192,7 +203,7 @@ async def open_stream(
         if first.expired() and not limit.expired():
             ms = round((target.first_token_s or 0) * 1000)
             return Tried(Outcome(Reason.TIMEOUT, status, f"{FIRST_TOKEN} {ms} ms"))
-        return Tried(stream_failure(exc, limit, status, now))
+        return Tried(stream_failure(exc, limit, status, now, prepared))
     finally:  # also on cancellation: nothing of a failed try stays open
         if not handed_over:
             if live is not None:
@@ -210,10 +221,15 @@ def _empty(live: LiveStream, status: int) -> Outcome:
 
 
 def stream_failure(
-    exc: BaseException, limit: asyncio.Timeout | None, status: int | None, now: float
+    exc: BaseException,
+    limit: asyncio.Timeout | None,
+    status: int | None,
+    now: float,
+    prepared: PreparedProvider | None = None,
 ) -> Outcome:
     """A stream's failure: an error the provider reported, an unreadable frame, or a failure
-    below HTTP (`limit` None: after the first chunk, when no deadline timer runs)."""
+    below HTTP (`limit` None: after the first chunk, when no deadline timer runs; `prepared`:
+    before it, to name its proxy)."""
     if isinstance(exc, ProviderError):
         return classify(status=status, error=exc.info, now=now)
     if isinstance(exc, Mismatch):
@@ -223,4 +239,4 @@ def stream_failure(
     if limit is None:
         kind, text = kind_of(exc)
         return classify(transport=kind, transport_detail=text)
-    return transport_failure(exc, limit.expired())
+    return transport_failure(exc, limit.expired(), prepared.proxy if prepared else None)

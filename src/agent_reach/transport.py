@@ -11,11 +11,12 @@ import math
 import os
 import socket
 import ssl
-from typing import Any
+from typing import Any, TypedDict
 
 import aiohttp
 
 from .outcomes import Outcome, Transport, classify
+from .proxies import Proxy
 from .version import __version__
 
 USER_AGENT = f"agent-reach/{__version__}"
@@ -54,6 +55,30 @@ def new_session() -> aiohttp.ClientSession:
     )
 
 
+class Upstream(TypedDict, total=False):
+    """How a provider is reached, as aiohttp's request arguments: its proxy and TLS."""
+
+    proxy: str
+    ssl: ssl.SSLContext
+
+
+_DIRECT = Upstream()
+
+
+def upstream(proxy: Proxy | None, tls: ssl.SSLContext | None) -> Upstream:
+    """The arguments of a request through `proxy` (its credentials in the URL: aiohttp sends
+    them as `Proxy-Authorization` on the CONNECT, or on an http request) with the TLS
+    context `tls`; none: direct, the default TLS (system CAs, verified)."""
+    if proxy is None and tls is None:
+        return _DIRECT
+    args = Upstream()
+    if proxy is not None:
+        args["proxy"] = proxy.credentialed_url
+    if tls is not None:
+        args["ssl"] = tls
+    return args
+
+
 @functools.lru_cache(maxsize=64)
 def _timeout(connect_s: float, read_s: float) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=None, sock_connect=connect_s, sock_read=read_s)
@@ -90,15 +115,22 @@ def past_deadline(exc: BaseException) -> bool:
     return isinstance(exc, asyncio.TimeoutError) and not isinstance(exc, aiohttp.ServerTimeoutError)
 
 
-def transport_failure(exc: BaseException, expired: bool) -> Outcome:
-    """A failure below HTTP; the request's deadline when its time limit `expired`."""
+_CONNECTING = (Transport.CONNECT, Transport.CONNECT_TIMEOUT, Transport.TLS)
+
+
+def transport_failure(exc: BaseException, expired: bool, proxy: Proxy | None = None) -> Outcome:
+    """A failure below HTTP; the request's deadline when its time limit `expired`. A
+    failure to connect through `proxy` names it (host and port, never its credentials)."""
     kind, text = (Transport.DEADLINE, "") if expired else kind_of(exc)
+    if proxy is not None and kind in _CONNECTING:
+        text = f"{text or 'connection failed'} ({proxy.named})"
     return classify(transport=kind, transport_detail=text)
 
 
 # Most specific first: the connect timeout is also a TimeoutError and an OSError.
 _KINDS: tuple[tuple[tuple[type[BaseException], ...], Transport], ...] = (
     ((aiohttp.ConnectionTimeoutError,), Transport.CONNECT_TIMEOUT),
+    ((aiohttp.ClientHttpProxyError,), Transport.CONNECT),  # the proxy refused the tunnel
     (
         (
             aiohttp.ClientConnectorCertificateError,
@@ -134,7 +166,6 @@ _PHRASES: tuple[tuple[type[BaseException], str], ...] = (
     (aiohttp.ServerFingerprintMismatch, "TLS certificate fingerprint mismatch"),
     (aiohttp.ClientSSLError, "TLS handshake failed"),
     (ssl.SSLError, "TLS failure"),
-    (aiohttp.ClientProxyConnectionError, "cannot connect to the HTTP proxy"),
     (aiohttp.ConnectionTimeoutError, "connect timeout"),
     (asyncio.TimeoutError, ""),  # the reason says it: `timeout`, detail "read timeout"
     (aiohttp.ServerDisconnectedError, "server disconnected"),
@@ -149,7 +180,13 @@ _PHRASES: tuple[tuple[type[BaseException], str], ...] = (
 def describe(exc: BaseException) -> str:
     """A client failure in plain words: "connection refused", "connection closed
     mid-answer", "DNS lookup failed", …"""
-    if isinstance(getattr(exc, "os_error", None), socket.gaierror):
+    if isinstance(exc, aiohttp.ClientHttpProxyError):
+        return f"the proxy answered {exc.status} {exc.message}".rstrip()
+    if isinstance(exc, aiohttp.ClientProxyConnectionError):
+        return f"cannot connect to the proxy: {describe(exc.os_error)}"
+    if isinstance(exc, socket.gaierror) or isinstance(
+        getattr(exc, "os_error", None), socket.gaierror
+    ):
         return "DNS lookup failed"
     for cls, phrase in _PHRASES:
         if isinstance(exc, cls):
