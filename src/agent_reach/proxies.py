@@ -35,6 +35,10 @@ NONE = "none"  # `proxy: none`: direct, whatever the environment says
 DEFAULT_PORT = 1080  # curl's, for a proxy written without a port
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+_HTTPS = ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
+_HTTP = ("http_proxy", "all_proxy", "ALL_PROXY")
+_NO_PROXY = ("no_proxy", "NO_PROXY")
+VARIABLES = (*_HTTPS, "http_proxy", *_NO_PROXY)  # every variable read, once each
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,13 +208,8 @@ class ProxyEnv:
         def first(*names: str) -> tuple[str, str] | None:
             return next(((n, environ[n]) for n in names if n in environ), None)
 
-        everywhere = ("all_proxy", "ALL_PROXY")
-        no_proxy = first("no_proxy", "NO_PROXY")
-        return cls(
-            first("https_proxy", "HTTPS_PROXY", *everywhere),
-            first("http_proxy", *everywhere),
-            Bypass.of(no_proxy[1]) if no_proxy else Bypass(),
-        )
+        no_proxy = first(*_NO_PROXY)
+        return cls(first(*_HTTPS), first(*_HTTP), Bypass.of(no_proxy[1]) if no_proxy else Bypass())
 
 
 def choose(url: str, setting: str | None, env: ProxyEnv, auth: str | None = None) -> Proxy | None:
