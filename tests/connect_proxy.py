@@ -1,6 +1,7 @@
 """A small HTTP proxy on 127.0.0.1 for the tests, Clash-like: CONNECT tunnels (https
 upstreams) and absolute-form requests (http upstreams), an optional `Proxy-Authorization`
-check (407 without it), and a status to answer every request with instead (e.g. 502). It runs
+check (407 without it), a status to answer every request with instead (e.g. 502), and names
+that only it resolves (an upstream a client cannot reach but through it). It runs
 in its own thread with its own loop, so that CLI and proxy subprocesses can reach it; it
 records every tunnel and forwarded request.
 """
@@ -23,6 +24,7 @@ class ConnectProxy:
 
     credentials: str | None = None
     answer: int | None = None  # every request is answered with this status instead
+    hosts: dict[str, str] = field(default_factory=dict)  # names only it resolves (→ address)
     port: int = 0
     tunnels: list[str] = field(default_factory=list)  # host:port of each CONNECT it opened
     forwarded: list[str] = field(default_factory=list)  # URL of each absolute-form request
@@ -94,7 +96,9 @@ class ConnectProxy:
         upstream = None
         if status is None:
             try:
-                upstream = await asyncio.open_connection(*where)
+                upstream = await asyncio.open_connection(
+                    self.hosts.get(where[0], where[0]), where[1]
+                )
             except OSError:
                 status = 502
         if status is not None:

@@ -40,6 +40,7 @@ class CheckResult:
     models: list[str] | None  # what its health check lists (None: it lists none)
     latency_ms: float | None  # of the health check or the TCP connect; None when unreachable
     status: int | None = None  # the HTTP status of a failed health check
+    via: str | None = None  # the proxy it went through ("proxy host:port from VAR"), if any
 
 
 async def check_provider(
@@ -56,14 +57,16 @@ async def check_provider(
         usable = health in ("ok", "none") and reachable
         latency = round(ms, 1) if reachable else None
         return CheckResult(
-            prepared.name, url, reachable, usable, health, detail, models, latency, status
+            prepared.name, url, reachable, usable, health, detail, models, latency, status, via
         )
 
     url = prepared.health_url
+    proxy = prepared.proxy if url is None else prepared.health_proxy
+    via = proxy.named if proxy else None
     if url is None:
         reachable, ms = await _connects(prepared)
-        via = f" ({prepared.proxy.named})" if prepared.proxy else ""
-        detail = "" if reachable else f"no TCP connection to its endpoint{via}"
+        named = f" ({via})" if via else ""
+        detail = "" if reachable else f"no TCP connection to its endpoint{named}"
         return result(reachable, "none", detail, None, ms)
     health = await run_check(session, prepared, now, prepared.connect_s + prepared.read_s)
     reached = health.outcome.reason not in (Reason.CONNECT_FAILED, Reason.TIMEOUT)

@@ -20,6 +20,7 @@ from .test_cli import config_file, no_secrets, p, run
 from .test_proxy import start, stop
 
 PASSWORD = "pr0xy-S3CRET-pass"  # the proxy's; never in any output
+ABROAD = "api.abroad.test"  # a name only the proxies resolve: reached through them or not at all
 MSG = [{"role": "user", "content": "hi"}]
 
 
@@ -32,7 +33,7 @@ def ca() -> trustme.CA:
 def tls_up(ca: trustme.CA) -> Iterator[Upstream]:
     """The simulated providers over https, with a certificate of the test CA."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1", "localhost").configure_cert(context)
+    ca.issue_cert("127.0.0.1", ABROAD).configure_cert(context)
     server = Upstream(tls=context)
     server.start()
     yield server
@@ -48,7 +49,7 @@ def ca_file(ca: trustme.CA, tmp_path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def open_proxy() -> Iterator[ConnectProxy]:
-    proxy = ConnectProxy().start()
+    proxy = ConnectProxy(hosts={ABROAD: "127.0.0.1"}).start()
     yield proxy
     proxy.stop()
 
@@ -56,7 +57,7 @@ def open_proxy() -> Iterator[ConnectProxy]:
 @pytest.fixture(scope="module")
 def locked_proxy() -> Iterator[ConnectProxy]:
     """A proxy that takes only `user:PASSWORD`."""
-    proxy = ConnectProxy(credentials=f"user:{PASSWORD}").start()
+    proxy = ConnectProxy(credentials=f"user:{PASSWORD}", hosts={ABROAD: "127.0.0.1"}).start()
     yield proxy
     proxy.stop()
 
@@ -86,6 +87,11 @@ def chat(cfg: Path, env: dict[str, str] | None = None, *flags: str) -> Any:
 def answer(result: Any) -> str:
     assert result.returncode == 0, result.stdout + result.stderr
     return str(json.loads(result.stdout)["response"]["choices"][0]["message"]["content"])
+
+
+def abroad(url: str) -> str:
+    """`url` at a name only the proxies resolve."""
+    return url.replace("127.0.0.1", ABROAD)
 
 
 def never_printed(result: Any) -> None:
@@ -142,9 +148,10 @@ def test_an_unreadable_ca_file_is_a_config_error(tls_up: Upstream, tmp_path: Pat
 def test_https_proxy_from_the_environment_tunnels_to_a_tls_upstream(
     tls_up: Upstream, ca_file: str, clash: ConnectProxy, tmp_path: Path
 ) -> None:
-    cfg = config_file(tmp_path, p("openai", tls_up.url("ok"), ca_file=ca_file))
+    cfg = config_file(tmp_path, p("openai", abroad(tls_up.url("ok")), ca_file=ca_file))
     assert answer(chat(cfg, {"HTTPS_PROXY": clash.url})) == "hello from ok"
-    assert clash.tunnels == [f"127.0.0.1:{tls_up.port}"]
+    assert clash.tunnels == [f"{ABROAD}:{tls_up.port}"]
+    assert attempts(chat(cfg))[0]["reason"] == "connect_failed"  # unreachable without it
 
 
 def test_no_proxy_and_proxy_none_go_directly(
@@ -219,7 +226,7 @@ def test_a_refusing_proxy_is_the_providers_connect_failed_naming_it(
 
 
 def test_an_http_upstream_goes_to_http_proxy_in_absolute_form(
-    up: Upstream, clash: ConnectProxy, tmp_path: Path
+    up: Upstream, clash: ConnectProxy, locked: ConnectProxy, tmp_path: Path
 ) -> None:
     cfg = config_file(tmp_path, p("local", up.url("ok")))
     assert answer(chat(cfg, {"http_proxy": clash.url})) == "hello from ok"
@@ -227,6 +234,12 @@ def test_an_http_upstream_goes_to_http_proxy_in_absolute_form(
     # HTTPS_PROXY is for https URLs, and curl reads no uppercase HTTP_PROXY.
     assert answer(chat(cfg, {"HTTPS_PROXY": clash.url, "HTTP_PROXY": clash.url})) == "hello from ok"
     assert clash.forwarded == [up.url("ok")]
+    # Credentials go to the proxy as Proxy-Authorization on the request itself.
+    own = config_file(tmp_path, p("local", up.url("ok"), proxy=locked.url, proxy_auth_env="AUTH"))
+    result = chat(own, {"AUTH": f"user:{PASSWORD}"})
+    assert answer(result) == "hello from ok"
+    assert locked.forwarded == [up.url("ok")]
+    never_printed(result)
 
 
 def test_an_unusable_proxy_variable_is_a_config_error(up: Upstream, tmp_path: Path) -> None:
@@ -253,6 +266,10 @@ def test_check_and_probe_go_through_the_proxy(
     assert rows["health"]["usable"], rows
     assert rows["tcp"]["reachable"], rows
     assert clash.tunnels == [f"127.0.0.1:{tls_up.port}"] * 2
+    via = f"proxy 127.0.0.1:{clash.port} from HTTPS_PROXY"
+    assert rows["health"]["via"] == rows["tcp"]["via"] == via
+    table = run("check", config=cfg, env=env)
+    assert table.stdout.count(f"via {via}") == 2, table.stdout
     dead = {"HTTPS_PROXY": "http://127.0.0.1:1"}
     rows = {
         r["provider"]: r for r in json.loads(run("check", "--json", config=cfg, env=dead).stdout)
@@ -275,8 +292,8 @@ def test_the_proxy_server_reaches_its_providers_through_https_proxy(
     requests, streamed and not, and the background health checks go through the tunnel; its
     log never holds the password."""
     providers = [
-        tls_up.provider("ok", ca_file=ca_file),
-        tls_up.provider("backup", ca_file=ca_file),
+        tls_up.provider("ok", ca_file=ca_file, endpoint=abroad(tls_up.url("ok"))),
+        tls_up.provider("backup", ca_file=ca_file, endpoint=abroad(tls_up.url("backup"))),
     ]
     config = proxy_config(providers, health={"mode": "background", "ttl_s": 0.2})
     tls_up.clear()
@@ -291,8 +308,8 @@ def test_the_proxy_server_reaches_its_providers_through_https_proxy(
             "hello from ok"
         )
         assert locked.tunnels
-        assert set(locked.tunnels) == {f"127.0.0.1:{tls_up.port}"}
-        assert tls_up.health_hits
+        assert set(locked.tunnels) == {f"{ABROAD}:{tls_up.port}"}
+        assert tls_up.health_hits  # they went through it too: nothing else reaches ABROAD
     finally:
         stop(server)
     log = (tmp_path / "proxy.log").read_text()
