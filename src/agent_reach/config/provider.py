@@ -184,7 +184,8 @@ class Provider(Section):
     @classmethod
     def _env_name(cls, value: str | None) -> str | None:
         if value and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-            raise ValueError(f"expected the NAME of an environment variable, got {value!r}")
+            # Not quoted: what is written there by mistake is often the secret itself.
+            raise ValueError("expected the NAME of an environment variable, not its value")
         return value
 
     @field_validator("proxy")
