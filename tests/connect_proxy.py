@@ -1,6 +1,7 @@
 """A small HTTP proxy on 127.0.0.1 for the tests, Clash-like: CONNECT tunnels (https
 upstreams) and absolute-form requests (http upstreams), an optional `Proxy-Authorization`
-check (407 without it), a status to answer every request with instead (e.g. 502), and names
+check (407 without it), a status to answer every request with instead (e.g. 502) or none at
+all (silent), and names
 that only it resolves (an upstream a client cannot reach but through it). It runs
 in its own thread with its own loop, so that CLI and proxy subprocesses can reach it; it
 records every tunnel and forwarded request.
@@ -22,8 +23,9 @@ _REASONS = {200: "Connection established", 407: "Proxy Authentication Required",
 class ConnectProxy:
     """A running test proxy; `credentials` (`user:password`): what it requires."""
 
-    credentials: str | None = None
+    credentials: str | None = field(default=None, repr=False)
     answer: int | None = None  # every request is answered with this status instead
+    silent: bool = False  # every request is read and never answered
     hosts: dict[str, str] = field(default_factory=dict)  # names only it resolves (→ address)
     port: int = 0
     tunnels: list[str] = field(default_factory=list)  # host:port of each CONNECT it opened
@@ -86,6 +88,10 @@ class ConnectProxy:
             name, sep, value = line.partition(":")
             if sep:
                 headers[name.strip().lower()] = value.strip()
+        if self.silent:
+            await reader.read()  # until the client gives up
+            await _close(writer)
+            return
         status = 407 if not self._authorized(headers) else self.answer
         if method == "CONNECT":
             host, _, port = target.rpartition(":")

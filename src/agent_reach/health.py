@@ -138,7 +138,9 @@ async def run_check(
             prepared.spec.health_method,
             prepared.health_url,
             headers=prepared.health_headers,
-            timeout=whole(prepared.connect_s, prepared.read_s, remaining_s),
+            timeout=whole(
+                prepared.connect_s, prepared.read_s, remaining_s, bool(prepared.health_proxy)
+            ),
             allow_redirects=False,
             **upstream(prepared.health_proxy, prepared.tls),
         ) as resp:

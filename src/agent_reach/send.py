@@ -113,7 +113,7 @@ async def fetch(
             prepared.url(target.model, False),
             data=prepared.body(req, target.model, False, target.max_output, target.bare),
             headers=prepared.headers_for(req, False),
-            timeout=whole(prepared.connect_s, prepared.read_s, remaining_s),
+            timeout=whole(prepared.connect_s, prepared.read_s, remaining_s, bool(prepared.proxy)),
             allow_redirects=False,
             **upstream(prepared.proxy, prepared.tls),
         ) as resp:
@@ -136,7 +136,10 @@ async def count_at(
             data=prepared.count_body(req),
             headers=prepared.headers_for(req, False),
             timeout=whole(
-                prepared.connect_s, prepared.read_s, prepared.connect_s + prepared.read_s
+                prepared.connect_s,
+                prepared.read_s,
+                prepared.connect_s + prepared.read_s,
+                bool(prepared.proxy),
             ),
             allow_redirects=False,
             **upstream(prepared.proxy, prepared.tls),
@@ -174,7 +177,9 @@ async def open_stream(
                 prepared.url(target.model, True),
                 data=prepared.body(target.req, target.model, True, target.max_output, target.bare),
                 headers=prepared.headers_for(target.req, True),
-                timeout=timeouts(prepared.connect_s, prepared.read_s, remaining_s),
+                timeout=timeouts(
+                    prepared.connect_s, prepared.read_s, remaining_s, bool(prepared.proxy)
+                ),
                 allow_redirects=False,
                 **upstream(prepared.proxy, prepared.tls),
             )

@@ -80,22 +80,35 @@ def upstream(proxy: Proxy | None, tls: ssl.SSLContext | None) -> Upstream:
 
 
 @functools.lru_cache(maxsize=64)
-def _timeout(connect_s: float, read_s: float) -> aiohttp.ClientTimeout:
-    return aiohttp.ClientTimeout(total=None, sock_connect=connect_s, sock_read=read_s)
-
-
-def timeouts(connect_s: float, read_s: float, remaining_s: float) -> aiohttp.ClientTimeout:
-    """Separate connect and read timeouts, each capped by what is left of the deadline."""
-    if remaining_s >= connect_s and remaining_s >= read_s:  # the usual case: one shared object
-        return _timeout(connect_s, read_s)
+def _timeout(connect_s: float, read_s: float, proxied: bool) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(
         total=None,
+        connect=connect_s + read_s if proxied else None,
+        sock_connect=connect_s,
+        sock_read=read_s,
+    )
+
+
+def timeouts(
+    connect_s: float, read_s: float, remaining_s: float, proxied: bool = False
+) -> aiohttp.ClientTimeout:
+    """Separate connect and read timeouts, each capped by what is left of the deadline.
+    `proxied`: through a proxy the whole connection (to the proxy, its answer to CONNECT,
+    the TLS handshake in the tunnel) takes at most connect + read, since aiohttp puts no
+    timer on the proxy's answer."""
+    if remaining_s >= connect_s and remaining_s >= read_s:  # the usual case: one shared object
+        return _timeout(connect_s, read_s, proxied)
+    return aiohttp.ClientTimeout(
+        total=None,
+        connect=max(0.001, min(connect_s + read_s, remaining_s)) if proxied else None,
         sock_connect=max(0.001, min(connect_s, remaining_s)),
         sock_read=max(0.001, min(read_s, remaining_s)),
     )
 
 
-def whole(connect_s: float, read_s: float, remaining_s: float) -> aiohttp.ClientTimeout:
+def whole(
+    connect_s: float, read_s: float, remaining_s: float, proxied: bool = False
+) -> aiohttp.ClientTimeout:
     """The timeouts of a request whose answer is read whole (a try, a health check): connect
     and read as `timeouts`, and what is left of the deadline as aiohttp's `total` (no second
     timer around the call), never rounded up to a whole second. `past_deadline` tells when
@@ -103,6 +116,7 @@ def whole(connect_s: float, read_s: float, remaining_s: float) -> aiohttp.Client
     left = max(remaining_s, 0.001)
     return aiohttp.ClientTimeout(
         total=left,
+        connect=min(connect_s + read_s, left) if proxied else None,
         sock_connect=min(connect_s, left),
         sock_read=min(read_s, left),
         ceil_threshold=math.inf,

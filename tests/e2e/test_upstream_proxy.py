@@ -181,10 +181,11 @@ def test_the_providers_own_proxy_with_credentials_from_a_variable(
 def test_a_refusing_proxy_is_the_providers_connect_failed_naming_it(
     tls_up: Upstream, ca_file: str, locked: ConnectProxy, tmp_path: Path
 ) -> None:
-    """Wrong credentials (407), no proxy listening, a 502 to CONNECT: each is the provider's
-    `connect_failed`, its detail naming the proxy (host and port), never its password; the
-    next provider answers."""
+    """Wrong credentials (407), no proxy listening, a 502 to CONNECT, no answer to CONNECT:
+    each is the provider's `connect_failed`, its detail naming the proxy (host and port),
+    never its password; the next provider answers."""
     bad = ConnectProxy(answer=502).start()
+    silent = ConnectProxy(silent=True).start()
     try:
         wrong = f"http://user:{PASSWORD}x@127.0.0.1:{locked.port}"
         dead = f"http://user:{PASSWORD}@127.0.0.1:1"
@@ -193,6 +194,13 @@ def test_a_refusing_proxy_is_the_providers_connect_failed_naming_it(
             p("denied", tls_up.url("ok"), ca_file=ca_file, proxy=wrong),
             p("dead", tls_up.url("ok"), ca_file=ca_file, proxy=dead),
             p("gateway", tls_up.url("ok"), ca_file=ca_file),
+            p(
+                "silent",
+                tls_up.url("ok"),
+                ca_file=ca_file,
+                proxy=silent.url,
+                timeout={"connect": 100, "read": 200},
+            ),
             p("backup", tls_up.url("backup"), ca_file=ca_file, proxy="none"),
             defaults={
                 "model_map": {"*": ""},
@@ -216,6 +224,7 @@ def test_a_refusing_proxy_is_the_providers_connect_failed_naming_it(
                 "connect_failed",
                 f"the proxy answered 502 Bad Gateway (proxy 127.0.0.1:{bad.port} from HTTPS_PROXY)",
             ),
+            "silent": ("connect_failed", f"connect timeout (proxy 127.0.0.1:{silent.port})"),
             "backup": ("ok", ""),
         }
         assert "http://***@127.0.0.1:1" in result.stderr  # --debug shows the config, redacted
@@ -223,6 +232,7 @@ def test_a_refusing_proxy_is_the_providers_connect_failed_naming_it(
         assert locked.refused == [407]
     finally:
         bad.stop()
+        silent.stop()
 
 
 def test_an_http_upstream_goes_to_http_proxy_in_absolute_form(
