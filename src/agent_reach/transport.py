@@ -62,15 +62,12 @@ class Upstream(TypedDict, total=False):
     ssl: ssl.SSLContext
 
 
-_DIRECT = Upstream()
-
-
+@functools.lru_cache(maxsize=256)
 def upstream(proxy: Proxy | None, tls: ssl.SSLContext | None) -> Upstream:
     """The arguments of a request through `proxy` (its credentials in the URL: aiohttp sends
     them as `Proxy-Authorization` on the CONNECT, or on an http request) with the TLS
-    context `tls`; none: direct, the default TLS (system CAs, verified)."""
-    if proxy is None and tls is None:
-        return _DIRECT
+    context `tls`; none: direct, the default TLS (system CAs, verified). Made once per
+    provider (cached), never changed."""
     args = Upstream()
     if proxy is not None:
         args["proxy"] = proxy.credentialed_url

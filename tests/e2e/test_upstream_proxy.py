@@ -176,6 +176,10 @@ def test_the_providers_own_proxy_with_credentials_from_a_variable(
     assert answer(result) == "hello from ok"
     assert locked.tunnels == [f"127.0.0.1:{tls_up.port}"]
     never_printed(result)
+    checked = run("config", "validate", "--json", str(cfg))
+    assert json.loads(checked.stdout)["unset_proxy_auth"] == {"abroad": "PROXY_AUTH"}
+    said = run("config", "validate", str(cfg)).stdout
+    assert "note: abroad: PROXY_AUTH is not set (no proxy credentials)" in said
 
 
 def test_a_refusing_proxy_is_the_providers_connect_failed_naming_it(
