@@ -94,6 +94,7 @@ def test_no_proxy_lowercase_wins_and_applies_to_the_environment_only() -> None:
     assert shown(choose(HTTPS, "http://10.0.0.1:3128", env)) == "10.0.0.1:3128 proxy"
     assert choose("https://api.anthropic.com/v1/messages", "none", env) is None
     assert choose("https://api.anthropic.com/v1/messages", " NONE ", env) is None
+    assert choose("https://api.anthropic.com/v1/messages", "", env) is None  # curl's -x ""
 
 
 def test_credentials_from_the_url_or_the_auth_variable() -> None:

@@ -9,7 +9,7 @@ upstream, an absolute-form request for an http one, `Proxy.authorization` as the
 
 The rules are curl's:
 - the provider's `proxy: http://host:port` wins over every variable (`NO_PROXY` included);
-  `proxy: none` connects directly whatever the variables say;
+  `proxy: none` (or `""`, as curl's `--proxy ""`) connects directly whatever they say;
 - unset, an `https://` URL takes `https_proxy`, else `HTTPS_PROXY`, else `all_proxy` /
   `ALL_PROXY`; an `http://` URL takes `http_proxy` (lowercase only: a CGI server sets
   `HTTP_PROXY` from a request's `Proxy:` header), else `all_proxy` / `ALL_PROXY`. The first
@@ -85,6 +85,12 @@ class Proxy:
             return None
         token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode("ascii")
         return f"Basic {token}"
+
+
+def is_direct(setting: str) -> bool:
+    """Whether a `proxy:` setting says to connect directly: `none`, or empty (as curl's
+    `--proxy ""`)."""
+    return setting.strip().lower() in ("", NONE)
 
 
 def parse(value: str, source: str = "proxy") -> Proxy:
@@ -218,7 +224,7 @@ def choose(url: str, setting: str | None, env: ProxyEnv, auth: str | None = None
     `auth` (its `proxy_auth_env`'s value) when given. ValueError when the variable that
     applies holds no http proxy (its name said)."""
     if setting is not None:
-        return None if setting.strip().lower() == NONE else with_auth(parse(setting), auth)
+        return None if is_direct(setting) else with_auth(parse(setting), auth)
     parts = urlsplit(url)
     chosen = env.https if parts.scheme == "https" else env.http
     if chosen is None or not chosen[1].strip():

@@ -191,7 +191,7 @@ class Provider(Section):
     @field_validator("proxy")
     @classmethod
     def _proxy(cls, value: str | None) -> str | None:
-        if value is not None and value.strip().lower() != proxies.NONE:
+        if value is not None and not proxies.is_direct(value):
             proxies.parse(value)  # ValueError says what a proxy looks like, never its password
         return value
 
