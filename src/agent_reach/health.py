@@ -115,15 +115,18 @@ async def _tunnel(proxy: Proxy, authority: str) -> asyncio.StreamWriter:
     does not open it."""
     reader, writer = await asyncio.open_connection(proxy.host, proxy.port)
     auth = f"Proxy-Authorization: {proxy.authorization}\r\n" if proxy.authorization else ""
-    writer.write(f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n{auth}\r\n".encode())
     try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-        head = b""
-    status = head.split(b" ", 2)[1:2]
-    if not status or not status[0].startswith(b"2"):
+        writer.write(f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n{auth}\r\n".encode())
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            head = b""
+        status = head.split(b" ", 2)[1:2]
+        if not status or not status[0].startswith(b"2"):
+            raise ConnectionRefusedError("the proxy did not open the tunnel")
+    except BaseException:  # a refusal, or the connect timeout cancelling the wait
         writer.close()
-        raise ConnectionRefusedError("the proxy did not open the tunnel")
+        raise
     return writer
 
 

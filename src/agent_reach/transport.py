@@ -192,7 +192,7 @@ def describe(exc: BaseException) -> str:
     """A client failure in plain words: "connection refused", "connection closed
     mid-answer", "DNS lookup failed", …"""
     if isinstance(exc, aiohttp.ClientHttpProxyError):
-        return f"the proxy answered {exc.status} {exc.message}".rstrip()
+        return f"the proxy answered {exc.status} {exc.message[:80]}".rstrip()
     if isinstance(exc, aiohttp.ClientProxyConnectionError):
         return f"cannot connect to the proxy: {describe(exc.os_error)}"
     if isinstance(exc, socket.gaierror) or isinstance(

@@ -299,6 +299,27 @@ def test_check_and_probe_go_through_the_proxy(
     assert up.url("ok") in clash.forwarded
 
 
+def test_the_tcp_check_tunnels_with_the_proxys_credentials(
+    tls_up: Upstream, locked: ConnectProxy, tmp_path: Path
+) -> None:
+    tcp = {"health_check": "", "proxy": locked.url}
+    cfg = config_file(
+        tmp_path,
+        p("keyed", abroad(tls_up.url("ok")), proxy_auth_env="PROXY_AUTH", **tcp),
+        p("keyless", abroad(tls_up.url("ok")), **tcp),
+    )
+    result = run("check", "--json", config=cfg, env={"PROXY_AUTH": f"user:{PASSWORD}"})
+    rows = {r["provider"]: r for r in json.loads(result.stdout)}
+    assert rows["keyed"]["reachable"], rows
+    assert not rows["keyless"]["reachable"]
+    assert rows["keyless"]["detail"] == (
+        f"no TCP connection to its endpoint (proxy 127.0.0.1:{locked.port})"
+    )
+    assert locked.tunnels == [f"{ABROAD}:{tls_up.port}"]
+    assert locked.refused == [407]
+    never_printed(result)
+
+
 def test_the_proxy_server_reaches_its_providers_through_https_proxy(
     tls_up: Upstream, ca_file: str, locked: ConnectProxy, tmp_path: Path
 ) -> None:
