@@ -52,6 +52,7 @@ def new_session() -> aiohttp.ClientSession:
         timeout=aiohttp.ClientTimeout(total=None),
         read_bufsize=READ_BUFSIZE,
         auto_decompress=True,
+        trust_env=False,  # proxies follow `proxies` (curl's rules), never aiohttp's own
     )
 
 
