@@ -47,6 +47,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "validation",
             "events",
             "identity",
+            "proxies",
             "turn",
             "fault",
         ),

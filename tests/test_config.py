@@ -178,7 +178,7 @@ def test_yaml_bare_off(tmp_path: Path) -> None:
             ["field 'name'"],
         ),
         (
-            {"providers": [{"name": "a", "endpoint": "http://h/x", "api_key_env": "sk-123"}]},
+            {"providers": [{"name": "a", "endpoint": "http://h/x", "api_key_env": "sk-pw9"}]},
             ["field 'api_key_env'", "NAME of an environment variable"],
         ),
         ({"providers": [{"endpoint": "http://h/x"}]}, ["providers[0]", "field 'name'", "required"]),
@@ -201,6 +201,14 @@ def test_yaml_bare_off(tmp_path: Path) -> None:
             ["'a' is used twice"],
         ),
         ([1, 2], ["mapping at the top level"]),
+        (
+            {"providers": [{"name": "a", "endpoint": "http://h/x", "proxy": "socks5://u:pw9@h:1"}]},
+            ["provider 'a'", "field 'proxy'", "socks5:// proxies are not supported", "***@h:1"],
+        ),
+        (
+            {"providers": [{"name": "a", "endpoint": "http://h/x", "proxy_auth_env": "u:pw9"}]},
+            ["provider 'a'", "field 'proxy_auth_env'", "NAME of an environment variable"],
+        ),
     ],
 )
 def test_errors_name_file_provider_and_field(
@@ -210,6 +218,7 @@ def test_errors_name_file_provider_and_field(
     assert str(tmp_path / "config.yaml") in msg
     for piece in expected:
         assert piece in msg, msg
+    assert "pw9" not in msg  # a key or a proxy's password is never quoted
 
 
 def test_yaml_syntax_error_has_a_line(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -247,6 +248,7 @@ class Upstream:
     probing: bool = False  # that first answer (the probe) is being made
     beside_probe: int = 0  # requests they received while the probe was being made
     cached: list[bytes] = field(default_factory=list)  # the bodies the `caching` scenario saw
+    tls: ssl.SSLContext | None = None  # serve https with this context
 
     def url(self, scenario: str, kind: str = "openai") -> str:
         tail = {
@@ -255,7 +257,8 @@ class Upstream:
             "anthropic": "/v1/messages",
             "gemini": "/v1beta/models",
         }.get(kind, "/v1/chat/completions")
-        return f"http://127.0.0.1:{self.port}/s/{scenario}{tail}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.port}/s/{scenario}{tail}"
 
     def provider(self, scenario: str, kind: str = "openai", **fields: Any) -> dict[str, Any]:
         """A provider entry for `scenario` (named after it, keyed by `$PROVIDER_KEY`)."""
@@ -1140,7 +1143,7 @@ class Upstream:
                 self.app(), access_log=None, shutdown_timeout=0.1, handler_cancellation=True
             )
             loop.run_until_complete(runner.setup())
-            site = web.TCPSite(runner, "127.0.0.1", 0)
+            site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=self.tls)
             loop.run_until_complete(site.start())
             self.port = runner.addresses[0][1]
             self._runner = runner

@@ -72,6 +72,7 @@ class Engine:
                 config.hook(p.name, "preprocess_hook"),
                 config.hook(p.name, "post_process_hook"),
                 config.circuit.rate_limit_window_s,
+                config.tls(p.name),
             )
             for p in config.providers
         }

@@ -14,7 +14,6 @@ import functools
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, replace
-from urllib.parse import urlsplit
 
 from .outcomes import Transport, classify
 from .prepared import PreparedProvider
@@ -38,6 +37,7 @@ class CheckResult:
     models: list[str] | None  # what its health check lists (None: it lists none)
     latency_ms: float | None  # of the health check or the TCP connect; None when unreachable
     status: int | None = None  # the HTTP status of a failed health check
+    via: str | None = None  # the proxy it went through ("proxy host:port from VAR"), if any
 
 
 async def check_provider(
@@ -54,15 +54,17 @@ async def check_provider(
         usable = health in ("ok", "none") and reachable
         latency = round(ms, 1) if reachable else None
         return CheckResult(
-            prepared.name, url, reachable, usable, health, detail, models, latency, status
+            prepared.name, url, reachable, usable, health, detail, models, latency, status, via
         )
 
     url = prepared.health_url
+    proxy = prepared.proxy if url is None else prepared.health_proxy
+    via = proxy.named if proxy else None
     if url is None:
-        reachable, ms = await _connects(prepared)
-        return result(
-            reachable, "none", "" if reachable else "no TCP connection to its endpoint", None, ms
-        )
+        reachable, ms = await _connects(session, prepared)
+        named = f" ({via})" if via else ""
+        detail = "" if reachable else f"no TCP connection to its endpoint{named}"
+        return result(reachable, "none", detail, None, ms)
     health = await run_check(session, prepared, now, prepared.connect_s + prepared.read_s)
     reached = health.outcome.reason not in (Reason.CONNECT_FAILED, Reason.TIMEOUT)
     status = health.outcome.status
@@ -86,18 +88,14 @@ async def check_provider(
     return result(True, "ok", "", listed, health.ms)
 
 
-async def _connects(prepared: PreparedProvider) -> tuple[bool, float]:
-    """A TCP connect to the endpoint, for providers without a health check: (ok, ms)."""
-    parts = urlsplit(prepared.spec.endpoint)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+async def _connects(session: Client, prepared: PreparedProvider) -> tuple[bool, float]:
+    """A TCP connect to the endpoint, for providers without a health check (through its
+    proxy: a CONNECT tunnel the proxy opens): (ok, ms)."""
     start = time.perf_counter()
     try:
-        _, writer = await asyncio.wait_for(
-            asyncio.open_connection(parts.hostname, port), prepared.connect_s
-        )
-    except (OSError, TimeoutError):
+        await session.reach(prepared.spec.endpoint, prepared.proxy, prepared.connect_s)
+    except CLIENT_ERRORS:
         return False, (time.perf_counter() - start) * 1000
-    writer.close()
     return True, (time.perf_counter() - start) * 1000
 
 
@@ -114,10 +112,12 @@ async def run_check(
             b"",
             prepared.health_headers,
             whole(prepared.connect_s, prepared.read_s, remaining_s),
+            prepared.tls,
+            prepared.health_proxy,
         )
         status, content_type = resp.status, resp.content_type
     except CLIENT_ERRORS as exc:
-        outcome = transport_failure(exc, past_deadline(exc))
+        outcome = transport_failure(exc, past_deadline(exc), prepared.health_proxy)
         return Health(False, now, outcome, ms=(time.perf_counter() - start) * 1000)
     ms = (time.perf_counter() - start) * 1000
     result = prepared.judge_health(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,12 +16,14 @@ from urllib.parse import quote, quote_plus, urljoin, urlsplit
 
 import orjson
 
-from . import completion, dialects, hooks, identity, validation
+from . import completion, dialects, hooks, identity, proxies, validation
 from .config import Provider
 from .dialects import Context, Dialect, Mismatch, Shape, artifacts
 from .dialects.convert import continued
+from .errors import ConfigError
 from .hooks import Hook, HookError
 from .outcomes import OK, ErrorInfo, Outcome, classify, filtered, mismatch
+from .proxies import Proxy
 from .quota import Budget
 from .request import ChatRequest
 from .routing import Health, Patterns
@@ -57,6 +60,11 @@ class PreparedProvider:
     origin: str = ""
     model_map: Patterns[str] = field(default_factory=lambda: Patterns({}))
     no_tool_choice: Patterns[bool] = field(default_factory=lambda: Patterns({}))
+    # The HTTP proxy its requests (`proxy`) and its health checks (`health_proxy`, another
+    # origin may have another) go through, None: direct; decided once by `proxies.choose`.
+    proxy: Proxy | None = None
+    health_proxy: Proxy | None = None
+    tls: ssl.SSLContext | None = None  # `ssl_verify: false` / `ca_file`; None: the default
 
     @classmethod
     def prepare(
@@ -66,8 +74,10 @@ class PreparedProvider:
         preprocess: Hook | None = None,
         postprocess: Hook | None = None,
         rate_limit_window_s: float = 60.0,
+        tls: ssl.SSLContext | None = None,
     ) -> PreparedProvider:
-        """Resolve everything that does not change between requests."""
+        """Resolve everything that does not change between requests; ConfigError when the
+        proxy variable that applies to it holds no http proxy."""
         dialect = dialects.get(spec.format).for_endpoint(spec.endpoint)
         key = environ.get(spec.api_key_env) if spec.api_key_env else None
         auth: dict[str, str] = {}
@@ -79,6 +89,15 @@ class PreparedProvider:
         sc = spec.schema_compatibility
         scale = spec.fallback_weight if spec.timeout_scaling == "weight" else 1.0
         state_key = identity.state_key(spec.name, spec.endpoint, key)
+        env = proxies.ProxyEnv.of(environ)
+        proxy_auth = environ.get(spec.proxy_auth_env) if spec.proxy_auth_env else None
+        try:
+            proxy = proxies.choose(spec.endpoint, spec.proxy, env, proxy_auth)
+            health_proxy = (
+                proxies.choose(health_url, spec.proxy, env, proxy_auth) if health_url else None
+            )
+        except ValueError as exc:
+            raise ConfigError(f"provider {spec.name!r}: {exc}") from None
         return cls(
             spec=spec,
             dialect=dialect,
@@ -101,6 +120,9 @@ class PreparedProvider:
             origin=identity.split(state_key)[1] or "",
             model_map=Patterns.of(spec.model_map),
             no_tool_choice=Patterns.of(dict.fromkeys(spec.drop_tool_choice or (), True)),
+            proxy=proxy,
+            health_proxy=health_proxy,
+            tls=tls,
         )
 
     @property

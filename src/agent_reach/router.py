@@ -91,13 +91,17 @@ class Router:
 
     def describe(self, name: str) -> dict[str, Any]:
         """Provider `name`'s config as `--debug` shows it: every field, its key as `***` (or
-        "(not set)"), and the key's value nowhere."""
+        "(not set)"), its proxy's credentials as `***`, and the key's value nowhere."""
         import orjson
+
+        from . import proxies
 
         prepared = self.engine.prepared[name]
         data = prepared.spec.model_dump(mode="json", exclude_defaults=False)
         if prepared.spec.api_key_env:
             data["api_key"] = "***" if prepared.key else "(not set)"
+        if prepared.spec.proxy:
+            data["proxy"] = proxies.redacted(prepared.spec.proxy)
         redacted: dict[str, Any] = orjson.loads(prepared.redact(orjson.dumps(data).decode()))
         return redacted
 

@@ -107,9 +107,11 @@ async def fetch(
             prepared.body(req, target.model, False, target.max_output, target.bare),
             prepared.headers_for(req, False),
             whole(prepared.connect_s, prepared.read_s, remaining_s),
+            prepared.tls,
+            prepared.proxy,
         )
     except CLIENT_ERRORS as exc:
-        return Tried(transport_failure(exc, past_deadline(exc)))
+        return Tried(transport_failure(exc, past_deadline(exc), prepared.proxy))
     outcome, response = _judge(target, resp, raw, target.raw_body, now)
     return Tried(outcome, response, None if outcome.reason is Reason.OK else raw)
 
@@ -127,6 +129,8 @@ async def count_at(
             prepared.count_body(req),
             prepared.headers_for(req, False),
             whole(prepared.connect_s, prepared.read_s, prepared.connect_s + prepared.read_s),
+            prepared.tls,
+            prepared.proxy,
         )
     except CLIENT_ERRORS:
         return None
@@ -164,6 +168,8 @@ async def open_stream(
                 prepared.body(target.req, target.model, True, target.max_output, target.bare),
                 prepared.headers_for(target.req, True),
                 timeouts(prepared.connect_s, prepared.read_s, remaining_s),
+                prepared.tls,
+                prepared.proxy,
             )
             status = resp.status
             ctype = resp.content_type
@@ -190,7 +196,7 @@ async def open_stream(
         if first.expired() and not limit.expired():
             ms = round((target.first_token_s or 0) * 1000)
             return Tried(Outcome(Reason.TIMEOUT, status, f"{FIRST_TOKEN} {ms} ms"))
-        return Tried(stream_failure(exc, limit, status, now))
+        return Tried(stream_failure(exc, limit, status, now, prepared))
     finally:  # also on cancellation: nothing of a failed try stays open
         if not handed_over:
             if live is not None:
@@ -208,10 +214,15 @@ def _empty(live: LiveStream, status: int) -> Outcome:
 
 
 def stream_failure(
-    exc: BaseException, limit: asyncio.Timeout | None, status: int | None, now: float
+    exc: BaseException,
+    limit: asyncio.Timeout | None,
+    status: int | None,
+    now: float,
+    prepared: PreparedProvider | None = None,
 ) -> Outcome:
     """A stream's failure: an error the provider reported, an unreadable frame, or a failure
-    below HTTP (`limit` None: after the first chunk, when no deadline timer runs)."""
+    below HTTP (`limit` None: after the first chunk, when no deadline timer runs; `prepared`:
+    before it, to name its proxy)."""
     if isinstance(exc, ProviderError):
         return classify(status=status, error=exc.info, now=now)
     if isinstance(exc, Mismatch):
@@ -221,4 +232,4 @@ def stream_failure(
     if limit is None:
         kind, text = kind_of(exc)
         return classify(transport=kind, transport_detail=text)
-    return transport_failure(exc, limit.expired())
+    return transport_failure(exc, limit.expired(), prepared.proxy if prepared else None)

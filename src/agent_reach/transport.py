@@ -8,6 +8,7 @@ import functools
 import os
 
 from .outcomes import Outcome, Transport, classify
+from .proxies import Proxy
 from .upstream import (
     Client,
     ConnectFailed,
@@ -53,9 +54,15 @@ def past_deadline(exc: BaseException) -> bool:
     return isinstance(exc, DeadlineExceeded)
 
 
-def transport_failure(exc: BaseException, expired: bool) -> Outcome:
-    """A failure below HTTP; the request's deadline when its time limit `expired`."""
+_CONNECTING = (Transport.CONNECT, Transport.CONNECT_TIMEOUT, Transport.TLS)
+
+
+def transport_failure(exc: BaseException, expired: bool, proxy: Proxy | None = None) -> Outcome:
+    """A failure below HTTP; the request's deadline when its time limit `expired`. A
+    failure to connect through `proxy` names it (host and port, never its credentials)."""
     kind, text = (Transport.DEADLINE, "") if expired else kind_of(exc)
+    if proxy is not None and kind in _CONNECTING:
+        text = f"{text or 'connection failed'} ({proxy.named})"
     return classify(transport=kind, transport_detail=text)
 
 

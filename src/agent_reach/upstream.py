@@ -27,6 +27,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from .proxies import Proxy
+
 # What one upstream answer may hold in memory while its reader does not take it (protocol
 # §14, ≤ 256 KB per unread stream): the socket's receive buffer (the kernel doubles it: a
 # 128 KB window, 640 KB/s at 200 ms, above any token rate) and ours before reading pauses.
@@ -88,19 +90,6 @@ def _phrase(exc: OSError) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Proxy:
-    """An HTTP proxy that requests go through, by CONNECT; `authorization` is the whole
-    `Proxy-Authorization` value, if it takes one. Shown as `host:port` only."""
-
-    host: str
-    port: int
-    authorization: str | None = None
-
-    def __str__(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
-@dataclass(frozen=True, slots=True)
 class Origin:
     """Where connections go: one pool each."""
 
@@ -108,7 +97,13 @@ class Origin:
     port: int
     tls: ssl.SSLContext | None
     authority: bytes  # the Host header
-    via: Proxy | None = None
+    via: Proxy | None = None  # the proxy connections go through: CONNECT (https) or not (http)
+    proxy_auth: bytes = b""  # an http origin's `Proxy-Authorization` line, through `via`
+
+    @property
+    def tunnelled(self) -> bool:
+        """Whether connections go through a CONNECT tunnel (an https origin via a proxy)."""
+        return self.via is not None and self.tls is not None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -125,7 +120,13 @@ def _target(url: str, tls: ssl.SSLContext | None, via: Proxy | None) -> tuple[Or
     if parts.query:
         path += "?" + parts.query
     context = (tls or _default_tls()) if secure else None
-    return Origin(host, port, context, authority.encode("idna"), via), path.encode("ascii")
+    auth = b""
+    if via is not None and not secure:  # an absolute-form request to the proxy itself
+        path = f"http://{authority}{path}"
+        if via.authorization:
+            auth = f"Proxy-Authorization: {via.authorization}\r\n".encode("latin-1")
+    origin = Origin(host, port, context, authority.encode("idna"), via, auth)
+    return origin, path.encode("ascii")
 
 
 @functools.cache
@@ -455,6 +456,7 @@ class Client:
                 b"\r\n",
                 self._base,
                 b"Content-Length: %d\r\n" % len(body) if body or method == "POST" else b"",
+                origin.proxy_auth,
                 lines.encode("utf-8"),
                 b"\r\n",
             )
@@ -510,8 +512,8 @@ class Client:
         try:
             async with limit:
                 sock = await self._socket(origin)
-                if origin.via is not None:
-                    await self._tunnel(sock, origin)
+                if origin.tunnelled:
+                    await _tunnel(sock, origin)
                 try:
                     _, conn = await loop.create_connection(
                         lambda: _Connection(loop),
@@ -533,36 +535,28 @@ class Client:
             raise TLSFailed("TLS handshake failed") from None
         except OSError as exc:
             if origin.via is not None:
-                raise ConnectFailed(f"HTTP proxy {origin.via}: {_phrase(exc)}") from None
+                raise ConnectFailed(f"cannot connect to the proxy: {_phrase(exc)}") from None
             raise ConnectFailed(_phrase(exc)) from None
         return conn
 
-    async def _tunnel(self, sock: socket.socket, origin: Origin) -> None:
-        """Open a CONNECT tunnel to `origin` through its proxy on `sock`."""
-        assert origin.via is not None
-        loop = asyncio.get_running_loop()
-        target = origin.authority.decode("ascii")
-        if ":" not in target.rsplit("]", 1)[-1]:
-            target += f":{origin.port}"
-        auth = origin.via.authorization
-        head = f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n"
-        head += f"Proxy-Authorization: {auth}\r\n\r\n" if auth else "\r\n"
+    async def reach(self, url: str, via: Proxy | None, connect_s: float) -> None:
+        """Open a TCP connection to `url`'s host and port (through a CONNECT tunnel of `via`,
+        if given) within `connect_s`, and close it: a check of providers without a health
+        URL. Raises as a request's connection would."""
+        origin, _ = _target(url, None, via)
+        limit = asyncio.timeout(connect_s)
         try:
-            await loop.sock_sendall(sock, head.encode("latin-1"))
-            answer = b""
-            while b"\r\n\r\n" not in answer:
-                data = await loop.sock_recv(sock, 4096)
-                if not data or len(answer) > 2**16:
-                    raise ConnectionResetError(errno.ECONNRESET, "closed")
-                answer += data
+            async with limit:
+                sock = await self._socket(origin)
+                if via is not None:
+                    await _tunnel(sock, origin)
+        except TimeoutError:
+            if limit.expired():
+                raise ConnectTimeout("connect timeout") from None
+            raise
         except OSError as exc:
-            sock.close()
-            raise ConnectFailed(f"HTTP proxy {origin.via}: {_phrase(exc)}") from None
-        line = answer.split(b"\r\n", 1)[0].split(b" ", 2)
-        status = line[1].decode("latin-1") if len(line) > 1 else "?"
-        if not status.startswith("2"):
-            sock.close()
-            raise ConnectFailed(f"HTTP proxy {origin.via} answered {status} to CONNECT")
+            raise ConnectFailed(_phrase(exc)) from None
+        sock.close()
 
     async def _socket(self, origin: Origin) -> socket.socket:
         loop = asyncio.get_running_loop()
@@ -592,3 +586,33 @@ class Client:
             while idle:
                 idle.pop().close()
         self._idle.clear()
+
+
+async def _tunnel(sock: socket.socket, origin: Origin) -> None:
+    """Open a CONNECT tunnel to `origin` through its proxy on `sock`; the proxy's refusal is a
+    `ConnectFailed` saying what it answered."""
+    assert origin.via is not None
+    loop = asyncio.get_running_loop()
+    host = f"[{origin.host}]" if ":" in origin.host else origin.host
+    target = f"{host}:{origin.port}"
+    auth = origin.via.authorization
+    head = f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n"
+    head += f"Proxy-Authorization: {auth}\r\n\r\n" if auth else "\r\n"
+    try:
+        await loop.sock_sendall(sock, head.encode("latin-1"))
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            data = await loop.sock_recv(sock, 4096)
+            if not data or len(answer) > 2**16:
+                raise ConnectionResetError(errno.ECONNRESET, "closed")
+            answer += data
+    except OSError as exc:
+        sock.close()
+        raise ConnectFailed(f"cannot connect to the proxy: {_phrase(exc)}") from None
+    except BaseException:
+        sock.close()
+        raise
+    status = answer.split(b"\r\n", 1)[0].split(b" ", 1)[-1].decode("latin-1")
+    if not status.startswith("2"):
+        sock.close()
+        raise ConnectFailed(f"the proxy answered {status[:80]}".rstrip())

@@ -414,7 +414,9 @@ def test_check_table_json_and_exit_codes(up: Upstream, tmp_path: Path) -> None:
             "url",
             "status",
             "circuit",
+            "via",
         }
+        assert row["via"] is None  # direct: no proxy variable, no `proxy:`
         assert row["url"] is None or row["url"].startswith("http")
         assert row["status"] is None or isinstance(row["status"], int)
         assert isinstance(row["reachable"], bool)

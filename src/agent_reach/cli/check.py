@@ -80,8 +80,10 @@ def _with_circuit(
 
 def _health_text(r: CheckResult) -> str:
     if r.health == "none":
-        return f"no health check: {r.detail}" if r.detail else "no health check"
-    return f"{r.health}: {r.detail}" if r.detail else r.health
+        text = f"no health check: {r.detail}" if r.detail else "no health check"
+    else:
+        text = f"{r.health}: {r.detail}" if r.detail else r.health
+    return f"{text}, via {r.via}" if r.via and r.via not in text else text
 
 
 def _models(names: list[str] | None) -> str:

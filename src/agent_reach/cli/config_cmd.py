@@ -26,6 +26,7 @@ def validate(obj: dict[str, Any], path: str | None, as_json: bool) -> None:
     cfg = load_config(path or obj["config_path"])
     table = cfg.route_table()
     unset = [p for p in cfg.providers if p.api_key_env and not _is_set(p.api_key_env)]
+    no_auth = [p for p in cfg.providers if p.proxy_auth_env and not _is_set(p.proxy_auth_env)]
     if as_json:
         from .render import print_json
 
@@ -36,6 +37,7 @@ def validate(obj: dict[str, Any], path: str | None, as_json: bool) -> None:
                 "default_order": list(table.default),
                 "routes": {name: list(names) for name, names in table.routes.items()},
                 "unset_keys": {p.name: p.api_key_env for p in unset},
+                "unset_proxy_auth": {p.name: p.proxy_auth_env for p in no_auth},
             }
         )
         return
@@ -45,6 +47,8 @@ def validate(obj: dict[str, Any], path: str | None, as_json: bool) -> None:
         click.echo(f"  route {name}: {' → '.join(names)}")
     for p in unset:
         click.echo(f"  note: {p.name}: {p.api_key_env} is not set (it will be skipped)")
+    for p in no_auth:
+        click.echo(f"  note: {p.name}: {p.proxy_auth_env} is not set (no proxy credentials)")
 
 
 def _is_set(var: str) -> bool:

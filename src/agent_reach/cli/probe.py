@@ -94,8 +94,9 @@ def _endpoint(url: str, fmt: str | None) -> str:
 
 
 def _checked(url: str, fmt: str | None, model: str | None, key_env: str | None) -> dict[str, str]:
-    """Exit 2 on arguments that cannot work; the environment the probe may read (the key)."""
-    from .. import dialects
+    """Exit 2 on arguments that cannot work; the environment the probe may read (the key,
+    and the proxy variables: it goes where the provider would)."""
+    from .. import dialects, proxies
     from ..catalog import formats_for_url
     from ..probe import model_in_url
 
@@ -105,11 +106,12 @@ def _checked(url: str, fmt: str | None, model: str | None, key_env: str | None) 
         fail(f"format {fmt!r} is not available (available: {', '.join(dialects.FORMATS)})", 2)
     if (fmt or formats_for_url(url)[0]) == "gemini" and not model and not model_in_url(url):
         fail("a Gemini models collection URL needs --model (or a URL that names the model)", 2)
+    environ = {name: os.environ[name] for name in proxies.VARIABLES if name in os.environ}
     if not key_env:
-        return {}
+        return environ
     if not os.environ.get(key_env):
         fail(f"{key_env} is not set", 2)
-    return {key_env: os.environ[key_env]}
+    return {**environ, key_env: os.environ[key_env]}
 
 
 def _write(target: Path, name: str, provider: dict[str, Any], as_json: bool) -> None:

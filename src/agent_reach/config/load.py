@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +124,7 @@ def config_from_data(data: Any, *, source: str = "<dict>") -> Config:
             config = Config.model_validate(data)
         except ValidationError as exc:
             raise ConfigError(describe(exc, data, Config), file=source) from None
-        config.attach(source, _load_hooks(config, source))
+        config.attach(source, _load_hooks(config, source), _load_tls(config, source))
     except ConfigError as exc:  # it may quote a value: never what a variable held (a key)
         exc.args = (_masked(str(exc), expanded),)
         raise
@@ -157,6 +158,42 @@ def _load_hooks(config: Config, source: str) -> dict[tuple[str, str], Any]:
                     )
                     raise ConfigError(f"{blame}: {exc}", file=source) from None
     return loaded
+
+
+def _load_tls(config: Config, source: str) -> dict[str, ssl.SSLContext]:
+    """Read every `ca_file` once, now (relative to the config file), so that a missing or
+    unreadable one is a config error; one TLS context per provider that sets `ssl_verify:
+    false` (which wins: nothing is checked) or `ca_file`."""
+    base = Path(source).parent if source != "<dict>" else Path.cwd()
+    made: dict[tuple[bool, str | None], ssl.SSLContext] = {}
+    contexts: dict[str, ssl.SSLContext] = {}
+    for i, p in enumerate(config.providers):
+        if p.ssl_verify and p.ca_file is None:
+            continue
+        cafile = None if not p.ssl_verify or p.ca_file is None else p.ca_file
+        key = (p.ssl_verify, cafile)
+        if key not in made:
+            try:
+                made[key] = _tls_context(p.ssl_verify, cafile, base)
+            except (OSError, ssl.SSLError) as exc:
+                problem = getattr(exc, "reason", None) or exc.strerror or str(exc)
+                raise ConfigError(
+                    f"provider {p.name!r} (providers[{i}]), field 'ca_file': cannot read "
+                    f"{p.ca_file!r} as PEM certificates ({str(problem).lower()})",
+                    file=source,
+                ) from None
+        contexts[p.name] = made[key]
+    return contexts
+
+
+def _tls_context(verify: bool, cafile: str | None, base: Path) -> ssl.SSLContext:
+    if not verify:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    assert cafile is not None
+    return ssl.create_default_context(cafile=str(base / Path(cafile).expanduser()))
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import ssl
 from datetime import tzinfo
 from typing import Annotated, Any, Literal, Union
 
@@ -206,17 +207,25 @@ class Config(Section):
 
     _source: str = PrivateAttr(default="<dict>")
     _hooks: dict[tuple[str, str], Any] = PrivateAttr(default_factory=dict)
+    _tls: dict[str, ssl.SSLContext] = PrivateAttr(default_factory=dict)
 
     @property
     def source(self) -> str:
         """The file this config came from (`<dict>` when built from a dict)."""
         return self._source
 
-    def attach(self, source: str, hooks: dict[tuple[str, str], Any]) -> None:
-        """Record the file this config was read from and its loaded hook functions
-        ((provider, field) → function); the loader does this once, after validation."""
+    def attach(
+        self,
+        source: str,
+        hooks: dict[tuple[str, str], Any],
+        tls: dict[str, ssl.SSLContext] | None = None,
+    ) -> None:
+        """Record the file this config was read from, its loaded hook functions
+        ((provider, field) → function) and the TLS contexts of the providers that set
+        `ssl_verify` or `ca_file`; the loader does this once, after validation."""
         self._source = source
         self._hooks = hooks
+        self._tls = tls or {}
 
     @field_validator("version", mode="before")
     @classmethod
@@ -285,6 +294,11 @@ class Config(Section):
     def hook(self, provider: str, field: str) -> Any:
         """The loaded function of a provider's `preprocess_hook` / `post_process_hook`."""
         return self._hooks.get((provider, field))
+
+    def tls(self, provider: str) -> ssl.SSLContext | None:
+        """The TLS context of a provider's `ssl_verify: false` or `ca_file`; None: the
+        client's default (the system's CAs, verified)."""
+        return self._tls.get(provider)
 
     def provider(self, name: str) -> Provider:
         """The provider called `name` (KeyError if there is none)."""

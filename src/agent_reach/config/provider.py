@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .. import dialects, quota
+from .. import dialects, proxies, quota
 from ..trace import Reason
 from ..validation import Level
 
@@ -138,6 +138,12 @@ class Provider(Section):
     max_output_tokens: Tokens | None = None  # a request's output cap is clamped to this
     model_limits: dict[str, Limits] = {}  # by the model it is asked for, over the two above
     stream_usage: bool = True  # false: never sent `stream_options` (a provider rejects it)
+    # The HTTP proxy its requests go through (protocol §2.3): None follows HTTPS_PROXY,
+    # http_proxy and NO_PROXY as curl does; `none` connects directly; else http://host:port.
+    proxy: str | None = None
+    proxy_auth_env: str | None = None  # a variable holding the proxy's `user:password`
+    ssl_verify: bool = True  # false: an https endpoint's certificate is not checked
+    ca_file: str | None = None  # PEM CAs trusted for its https endpoint, instead of the system's
     metadata: dict[str, Any] = {}
 
     @model_validator(mode="before")
@@ -174,11 +180,19 @@ class Provider(Section):
         rate = self.metadata.get("rate_limit")
         return quota.parse(rate) if rate else ()
 
-    @field_validator("api_key_env")
+    @field_validator("api_key_env", "proxy_auth_env")
     @classmethod
-    def _env_name(cls, value: str) -> str:
+    def _env_name(cls, value: str | None) -> str | None:
         if value and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-            raise ValueError(f"expected the NAME of an environment variable, got {value!r}")
+            # Not quoted: what is written there by mistake is often the secret itself.
+            raise ValueError("expected the NAME of an environment variable, not its value")
+        return value
+
+    @field_validator("proxy")
+    @classmethod
+    def _proxy(cls, value: str | None) -> str | None:
+        if value is not None and not proxies.is_direct(value):
+            proxies.parse(value)  # ValueError says what a proxy looks like, never its password
         return value
 
     @model_validator(mode="after")
