@@ -1218,7 +1218,8 @@ def markdown(r: dict[str, Any]) -> str:
         lines += ["", "| agent-reach ÷ an older commit, beside it | now | then | ratio |"]
         lines.append("|---|---|---|---|")
         for v in r["vs_before"]:
-            figures = " | ".join(_cell(v[k], digits=3) for k in ("agent-reach", "then"))
+            digits = 0 if v["what"].startswith("req/s") else 3
+            figures = " | ".join(_cell(v[k], digits=digits) for k in ("agent-reach", "then"))
             ratio = "—" if v["ratio"] is None else _times(v["ratio"])
             lines.append(f"| {v['what']}, vs {v['before']} | {figures} | {ratio} |")
     lines += ["", "| agent-reach target | goal | measured | |", "|---|---|---|---|"]
