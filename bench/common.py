@@ -339,6 +339,15 @@ def ensure_wrk() -> str | None:
     return ensure_apt("wrk", "wrk")
 
 
+def publish(name: str, results: Mapping[str, Any], report: str) -> None:
+    """bench/results/NAME.json (`results`) and NAME.md (`report`, printed too)."""
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (RESULTS / f"{name}.md").write_text(report)
+    print()
+    print(report)
+
+
 # -- statistics and machine -------------------------------------------------------------------
 
 

@@ -16,7 +16,6 @@ this tree's (bench/common.py's `build_at`). Results: bench/results/floor.{json,m
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -24,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from common import (
-    RESULTS,
     THIS_TREE,
     Load,
     Processes,
@@ -35,6 +33,7 @@ from common import (
     interleaved,
     machine,
     pin_self,
+    publish,
     spread,
 )
 from peers import (
@@ -46,7 +45,7 @@ from peers import (
     agent_reach,
     bench_env,
     cold_start,
-    install_nginx,
+    need_nginx,
     nginx_proxy,
     start_nginx,
 )
@@ -63,9 +62,7 @@ def main() -> None:
     agents = builds(args.before)
     requests, seconds, runs = (300, 2.0, 1) if quick else (3000, 3.0, 5)
     workdir = Path(tempfile.mkdtemp(prefix="agent-reach-floor-"))
-    nginx = install_nginx(workdir)
-    if not nginx.ok:
-        sys.exit(f"no nginx: {nginx.detail}")
+    nginx = need_nginx(workdir)
     pinned = pin_self(LOAD_CPU)
     with Processes() as procs:
         upstream, failing = start_nginx(procs, nginx.path, workdir, workdir)
@@ -108,11 +105,7 @@ def main() -> None:
         "direct_p50_ms": base,
         "rows": rows,
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "floor.json").write_text(json.dumps(results, indent=2) + "\n")
-    report = markdown(results)
-    (RESULTS / "floor.md").write_text(report)
-    print(report)
+    publish("floor", results, markdown(results))
 
 
 def markdown(r: dict[str, Any]) -> str:

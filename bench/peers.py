@@ -72,6 +72,7 @@ from common import (
     interleaved,
     machine,
     pin_self,
+    publish,
     rss_mb,
     spread,
     start_mock,
@@ -187,6 +188,14 @@ def install_portkey(logs: Path) -> Install:
     gateway = json.loads((modules / "@portkey-ai/gateway/package.json").read_text())["version"]
     hono = json.loads((modules / "@hono/node-server/package.json").read_text())["version"]
     return Install(True, f"{gateway} (@hono/node-server {hono})", time.monotonic() - start)
+
+
+def need_nginx(logs: Path) -> Install:
+    """nginx (`install_nginx`), or the run stops saying why there is none."""
+    nginx = install_nginx(logs)
+    if not nginx.ok:
+        raise SystemExit(f"no nginx: {nginx.detail}")
+    return nginx
 
 
 def install_nginx(logs: Path) -> Install:
@@ -863,13 +872,8 @@ def main() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
     results = bench.results
     results["duration_s"] = round(time.monotonic() - began, 1)
-    RESULTS.mkdir(exist_ok=True)
     name = "latest" if wanted == PEERS else "peers-" + "-".join(wanted).lower()
-    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
-    report = markdown(results)
-    (RESULTS / f"{name}.md").write_text(report)
-    print()
-    print(report)
+    publish(name, results, markdown(results))
     if wanted == PEERS:
         chart(results)
 

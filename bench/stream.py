@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import http.client
-import json
 import os
 import sys
 import tempfile
@@ -50,7 +49,6 @@ import aiohttp
 
 from common import (
     PATH,
-    RESULTS,
     THIS_TREE,
     Build,
     Processes,
@@ -61,6 +59,7 @@ from common import (
     cpu_s,
     machine,
     pin_self,
+    publish,
     raise_nofile,
     rss_mb,
     start_mock,
@@ -75,7 +74,7 @@ from peers import (
     Peer,
     bench_env,
     cold_start,
-    install_nginx,
+    need_nginx,
     nginx_proxy,
     stream_once,
 )
@@ -334,9 +333,7 @@ def main() -> None:
     load = os.getloadavg()
     agents = builds(args.before)
     workdir = Path(tempfile.mkdtemp(prefix="agent-reach-stream-"))
-    nginx_install = install_nginx(workdir)
-    if not nginx_install.ok:
-        sys.exit(f"no nginx: {nginx_install.detail}")
+    nginx_install = need_nginx(workdir)
     pinned = pin_self(LOAD_CPU)
     with Processes() as procs:
         upstream = start_mock(procs, cpu=LOAD_CPU)
@@ -367,12 +364,7 @@ def main() -> None:
         "idle": held,
     }
     results["vs_nginx"] = ratios(results)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "stream.json").write_text(json.dumps(results, indent=2) + "\n")
-    report = markdown(results)
-    (RESULTS / "stream.md").write_text(report)
-    print()
-    print(report)
+    publish("stream", results, markdown(results))
 
 
 NGINX = "nginx, chat → chat"
