@@ -81,7 +81,8 @@ from peers import (
 
 CONFIG = CONFIGS / "agent-reach-stream.yaml"
 RELAYS = ("chat", "responses", "messages")  # what the client asks in; the upstream speaks chat
-GOAL = 1 / 10  # agent-reach's chat → chat chunks/s over nginx's, at least
+GOAL = 1 / 10  # agent-reach's chat → chat chunks/s per core over nginx's, at least
+NGINX = "nginx, chat → chat"
 IDLE_MARK = b"t0"  # the text of the idle stream's one content chunk, in every API
 WARM = 50  # idle streams opened before the memory they cost is counted
 
@@ -127,7 +128,7 @@ def relays(peers: list[Peer], nginx: Peer, upstream: int) -> list[Relay]:
     out = [
         Relay("direct, chat", None, Target(upstream, body=chat, path="/long" + PATH), None),
         Relay(
-            "nginx, chat → chat",
+            NGINX,
             nginx,
             Target(nginx.port, AUTH, chat, "/long" + PATH),
             Target(nginx.port, AUTH, chat, "/idle" + PATH),
@@ -365,9 +366,6 @@ def main() -> None:
     }
     results["vs_nginx"] = ratios(results)
     publish("stream", results, markdown(results))
-
-
-NGINX = "nginx, chat → chat"
 
 
 def ratios(r: dict[str, Any]) -> dict[str, dict[str, float | None]]:
