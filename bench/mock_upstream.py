@@ -11,7 +11,8 @@ how many ended because their reader went away, and the bytes each one got writte
 
 Under `/long/` every POST is answered at once with a long SSE stream, written in one go:
 `LONG_CHUNKS` content chunks shaped as OpenAI sends them (id, fingerprint, logprobs…), a final
-chunk and `data: [DONE]` (bench/stream.py: how many chunks a proxy relays per second). Under
+chunk and `data: [DONE]` (bench/stream.py: how many chunks a proxy relays per second); under
+`/drip/` with the same stream written one event at a time, as fast as it goes. Under
 `/idle/` the stream's first content chunk comes at once and then nothing for `IDLE_S` (an open
 idle stream, held by its reader: what one costs a proxy in memory).
 
@@ -134,6 +135,18 @@ async def long_stream(request: web.Request) -> web.StreamResponse:
     return await sse_at_once(request, LONG_BODY)
 
 
+async def drip_stream(request: web.Request) -> web.StreamResponse:
+    await request.read()
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    await resp.write(SSE_FRAMES[0])
+    for _ in range(LONG_CHUNKS - 1):
+        await resp.write(LONG_FRAME)
+    await resp.write(SSE_END)
+    await resp.write_eof()
+    return resp
+
+
 async def idle_stream(request: web.Request) -> web.StreamResponse:
     return await sse_at_once(request, SSE_FRAMES[0], IDLE_S)
 
@@ -177,8 +190,9 @@ async def main() -> None:
     app.router.add_get("/v1/models", models)
     app.router.add_post("/sse/v1/chat/completions", paced_stream)
     app.router.add_post("/long/v1/chat/completions", long_stream)
+    app.router.add_post("/drip/v1/chat/completions", drip_stream)
     app.router.add_post("/idle/v1/chat/completions", idle_stream)
-    for prefix in ("/sse", "/long", "/idle"):
+    for prefix in ("/sse", "/long", "/drip", "/idle"):
         app.router.add_get(f"{prefix}/v1/models", models)
     app.router.add_post("/flood/v1/chat/completions", flood)
     app.router.add_get("/flood/stats", flood_stats)

@@ -298,11 +298,17 @@ def nginx_proxy_conf(port: int, workdir: Path, env: dict[str, str], remember: bo
         for k in ("upstream", "failing", "sse", "refused")
     }
     fails = "max_fails=1 fail_timeout=10s" if remember else "max_fails=0"
-    # The SSE upstream's streams, unbuffered: paced (/stream), long and at once, idle (stream.py)
+    # The SSE upstream's streams, unbuffered: paced (/stream); long at once, long one event at
+    # a time, idle (bench/stream.py)
     sse = "\n".join(
         f"        location = /{prefix}{PATH} {{ proxy_pass http://sse/{path}{PATH}; "
         "proxy_buffering off; }"
-        for prefix, path in (("stream", "sse"), ("long", "long"), ("idle", "idle"))
+        for prefix, path in (
+            ("stream", "sse"),
+            ("long", "long"),
+            ("drip", "drip"),
+            ("idle", "idle"),
+        )
     )
     keep = "keepalive 16;"
     return _nginx_frame(

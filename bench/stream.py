@@ -2,12 +2,15 @@
 core, and what an open idle stream costs it in memory, against nginx relaying the same stream,
 in one run.
 
-    .venv/bin/python bench/stream.py [--quick] [--before REV] [--streams 1000]
+    .venv/bin/python bench/stream.py [--quick] [--before REV] [--streams 1000] [--drip]
 
 - Upstream: bench/mock_upstream.py on CPU 1. `/long/` answers at once with a stream of
   `LONG_CHUNKS` chat.completion.chunk events shaped as OpenAI sends them, written in one go (so
-  the upstream is never what is measured: the proxy reads many events per read); `/idle/`
-  with one content chunk, then nothing.
+  the upstream is never what is measured: the proxy reads many events per read); with
+  `--drip`, `/drip/`: the same stream one event per write, as a provider sends tokens (the
+  upstream then bounds the run, and a proxy reads the fewer events per read the faster it is
+  than the upstream: per core then flatters the slower proxy); `/idle/` with one content
+  chunk, then nothing.
 - Proxies on CPU 0: nginx (one worker, bench/peers.py's `nginx_proxy_conf`: keep-alive to the
   upstream, `proxy_buffering off`) relaying chat → chat, the floor for one hop; agent-reach
   (bench/peers/agent-reach-stream.yaml) relaying chat → chat, chat → Responses and chat →
@@ -122,30 +125,26 @@ def agent_reach(build: Build, env: dict[str, str]) -> Peer:
     )
 
 
-def relays(peers: list[Peer], nginx: Peer, upstream: int) -> list[Relay]:
-    """Straight to the upstream, nginx chat → chat, and each agent-reach the three ways."""
+def relays(peers: list[Peer], nginx: Peer, upstream: int, source: str) -> list[Relay]:
+    """Straight to the upstream, nginx chat → chat, and each agent-reach the three ways, of
+    the upstream's stream `source` ("long": at once, "drip": one event per write)."""
     chat = body("chat", "bench", True)
     out = [
-        Relay("direct, chat", None, Target(upstream, body=chat, path="/long" + PATH), None),
+        Relay("direct, chat", None, Target(upstream, body=chat, path=f"/{source}{PATH}"), None),
         Relay(
             NGINX,
             nginx,
-            Target(nginx.port, AUTH, chat, "/long" + PATH),
+            Target(nginx.port, AUTH, chat, f"/{source}{PATH}"),
             Target(nginx.port, AUTH, chat, "/idle" + PATH),
         ),
     ]
+    route = {} if source == "long" else {"X-Agent-Reach-Route": source}
     for peer in peers:
         for api in RELAYS:
             ask = body(api, "bench", True)
             idle = Target(peer.port, {**AUTH, "X-Agent-Reach-Route": "idle"}, ask, APIS[api])
-            out.append(
-                Relay(
-                    f"{peer.name}, chat → {api}",
-                    peer,
-                    Target(peer.port, AUTH, ask, APIS[api]),
-                    idle,
-                )
-            )
+            relay = Target(peer.port, {**AUTH, **route}, ask, APIS[api])
+            out.append(Relay(f"{peer.name}, chat → {api}", peer, relay, idle))
     return out
 
 
@@ -322,6 +321,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a short run to try the script")
     parser.add_argument("--streams", type=int, default=1000, help="idle streams held at once")
+    parser.add_argument(
+        "--drip",
+        action="store_true",
+        help="the upstream writes its stream one event at a time, not at once; no idle "
+        "streams (results: bench/results/stream-drip.*)",
+    )
     add_before(parser)
     args = parser.parse_args()
     settings = Settings.quick(args.streams) if args.quick else Settings(streams=args.streams)
@@ -346,26 +351,26 @@ def main() -> None:
             why = cold_start(procs, peer, 1, workdir)
             if why is not None:
                 sys.exit(f"{peer.name} did not start: {why}")
-        todo = relays(peers, nginx, upstream)
+        todo = relays(peers, nginx, upstream, "drip" if args.drip else "long")
         failed = checked(todo)
         todo = [r for r in todo if "; again: " not in failed.get(r.name, "")]
         if NGINX not in {r.name for r in todo}:
             sys.exit(f"{NGINX}: {failed[NGINX]}")
         rates = throughput(todo, settings)
-        held = idle(procs, todo, settings, workdir)
+        held = {} if args.drip else idle(procs, todo, settings, workdir)  # the same either way
     results = {
         "when": time.strftime("%Y-%m-%d %H:%M:%S %z"),
         "machine": machine(),
         "load_average_at_start": [round(x, 2) for x in load],
         "pinning": f"proxies on CPU {PROXY_CPU}, the rest on CPU {LOAD_CPU}" if pinned else "none",
-        "settings": {**vars(settings), "chunks_per_stream": LONG_CHUNKS},
+        "settings": {**vars(settings), "chunks_per_stream": LONG_CHUNKS, "drip": args.drip},
         "nginx": nginx_install.detail.removeprefix("nginx version: nginx/"),
         "relay": rates,
         "streams_checked": failed,
         "idle": held,
     }
     results["vs_nginx"] = ratios(results)
-    publish("stream", results, markdown(results))
+    publish("stream-drip" if args.drip else "stream", results, markdown(results))
 
 
 def ratios(r: dict[str, Any]) -> dict[str, dict[str, float | None]]:
@@ -399,7 +404,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"nginx {r['nginx']}; pinning: {r['pinning']}; load average at the start {load} "
         "(on a 2-core machine shared with other work, figures move by tens of %).",
         f"Upstream: bench/mock_upstream.py, {s['chunks_per_stream']} chat.completion.chunk "
-        f"events per stream written at once; {s['conns']} streams at once, {s['seconds']:g} s per "
+        f"events per stream written {'one at a time' if s.get('drip') else 'at once'}; {s['conns']} streams at once, {s['seconds']:g} s per "
         f"target per round, median of {s['rounds']} rounds; client: aiohttp.",
         "",
         "| relay (client API ← upstream chat SSE) | chunks/s per core | ÷ nginx "
@@ -435,6 +440,8 @@ def markdown(r: dict[str, Any]) -> str:
             f"{_ratio(chat['chunks_per_cpu_s'])}, {met} (per second of the run: "
             f"{_ratio(chat['chunks_per_s'])}).",
         ]
+    if not r["idle"]:
+        return "\n".join(lines) + "\n"
     lines += [
         "",
         f"| {s['streams']:,} open idle streams | opened (s) | RSS MB, {WARM} open | all open "
