@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint fmt bench chaos clean
+.PHONY: install demo test lint fmt bench bench-stream chaos clean
 
 install: $(STAMP)
 
@@ -44,9 +44,14 @@ bench: $(STAMP)
 	$(BIN)/python bench/fleet.py
 	$(BIN)/python bench/tracing.py
 	$(BIN)/python bench/rescue.py
+	$(BIN)/python bench/stream.py
+
+# BEFORE=REV: an older commit's agent-reach measured beside this tree's (bench/common.py).
+bench-stream: $(STAMP)
+	$(BIN)/python bench/stream.py $(if $(BEFORE),--before $(BEFORE))
 
 chaos: $(STAMP)
-	$(BIN)/python bench/chaos.py --seconds 120
+	$(BIN)/python bench/chaos.py --seconds 120 $(if $(BEFORE),--before $(BEFORE))
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

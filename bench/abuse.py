@@ -29,7 +29,9 @@ Last, the concurrent budget: `--budget-burst` requests at once to a provider wit
 `rate_limit: 2req/day`, through `serve --workers 2` on one SQLite file. Target: at most 2 reach
 the provider.
 Pinning (2-core machine): the proxy on CPU 0, the upstream and this client on CPU 1.
-Results go to bench/results/abuse.json.
+With `--before REV` the whole run is made again with agent-reach at commit REV (bench/common.py's
+`build_at`) and the summaries and targets of both are printed side by side.
+Results go to bench/results/abuse.json (this tree's; REV's under "before").
 """
 
 from __future__ import annotations
@@ -48,16 +50,22 @@ from typing import Any
 from common import (
     PATH,
     RESULTS,
+    THIS_TREE,
+    Build,
     Client,
     Processes,
     Target,
+    add_before,
     agent_reach_serve,
+    builds,
+    cpu_s,
     free_port,
     interleaved,
     machine,
     pct,
     pin_self,
     rss_mb,
+    side_by_side,
     start_mock,
     wait_until_ok,
 )
@@ -74,6 +82,7 @@ def start_proxy(
     timeout_s: float,
     prefix: tuple[str, ...] = (),
     name: str = "proxy",
+    build: Build = THIS_TREE,
 ) -> tuple[int, int]:
     base = f"http://127.0.0.1:{upstream}"
     config = {
@@ -94,7 +103,7 @@ def start_proxy(
     path.write_text(json.dumps(config))
     env = {k: v for k, v in os.environ.items() if k != "AGENT_REACH_API_KEYS"}
     port = free_port()
-    cmd = [*prefix, *agent_reach_serve(path, port), "--no-access-log"]
+    cmd = [*prefix, *agent_reach_serve(path, port, build.executable), "--no-access-log"]
     proc = procs.start(cmd, cpu=0, env=env, log=workdir / f"{name}.log")
     if wait_until_ok(Target(port), timeout_s=30) is None:
         raise SystemExit("agent-reach serve did not answer within 30 s")
@@ -171,12 +180,8 @@ class Slowloris:
 
 def unread_stream(port: int) -> socket.socket:
     sock = connect(port)
-    head = (
-        f"POST {PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        f"X-Agent-Reach-Route: flood\r\nContent-Length: {len(STREAM)}\r\n\r\n"
-    )
     sock.setblocking(True)
-    sock.sendall(head.encode() + STREAM.encode())
+    sock.sendall(Target(port, {"X-Agent-Reach-Route": "flood"}, STREAM).wire())
     sock.setblocking(False)
     return sock
 
@@ -193,11 +198,6 @@ def wait_for_backpressure(upstream: int, streams: int, max_s: float = 60.0) -> d
         last = written
         time.sleep(1.0)
     return flood_stats(upstream)
-
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Holder:
@@ -227,12 +227,12 @@ class Holder:
 
 
 def descriptor_attack(
-    procs: Processes, upstream: int, workdir: Path, idle: int, seconds: float
+    procs: Processes, upstream: int, workdir: Path, idle: int, seconds: float, build: Build
 ) -> dict[str, Any]:
     """Normal requests while `idle` silent connections are held against a proxy that may open
     1024 files."""
     prefix = ("prlimit", "--nofile=1024:1024", "--")
-    port, pid = start_proxy(procs, upstream, workdir, 75.0, prefix, name="fd-proxy")
+    port, pid = start_proxy(procs, upstream, workdir, 75.0, prefix, "fd-proxy", build)
     log = workdir / "fd-proxy.log"
     target = Target(port, headers={"X-Agent-Reach-Route": "normal"})
     client = Client(target, timeout=15)
@@ -285,7 +285,9 @@ def descriptor_attack(
     }
 
 
-def concurrent_budget(procs: Processes, upstream: int, workdir: Path, burst: int) -> dict[str, Any]:
+def concurrent_budget(
+    procs: Processes, upstream: int, workdir: Path, burst: int, build: Build
+) -> dict[str, Any]:
     """`burst` requests at once against a budget of 2 requests a day, on two workers."""
     config = {
         "health": {"mode": "off"},
@@ -301,7 +303,7 @@ def concurrent_budget(procs: Processes, upstream: int, workdir: Path, burst: int
     path = workdir / "bench-budget.json"
     path.write_text(json.dumps(config))
     port = free_port()
-    cmd = [*agent_reach_serve(path, port), "--workers", "2", "--no-access-log"]
+    cmd = [*agent_reach_serve(path, port, build.executable), "--workers", "2", "--no-access-log"]
     procs.start(cmd, cpu=0, log=workdir / "budget-proxy.log")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:  # up, without spending the budget
@@ -347,12 +349,25 @@ def main() -> None:
     parser.add_argument("--fd-idle", type=int, default=1100, help="silent connections, ulimit 1024")
     parser.add_argument("--fd-seconds", type=float, default=15.0)
     parser.add_argument("--budget-burst", type=int, default=60, help="requests at once")
+    add_before(parser)
     args = parser.parse_args()
     pin_self(1)
+    runs = {build.label: run(args, build) for build in builds(args.before)}
+    result = runs.pop(THIS_TREE.label)
+    if runs:
+        result["before"] = runs
+        print(side_by_side({THIS_TREE.label: result, **runs}, ("summary", "targets")))
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "abuse.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+def run(args: argparse.Namespace, build: Build) -> dict[str, Any]:
+    """The whole run against `build`'s agent-reach: its phases, summary and targets."""
+    print(f"== {build.label}", flush=True)
     phases: list[dict[str, Any]] = []
     with Processes() as procs, tempfile.TemporaryDirectory() as tmp:
         upstream = start_mock(procs)
-        port, pid = start_proxy(procs, upstream, Path(tmp), args.timeout)
+        port, pid = start_proxy(procs, upstream, Path(tmp), args.timeout, build=build)
         latency(port, upstream, 200)  # warm up
 
         def measure(name: str, **extra: Any) -> dict[str, Any]:
@@ -399,9 +414,9 @@ def main() -> None:
         for sock in [*idle, *loris.socks, *unread]:
             sock.close()
         log = (Path(tmp) / "proxy.log").read_text()
-        fd = descriptor_attack(procs, upstream, Path(tmp), args.fd_idle, args.fd_seconds)
+        fd = descriptor_attack(procs, upstream, Path(tmp), args.fd_idle, args.fd_seconds, build)
         print(json.dumps({"descriptor attack": fd}), flush=True)
-        budget = concurrent_budget(procs, upstream, Path(tmp), args.budget_burst)
+        budget = concurrent_budget(procs, upstream, Path(tmp), args.budget_burst, build)
         print(json.dumps({"concurrent budget": budget}), flush=True)
 
     summary = {
@@ -427,8 +442,7 @@ def main() -> None:
     print(json.dumps(summary))
     for name, met in targets.items():
         print(f"{'met' if met else 'NOT MET'}: {name}")
-    RESULTS.mkdir(exist_ok=True)
-    result = {
+    return {
         "machine": machine(),
         "settings": vars(args),
         "phases": phases,
@@ -437,7 +451,6 @@ def main() -> None:
         "concurrent_budget": budget,
         "targets": targets,
     }
-    (RESULTS / "abuse.json").write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

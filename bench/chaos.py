@@ -1,6 +1,6 @@
 """`make chaos`: the proxy in front of providers that misbehave at random, for a bounded time.
 
-    .venv/bin/python bench/chaos.py [--seconds 120] [--concurrency 8] [--json]
+    .venv/bin/python bench/chaos.py [--seconds 120] [--concurrency 8] [--json] [--before REV]
 
 Four simulated providers switch, every `--switch` seconds, to one of: ok, slow first byte,
 refusing/resetting connections, hanging, 500, 429 with Retry-After, 401, an HTML 200, broken
@@ -15,7 +15,9 @@ network namespace that answers nothing, not even ARP, so its packets are silentl
 - silent truncations (a stream that ended with neither [DONE] nor an error event): 0;
 - tracebacks or unhandled errors in the proxy's log: 0;
 - the proxy's RSS and open file descriptors before and after.
-Exit 0 when every check holds. Traffic goes only to 127.0.0.1 and the namespace it creates.
+With `--before REV` (`make chaos BEFORE=REV`) the same run, same seed, is made again with
+agent-reach at commit REV (bench/common.py's `build_at`) and the two are printed side by side.
+Exit 0 when every check holds (this tree's). Traffic goes only to 127.0.0.1 and the namespace it creates.
 """
 
 from __future__ import annotations
@@ -39,9 +41,8 @@ from typing import Any
 import openai
 from aiohttp import web
 
-from common import rss_mb, sse_chunk
+from common import THIS_TREE, Build, add_before, builds, rss_mb, side_by_side, sse_chunk
 
-AGENT_REACH = str(Path(sys.executable).parent / "agent-reach")
 HEALTHY = ("ok", "slow")
 BROKEN = ("reset", "hang", "500", "429", "401", "html", "brokenjson", "error200", "cut")
 DEADLINE_MS = 6000
@@ -275,7 +276,7 @@ def proc_facts(pid: int) -> dict[str, float]:
     return {"rss_mb": round(rss_mb(pid), 1), "open_fds": len(os.listdir(f"/proc/{pid}/fd"))}
 
 
-async def drive(args: argparse.Namespace) -> dict[str, Any]:
+async def drive(args: argparse.Namespace, build: Build) -> dict[str, Any]:
     rng = random.Random(args.seed)
     providers = Providers(4)
     hole = Blackhole()
@@ -301,7 +302,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k != "AGENT_REACH_API_KEYS"}
     with log_path.open("w") as log:
         proxy = subprocess.Popen(
-            [AGENT_REACH, "--config", str(workdir / "chaos.json"), "serve", "--port", "0"],
+            [build.executable, "--config", str(workdir / "chaos.json"), "serve", "--port", "0"],
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
@@ -378,8 +379,20 @@ def main() -> None:
     parser.add_argument("--switch", type=float, default=0.7, help="seconds between mode changes")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", action="store_true")
+    add_before(parser)
     args = parser.parse_args()
-    result = asyncio.run(drive(args))
+    runs = {build.label: run(args, build) for build in builds(args.before)}
+    if args.json:
+        print(json.dumps(runs if args.before else runs[THIS_TREE.label], indent=2))
+    elif args.before:
+        print(side_by_side(runs))
+    sys.exit(0 if all(runs[THIS_TREE.label]["checks"].values()) else 1)
+
+
+def run(args: argparse.Namespace, build: Build) -> dict[str, Any]:
+    """One chaos run through `build`'s agent-reach: its figures and checks (printed unless
+    `--json`)."""
+    result = asyncio.run(drive(args, build))
     checks = {
         "success rate while one provider healthy is 100%": result["success_rate_while_one_healthy"]
         in (1.0, None),
@@ -388,15 +401,14 @@ def main() -> None:
         "no unhandled error in the log": result["unhandled_in_log"] == 0,
     }
     result["checks"] = checks
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
+    if not args.json:
+        print(f"== {build.label}")
         for key, value in result.items():
             if key != "checks":
                 print(f"{key:32} {value}")
         for name, ok in checks.items():
             print(f"{'PASS' if ok else 'FAIL'}  {name}")
-    sys.exit(0 if all(checks.values()) else 1)
+    return result
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 """What the benchmarks share: child processes (pinned to a CPU, always stopped), keep-alive
-request timing, the wrk load generator and its parser, percentiles, and memory readings.
+request timing, the wrk load generator and its parser, percentiles, memory and CPU readings,
+and the agent-reach builds to measure: this tree's and, with `--before REV`, an older commit's
+beside it (`add_before`, `builds`, `side_by_side`).
 
 Every child is started in its own process group and killed with it when the benchmark ends,
 fails, is interrupted (Ctrl-C) or terminated (SIGTERM, SIGHUP); on Linux a child is also sent
@@ -8,6 +10,7 @@ SIGTERM by the kernel if the benchmark itself dies without cleaning up.
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import contextlib
 import ctypes
@@ -16,11 +19,13 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -161,9 +166,119 @@ def start_mock(procs: Processes, cpu: int | None = 1) -> int:
     return int(proc.stdout.readline())
 
 
-def agent_reach_serve(config: Path, port: int) -> list[str]:
-    """The command line of `agent-reach serve` with `config` on `port`."""
-    return [AGENT_REACH, "--config", str(config), "serve", "--port", str(port)]
+def agent_reach_serve(config: Path, port: int, executable: str = AGENT_REACH) -> list[str]:
+    """The command line of `agent-reach serve` with `config` on `port` (this tree's agent-reach,
+    or `executable`: a `Build`'s)."""
+    return [executable, "--config", str(config), "serve", "--port", str(port)]
+
+
+def raise_nofile() -> int:
+    """Raise this process's soft limit of open files to the hard one (its children inherit
+    it); the limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+# -- builds: this tree's agent-reach, and an older commit's beside it ----------------------------
+
+
+@dataclass(frozen=True)
+class Build:
+    """One agent-reach to measure: its label in the results and its `agent-reach` program."""
+
+    label: str
+    executable: str
+
+
+THIS_TREE = Build("agent-reach", AGENT_REACH)
+BEFORE_ROOT = Path(tempfile.gettempdir()) / "agent-reach-before"
+
+
+def build_at(rev: str, sink: Callable[[str], None] = print) -> Build:
+    """agent-reach as commit `rev` of this repository had it: the commit's files (`git
+    archive`, so no worktree or branch is touched) with a venv of their own (`pip install`),
+    under /tmp/agent-reach-before/SHA, made once and kept for later runs."""
+    repo = str(HERE.parent)
+    found = subprocess.run(
+        ["git", "-C", repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if found.returncode:
+        raise SystemExit(f"--before {rev}: not a commit of {repo}")
+    sha = found.stdout.strip()
+    folder = BEFORE_ROOT / sha[:12]
+    venv = folder / ".venv"
+    stamp = venv / ".bench-installed"
+    if not stamp.exists():
+        sink(f"  building agent-reach at {sha[:7]} ({rev}) into {folder} (once)")
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        archive = subprocess.run(
+            ["git", "-C", repo, "archive", sha], capture_output=True, check=True, timeout=120
+        )
+        subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+        with (folder / "install.log").open("wb") as log:
+            for cmd in (
+                [sys.executable, "-m", "venv", str(venv)],
+                [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(folder)],
+            ):
+                done = subprocess.run(cmd, stdout=log, stderr=log, check=False, timeout=900)
+                if done.returncode:
+                    raise SystemExit(f"--before {rev}: {cmd[-1]} failed; see {log.name}")
+        stamp.touch()
+    return Build(f"agent-reach @{sha[:7]}", str(venv / "bin" / "agent-reach"))
+
+
+def add_before(parser: argparse.ArgumentParser) -> None:
+    """The `--before REV` option: measure an older commit's agent-reach beside this tree's."""
+    parser.add_argument(
+        "--before",
+        metavar="REV",
+        help="also measure agent-reach at git commit REV (built once under /tmp), beside this "
+        "tree's, in the same run",
+    )
+
+
+def builds(before: str | None) -> list[Build]:
+    """This tree's agent-reach, then `before`'s (when given)."""
+    return [THIS_TREE, *([build_at(before)] if before else [])]
+
+
+def side_by_side(
+    results: Mapping[str, Mapping[str, Any]], only: tuple[str, ...] | None = None
+) -> str:
+    """A markdown table of each build's results (a column per build; nested figures as dotted
+    rows; `only` these top-level keys, if given), for figures that are whole runs of their own
+    (bench/chaos.py, bench/abuse.py)."""
+
+    def rows(data: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+        for key, value in data.items():
+            if isinstance(value, Mapping) and value:
+                yield from rows(value, f"{prefix}{key}.")
+            else:
+                yield f"{prefix}{key}", value
+
+    flat = {
+        label: dict(rows({k: v for k, v in r.items() if only is None or k in only}))
+        for label, r in results.items()
+    }
+    keys = list(dict.fromkeys(k for r in flat.values() for k in r))
+    lines = ["| | " + " | ".join(flat) + " |", "|---" * (len(flat) + 1) + "|"]
+    for key in keys:
+        cells = ("—" if key not in r else _plain(r[key]) for r in flat.values())
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value).replace("|", "\\|")
 
 
 def descendants(pid: int) -> list[int]:
@@ -179,6 +294,16 @@ def descendants(pid: int) -> list[int]:
         tree.append(p)
         todo += children.get(p, [])
     return tree
+
+
+def cpu_s(pid: int) -> float:
+    """The CPU time (user + system) process `pid` and its descendants (nginx's worker) used."""
+    ticks = 0
+    for p in descendants(pid):
+        with contextlib.suppress(OSError, IndexError):
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb(pid: int) -> float:
@@ -212,6 +337,15 @@ def ensure_apt(package: str, binary: str, log: IO[str] | None = None) -> str | N
 
 def ensure_wrk() -> str | None:
     return ensure_apt("wrk", "wrk")
+
+
+def publish(name: str, results: Mapping[str, Any], report: str) -> None:
+    """bench/results/NAME.json (`results`) and NAME.md (`report`, printed too)."""
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (RESULTS / f"{name}.md").write_text(report)
+    print()
+    print(report)
 
 
 # -- statistics and machine -------------------------------------------------------------------
@@ -260,6 +394,13 @@ class Target:
 
     def all_headers(self) -> dict[str, str]:
         return {"Content-Type": "application/json", **self.headers}
+
+    def wire(self) -> bytes:
+        """The request as an HTTP/1.1 client sends it on a socket of its own."""
+        body = self.body.encode()
+        head = [f"POST {self.path} HTTP/1.1", "Host: 127.0.0.1", f"Content-Length: {len(body)}"]
+        head += [f"{k}: {v}" for k, v in self.all_headers().items()]
+        return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
 
 class Client:

@@ -2,21 +2,20 @@
 reverse proxy, the aiohttp floor (bench/peers/aiohttp_floor.py: a pass-through proxy with no
 keys, no checks, no failover, no log) and `agent-reach serve` as a user runs it, in one run.
 
-    .venv/bin/python bench/floor.py [--quick]
+    .venv/bin/python bench/floor.py [--quick] [--before REV]
 
 Per proxy: the added p50 at 1 in flight (interleaved rounds of keep-alive requests, as
 bench/peers.py), req/s at 32 in flight (wrk, the median of 5 runs of 3 s, taken in rounds
 across the proxies) and the CPU time its process spent per request in that run (utime + stime
 ÷ requests: steadier than req/s on a shared machine), then agent-reach over the floor and
 over nginx. The upstream, wrk and this script's client run on CPU 1, the
-proxies on CPU 0 (as bench/peers.py). Results: bench/results/floor.{json,md}.
+proxies on CPU 0 (as bench/peers.py). `--before REV`: agent-reach at commit REV too, beside
+this tree's (bench/common.py's `build_at`). Results: bench/results/floor.{json,md}.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import tempfile
 import time
@@ -24,14 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from common import (
-    RESULTS,
+    THIS_TREE,
     Load,
     Processes,
     Target,
-    descendants,
+    add_before,
+    builds,
+    cpu_s,
     interleaved,
     machine,
     pin_self,
+    publish,
     spread,
 )
 from peers import (
@@ -43,7 +45,7 @@ from peers import (
     agent_reach,
     bench_env,
     cold_start,
-    install_nginx,
+    need_nginx,
     nginx_proxy,
     start_nginx,
 )
@@ -51,24 +53,16 @@ from peers import (
 FLOOR = Path(__file__).parent / "peers" / "aiohttp_floor.py"
 
 
-def cpu_s(pid: int) -> float:
-    """The CPU time (user + system) process `pid` and its children (nginx's worker) used."""
-    ticks = 0
-    for p in descendants(pid):
-        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a short run to try the script")
-    quick = parser.parse_args().quick
+    add_before(parser)
+    args = parser.parse_args()
+    quick = args.quick
+    agents = builds(args.before)
     requests, seconds, runs = (300, 2.0, 1) if quick else (3000, 3.0, 5)
     workdir = Path(tempfile.mkdtemp(prefix="agent-reach-floor-"))
-    nginx = install_nginx(workdir)
-    if not nginx.ok:
-        sys.exit(f"no nginx: {nginx.detail}")
+    nginx = need_nginx(workdir)
     pinned = pin_self(LOAD_CPU)
     with Processes() as procs:
         upstream, failing = start_nginx(procs, nginx.path, workdir, workdir)
@@ -79,7 +73,8 @@ def main() -> None:
             {"plain": Target(0, AUTH)},
             env,
         )
-        peers = [nginx_proxy(nginx.path, env, workdir), floor, agent_reach(env)]
+        peers = [nginx_proxy(nginx.path, env, workdir), floor]
+        peers += [agent_reach(env, build=build) for build in agents]
         for peer in peers:
             peer.raw = None
             why = cold_start(procs, peer, 1, workdir)
@@ -110,16 +105,13 @@ def main() -> None:
         "direct_p50_ms": base,
         "rows": rows,
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "floor.json").write_text(json.dumps(results, indent=2) + "\n")
-    report = markdown(results)
-    (RESULTS / "floor.md").write_text(report)
-    print(report)
+    publish("floor", results, markdown(results))
 
 
 def markdown(r: dict[str, Any]) -> str:
     rows = r["rows"]
-    ar, floor, nginx = rows["agent-reach"], rows["aiohttp floor"], rows["nginx"]
+    ar = rows[THIS_TREE.label]
+    others = [n for n in rows if n != THIS_TREE.label]
     lines = [
         "# agent-reach's hop against nginx's and aiohttp's floor",
         "",
@@ -139,12 +131,18 @@ def markdown(r: dict[str, Any]) -> str:
         "| agent-reach over | added p50 | req/s | CPU per request |",
         "|---|---|---|---|",
     ]
-    for name, other in (("aiohttp floor", floor), ("nginx", nginx)):
+    for name in others:
+        other = rows[name]
         lines.append(
-            f"| {name} | {ar['added_p50_ms'] / other['added_p50_ms']:.1f}× "
-            f"| 1/{other['rps'] / ar['rps']:.1f} | {ar['cpu_us'] / other['cpu_us']:.1f}× |"
+            f"| {name} | {ar['added_p50_ms'] / other['added_p50_ms']:.2f}× "
+            f"| {_share(ar['rps'], other['rps'])} | {ar['cpu_us'] / other['cpu_us']:.2f}× |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _share(mine: float, theirs: float) -> str:
+    """`mine` over `theirs`: "1/N" below 1, "N×" from 1."""
+    return f"{mine / theirs:.2f}×" if mine >= theirs else f"1/{theirs / mine:.1f}"
 
 
 if __name__ == "__main__":

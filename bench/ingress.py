@@ -32,7 +32,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, Processes, Target, interleaved, machine, pin_self, spread, start_mock
+from common import (
+    Processes,
+    Target,
+    interleaved,
+    machine,
+    pin_self,
+    publish,
+    spread,
+    start_mock,
+)
 from peers import (
     INSTALLS,
     LITELLM_SPEC,
@@ -42,9 +51,9 @@ from peers import (
     agent_reach,
     bench_env,
     cold_start,
-    install_nginx,
     install_venv,
     litellm,
+    need_nginx,
     start_nginx,
     streaming,
 )
@@ -143,9 +152,7 @@ def check_shapes(all_targets: dict[str, Target]) -> dict[str, str]:
 def run(quick: bool, workdir: Path, logs: Path) -> dict[str, Any]:
     results: dict[str, Any] = {"when": time.strftime("%Y-%m-%d %H:%M:%S %z"), "machine": machine()}
     requests, streams, max_s = (200, 6, 20.0) if quick else (2000, 40, 90.0)
-    nginx = install_nginx(logs)
-    if not nginx.ok:
-        raise SystemExit(f"no upstream: {nginx.detail}")
+    nginx = need_nginx(logs)
     lite = install_venv("litellm", LITELLM_SPEC, "litellm", logs)
     results["versions"] = {"nginx": nginx.detail, "LiteLLM": lite.detail if lite.ok else None}
     results["pinning"] = (
@@ -310,12 +317,7 @@ def main() -> None:
         sys.exit("interrupted; every process it started has been stopped")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "ingress.json").write_text(json.dumps(results, indent=2) + "\n")
-    report = markdown(results)
-    (RESULTS / "ingress.md").write_text(report)
-    print()
-    print(report)
+    publish("ingress", results, markdown(results))
 
 
 if __name__ == "__main__":

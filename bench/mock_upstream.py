@@ -9,6 +9,13 @@ Under `/flood/` every POST is answered with 8 KB content chunks as fast as its r
 them (at most `FLOOD_MAX` bytes), and `GET /flood/stats` says how many such streams are open,
 how many ended because their reader went away, and the bytes each one got written.
 
+Under `/long/` every POST is answered at once with a long SSE stream, written in one go:
+`LONG_CHUNKS` content chunks shaped as OpenAI sends them (id, fingerprint, logprobs…), a final
+chunk and `data: [DONE]` (bench/stream.py: how many chunks a proxy relays per second); under
+`/drip/` with the same stream written one event at a time, as fast as it goes. Under
+`/idle/` the stream's first content chunk comes at once and then nothing for `IDLE_S` (an open
+idle stream, held by its reader: what one costs a proxy in memory).
+
 Under `/budget/` every POST is counted and answered after `BUDGET_S`; `GET /budget/stats` says
 how many came (bench/abuse.py: how many requests a budget let through).
 """
@@ -30,6 +37,8 @@ HANG_S = 3600
 SSE_CHUNKS = 20
 SSE_GAP_S = 0.005
 BUDGET_S = 0.3
+LONG_CHUNKS = 1000
+IDLE_S = 300
 BUDGETED: list[int] = []  # one item per request that reached `/budget/`
 
 
@@ -49,6 +58,30 @@ SSE_FRAMES = [
     for i in range(SSE_CHUNKS)
 ]
 SSE_END = _sse({}, "stop") + b"data: [DONE]\n\n"
+LONG_FRAME = (
+    b"data: "
+    + json.dumps(
+        {
+            "id": "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT",
+            "object": "chat.completion.chunk",
+            "created": 1741569952,
+            "model": "gpt-4o-2024-08-06",
+            "service_tier": "default",
+            "system_fingerprint": "fp_f9f4fb6dbf",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"content": " token"},
+                    "logprobs": None,
+                    "finish_reason": None,
+                }
+            ],
+        },
+        separators=(",", ":"),
+    ).encode()
+    + b"\n\n"
+)
+LONG_BODY = SSE_FRAMES[0] + LONG_FRAME * (LONG_CHUNKS - 1) + SSE_END
 FLOOD_FRAME = _sse({"content": "x" * 8192})
 FLOOD_MAX = 256 * 2**20
 FLOOD_WRITTEN: list[int] = []  # bytes written so far, per /flood/ stream
@@ -81,6 +114,41 @@ async def paced_stream(request: web.Request) -> web.StreamResponse:
     await resp.write(SSE_END)
     await resp.write_eof()
     return resp
+
+
+async def sse_at_once(request: web.Request, body: bytes, then_s: float = 0) -> web.StreamResponse:
+    """`body` as an SSE stream in one write; the stream ends `then_s` seconds later."""
+    await request.read()
+    resp = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
+    await resp.prepare(request)
+    await resp.write(body)
+    if then_s:
+        await asyncio.sleep(then_s)
+        await resp.write(SSE_END)
+    await resp.write_eof()
+    return resp
+
+
+async def long_stream(request: web.Request) -> web.StreamResponse:
+    return await sse_at_once(request, LONG_BODY)
+
+
+async def drip_stream(request: web.Request) -> web.StreamResponse:
+    await request.read()
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    await resp.write(SSE_FRAMES[0])
+    for _ in range(LONG_CHUNKS - 1):
+        await resp.write(LONG_FRAME)
+    await resp.write(SSE_END)
+    await resp.write_eof()
+    return resp
+
+
+async def idle_stream(request: web.Request) -> web.StreamResponse:
+    return await sse_at_once(request, SSE_FRAMES[0], IDLE_S)
 
 
 async def flood(request: web.Request) -> web.StreamResponse:
@@ -121,7 +189,11 @@ async def main() -> None:
     app.router.add_post("/hang/v1/chat/completions", hang)
     app.router.add_get("/v1/models", models)
     app.router.add_post("/sse/v1/chat/completions", paced_stream)
-    app.router.add_get("/sse/v1/models", models)
+    app.router.add_post("/long/v1/chat/completions", long_stream)
+    app.router.add_post("/drip/v1/chat/completions", drip_stream)
+    app.router.add_post("/idle/v1/chat/completions", idle_stream)
+    for prefix in ("/sse", "/long", "/drip", "/idle"):
+        app.router.add_get(f"{prefix}/v1/models", models)
     app.router.add_post("/flood/v1/chat/completions", flood)
     app.router.add_get("/flood/stats", flood_stats)
     app.router.add_post("/budget/v1/chat/completions", budgeted)

@@ -2,12 +2,14 @@
 upstream, nginx as a plain reverse proxy (the floor for one hop), `agent-reach serve`, the
 LiteLLM proxy and Portkey's open-source gateway.
 
-    .venv/bin/python bench/peers.py [--quick] [--peers nginx[,LiteLLM,Portkey]]
+    .venv/bin/python bench/peers.py [--quick] [--peers nginx[,LiteLLM,Portkey]] [--before REV]
 
 - `--quick`: a short run to try the script out. `--peers`: only these peers beside agent-reach
   (always measured), e.g. `--peers nginx` for the fast loop of issue 13 item 6 (agent-reach's
   hop against nginx's): nothing else is installed or started, and the results go to
-  bench/results/peers-nginx.{json,md} so that latest.* stays the full run's.
+  bench/results/peers-nginx.{json,md} so that latest.* stays the full run's. `--before REV`:
+  agent-reach at commit REV too, as one more peer beside this tree's (bench/common.py's
+  `build_at`), and this tree's figures over its.
 
 - Upstream: nginx answering a fixed chat.completion on loopback (so the upstream is never the
   bottleneck; its own ceiling is the "direct" column) and bench/mock_upstream.py's paced SSE
@@ -57,15 +59,20 @@ from common import (
     HERE,
     PATH,
     RESULTS,
+    THIS_TREE,
+    Build,
     Load,
     Processes,
     Target,
+    add_before,
     agent_reach_serve,
+    builds,
     ensure_apt,
     free_port,
     interleaved,
     machine,
     pin_self,
+    publish,
     rss_mb,
     spread,
     start_mock,
@@ -183,6 +190,14 @@ def install_portkey(logs: Path) -> Install:
     return Install(True, f"{gateway} (@hono/node-server {hono})", time.monotonic() - start)
 
 
+def need_nginx(logs: Path) -> Install:
+    """nginx (`install_nginx`), or the run stops saying why there is none."""
+    nginx = install_nginx(logs)
+    if not nginx.ok:
+        raise SystemExit(f"no nginx: {nginx.detail}")
+    return nginx
+
+
 def install_nginx(logs: Path) -> Install:
     start = time.monotonic()
     with (logs / "install-nginx.log").open("w") as log:
@@ -283,6 +298,18 @@ def nginx_proxy_conf(port: int, workdir: Path, env: dict[str, str], remember: bo
         for k in ("upstream", "failing", "sse", "refused")
     }
     fails = "max_fails=1 fail_timeout=10s" if remember else "max_fails=0"
+    # The SSE upstream's streams, unbuffered: paced (/stream); long at once, long one event at
+    # a time, idle (bench/stream.py)
+    sse = "\n".join(
+        f"        location = /{prefix}{PATH} {{ proxy_pass http://sse/{path}{PATH}; "
+        "proxy_buffering off; }"
+        for prefix, path in (
+            ("stream", "sse"),
+            ("long", "long"),
+            ("drip", "drip"),
+            ("idle", "idle"),
+        )
+    )
     keep = "keepalive 16;"
     return _nginx_frame(
         workdir,
@@ -303,10 +330,7 @@ def nginx_proxy_conf(port: int, workdir: Path, env: dict[str, str], remember: bo
             proxy_pass http://error500{PATH};
             proxy_next_upstream error timeout http_500 non_idempotent;
         }}
-        location = /stream{PATH} {{
-            proxy_pass http://sse/sse{PATH};
-            proxy_buffering off;
-        }}
+{sse}
     }}""",
     )
 
@@ -379,20 +403,21 @@ SCENARIOS = ("plain", "stream", "refused", "error500")
 AUTH = {"Authorization": f"Bearer {PROXY_KEY}"}
 
 
-def agent_reach(env: dict[str, str], remember: bool = True) -> Peer:
-    """`agent-reach serve` routing by header: as a user runs it (bench/peers/agent-reach.yaml)
-    with its raw-failover twin, or that twin (agent-reach-failover.yaml)."""
+def agent_reach(env: dict[str, str], remember: bool = True, build: Build = THIS_TREE) -> Peer:
+    """`agent-reach serve` (this tree's, or `build`'s) routing by header: as a user runs it
+    (bench/peers/agent-reach.yaml) with its raw-failover twin, or that twin
+    (agent-reach-failover.yaml)."""
     scenarios = {"plain": Target(0, AUTH)}
     for route in SCENARIOS[1:]:
         headers = {**AUTH, "X-Agent-Reach-Route": route}
         scenarios[route] = Target(0, headers, request_body(stream=route == "stream"))
     path = CONFIGS / ("agent-reach.yaml" if remember else "agent-reach-failover.yaml")
     return Peer(
-        "agent-reach" if remember else "agent-reach (raw failover)",
-        lambda port: agent_reach_serve(path, port),
+        build.label if remember else f"{build.label} (raw failover)",
+        lambda port: agent_reach_serve(path, port, build.executable),
         scenarios,
         env,
-        raw=agent_reach(env, remember=False) if remember else None,
+        raw=agent_reach(env, False, build) if remember else None,
     )
 
 
@@ -615,9 +640,11 @@ class Bench:
         logs: Path,
         workdir: Path,
         wanted: tuple[str, ...] = PEERS,
+        agents: tuple[Build, ...] = (THIS_TREE,),
     ) -> None:
         self.procs, self.settings, self.logs, self.workdir = procs, settings, logs, workdir
         self.wanted = wanted  # the peers measured beside agent-reach
+        self.agents = agents  # this tree's agent-reach, and an older commit's (`--before`)
         self.results: dict[str, Any] = {
             "when": time.strftime("%Y-%m-%d %H:%M:%S %z"),
             "machine": machine(),
@@ -646,6 +673,7 @@ class Bench:
         }
         self.results["targets"] = targets_met(self.results)
         self.results["vs_nginx"] = vs_nginx(self.results)
+        self.results["vs_before"] = vs_before(self.results, [b.label for b in self.agents[1:]])
 
     def install(self) -> dict[str, Install]:
         installs = install_all(self.logs, self.wanted)
@@ -678,7 +706,7 @@ class Bench:
         self.direct_sse = Target(sse, body=request_body(stream=True), path="/sse" + PATH)
         env = bench_env(upstream, failing, sse)
         candidates = [nginx_proxy(nginx, env, self.workdir)] if "nginx" in self.wanted else []
-        candidates.append(agent_reach(env))
+        candidates += [agent_reach(env, build=build) for build in self.agents]
         for name, make in (
             ("LiteLLM", lambda: litellm(env, self.workdir)),
             ("Portkey", lambda: portkey(env)),
@@ -829,6 +857,7 @@ def main() -> None:
         default=PEERS,
         help=f"only these peers beside agent-reach, comma-separated (of {', '.join(PEERS)})",
     )
+    add_before(parser)
     args = parser.parse_args()
     wanted: tuple[str, ...] = args.peers
     began = time.monotonic()
@@ -841,7 +870,7 @@ def main() -> None:
     try:
         with Processes() as procs:
             settings = Settings.quick() if args.quick else Settings()
-            bench = Bench(procs, settings, logs, workdir, wanted)
+            bench = Bench(procs, settings, logs, workdir, wanted, tuple(builds(args.before)))
             bench.run()
     except KeyboardInterrupt:
         sys.exit("interrupted; every process it started has been stopped")
@@ -849,13 +878,8 @@ def main() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
     results = bench.results
     results["duration_s"] = round(time.monotonic() - began, 1)
-    RESULTS.mkdir(exist_ok=True)
     name = "latest" if wanted == PEERS else "peers-" + "-".join(wanted).lower()
-    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
-    report = markdown(results)
-    (RESULTS / f"{name}.md").write_text(report)
-    print()
-    print(report)
+    publish(name, results, markdown(results))
     if wanted == PEERS:
         chart(results)
 
@@ -1003,6 +1027,23 @@ def vs_nginx(r: dict[str, Any]) -> list[dict[str, Any]]:
                 "figure is a floor and the ratio flatters agent-reach"
             )
         rows.append(row)
+    return rows
+
+
+def vs_before(r: dict[str, Any], before: list[str]) -> list[dict[str, Any]]:
+    """agent-reach's figures over an older commit's measured beside it (`--before`): req/s at
+    32 and 128 in flight, and the added p50 at 1 in flight."""
+    rows = []
+    for label in before:
+        for what, at in (
+            ("req/s, 32 in flight", ("throughput", "32", "{}", "rps")),
+            ("req/s, 128 in flight", ("throughput", "128", "{}", "rps")),
+            ("added latency p50, 1 in flight (ms)", ("latency_ms", "{}", "added_p50")),
+        ):
+            mine, theirs = (_get(r, *(k.format(name) for k in at)) for name in (AR, label))
+            ratio = mine / theirs if mine is not None and theirs else None
+            row = {"what": what, "before": label, "agent-reach": mine, "then": theirs}
+            rows.append({**row, "ratio": ratio})
     return rows
 
 
@@ -1183,6 +1224,14 @@ def markdown(r: dict[str, Any]) -> str:
         lines.append(
             f"| {v['what']} | {' | '.join(figures)} | {ratio} | {v['target']} | {verdict}{note} |"
         )
+    if r.get("vs_before"):
+        lines += ["", "| agent-reach ÷ an older commit, beside it | now | then | ratio |"]
+        lines.append("|---|---|---|---|")
+        for v in r["vs_before"]:
+            digits = 0 if v["what"].startswith("req/s") else 3
+            figures = " | ".join(_cell(v[k], digits=digits) for k in ("agent-reach", "then"))
+            ratio = "—" if v["ratio"] is None else _times(v["ratio"])
+            lines.append(f"| {v['what']}, vs {v['before']} | {figures} | {ratio} |")
     lines += ["", "| agent-reach target | goal | measured | |", "|---|---|---|---|"]
     for t in r.get("targets", []):
         unit = "" if t.get("unit") == "×" else " "
