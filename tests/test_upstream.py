@@ -322,3 +322,34 @@ async def test_a_server_that_closes_without_answering() -> None:
         await client.fetch("GET", f"http://127.0.0.1:{port}/", b"", {}, T)
     await client.close()
     server.close()
+
+
+async def test_a_response_never_released_gives_its_slot_back(raw: Callable[[Answer], Raw]) -> None:
+    server = await started(raw(ok(b"x")))
+    client = Client("t", limit=1)
+    url = f"http://127.0.0.1:{server.port}/"
+    resp = await client.request("GET", url, b"", {}, T)
+    del resp  # dropped unread: the one connection allowed must come back
+    _, body = await asyncio.wait_for(client.fetch("GET", url, b"", {}, T), 2)
+    assert body == b"x"
+    await client.close()
+
+
+async def test_bytes_on_an_idle_connection_retire_it() -> None:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx")
+            await asyncio.sleep(0.05)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nstale")  # unasked, cut
+
+    server = await listen(serve)
+    port = server.sockets[0].getsockname()[1]
+    client = Client("t")
+    url = f"http://127.0.0.1:{port}/"
+    for _ in range(2):
+        _, body = await client.fetch("GET", url, b"", {}, T)
+        assert body == b"x"  # never the stale answer
+        await asyncio.sleep(0.1)
+    await client.close()
+    server.close()

@@ -142,6 +142,7 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.closed = False
+        self.idle = False  # in the pool, between requests
         self.idle_since = 0.0
         self._reset()
 
@@ -150,7 +151,6 @@ class _Connection(asyncio.Protocol):
         self.headers: dict[str, str] = {}
         self.head = False  # the head is in
         self.done = False  # the whole message is in
-        self.got_bytes = False
         self.error: UpstreamError | None = None
         self.buffer = bytearray()
         self.paused = False
@@ -169,7 +169,9 @@ class _Connection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        self.got_bytes = True
+        if self.idle:  # bytes nobody asked for: the connection cannot be trusted with a request
+            self.close()
+            return
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError:
@@ -319,6 +321,10 @@ class Response:
         self._conn: _Connection | None = conn
         self.status = conn.status
         self.headers = conn.headers  # names lowercased
+
+    def __del__(self) -> None:
+        if self._conn is not None:  # never released: its slot is not lost
+            self.close()
 
     @property
     def content_type(self) -> str:
@@ -470,6 +476,7 @@ class Client:
         while idle:
             conn = idle.pop()
             if not conn.closed and conn.idle_since > expired:
+                conn.idle = False
                 conn._reset()
                 return conn
             conn.close()
@@ -481,7 +488,7 @@ class Client:
         if self.closed or not conn.reusable():
             conn.close()
             return
-        conn.idle_since = time.monotonic()
+        conn.idle, conn.idle_since = True, time.monotonic()
         idle = self._idle.setdefault(origin, deque())
         idle.append(conn)
         while len(idle) > 64 or (idle and idle[0].idle_since < conn.idle_since - IDLE_S):
