@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from common import (
     HERE,
     RESULTS,
@@ -82,10 +84,15 @@ MESSAGE = {
     "stop_sequence": None,
     "usage": {"input_tokens": 1, "output_tokens": 1},
 }
+# The chat answer as agent-reach would normalize it: it passes as its bytes.
+NORMALIZED = orjson.loads(COMPLETION)
+NORMALIZED["choices"][0]["message"]["refusal"] = None
+NORMALIZED["choices"][0]["logprobs"] = None
 PING = [{"role": "user", "content": "ping"}]
 SCENARIOS: dict[str, tuple[str, dict[str, Any], str]] = {
     # name: (path, body, route)
     "chat": ("/v1/chat/completions", {"model": "bench", "messages": PING}, "chat"),
+    "chat-verbatim": ("/v1/chat/completions", {"model": "bench", "messages": PING}, "verbatim"),
     "stream": ("/v1/chat/completions", {"model": "bench", "messages": PING, "stream": True}, "sse"),
     "responses": ("/v1/responses", {"model": "bench", "input": "ping"}, "chat"),
     "responses-native": ("/v1/responses", {"model": "bench", "input": "ping"}, "responses"),
@@ -122,6 +129,7 @@ def upstream_conf(port: int, workdir: Path) -> str:
     server {{
         listen 127.0.0.1:{port} backlog=4096;
         location = /v1/chat/completions {{ return 200 '{COMPLETION.decode()}'; }}
+        location = /verbatim/v1/chat/completions {{ return 200 '{json.dumps(NORMALIZED)}'; }}
         location = /sse/v1/chat/completions {{
             default_type text/event-stream; return 200 '{sse}';
         }}
@@ -136,6 +144,7 @@ def proxy_config(upstream: str) -> dict[str, Any]:
     """As a user runs it: client keys, default health checks and circuits, memory state."""
     providers = [
         {"name": "chat", "endpoint": f"{upstream}/v1/chat/completions"},
+        {"name": "verbatim", "endpoint": f"{upstream}/verbatim/v1/chat/completions"},
         {"name": "sse", "endpoint": f"{upstream}/sse/v1/chat/completions"},
         {"name": "responses", "endpoint": f"{upstream}/v1/responses", "format": "responses"},
         {"name": "messages", "endpoint": f"{upstream}/v1/messages", "format": "anthropic"},
@@ -207,7 +216,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a short run to try the script")
     parser.add_argument("--profile", type=Path, help="py-spy each scenario's load into DIR")
     parser.add_argument("--only", help="these scenarios only (comma-separated)")
-    parser.add_argument("--against", help="a git revision measured beside this tree")
+    parser.add_argument("--against", help="git revisions measured beside this tree (a,b,…)")
     args = parser.parse_args()
     names = args.only.split(",") if args.only else list(SCENARIOS)
     requests, seconds, runs = (300, 2.0, 1) if args.quick else (2000, 3.0, 3)
@@ -219,7 +228,8 @@ def main() -> None:
         args.profile.mkdir(parents=True, exist_ok=True)
     sources: dict[str, Path | None] = {"this tree": None}
     if args.against:
-        sources = {args.against: _export(args.against, workdir), **sources}
+        revs = args.against.split(",")
+        sources = {rev: _export(rev, workdir / f"rev{i}") for i, rev in enumerate(revs)} | sources
     pinned = pin_self(LOAD_CPU)
     rows: dict[str, dict[str, dict[str, Any]]] = {}
     with Processes() as procs:
@@ -242,7 +252,8 @@ def main() -> None:
             proc = procs.start(
                 agent_reach_serve(config, proxy_port), cpu=PROXY_CPU, env=env, log=log
             )
-            proxies[label] = Proxy(proc, proxy_port, log, "" if source is None else "-against")
+            tag = "" if source is None else f"-{source.name}"
+            proxies[label] = Proxy(proc, proxy_port, log, tag)
         load = Load(workdir)
         for name in names:
             rows[name] = scenario(name, port, proxies, load, args, seconds, requests, runs)
@@ -321,9 +332,8 @@ def scenario(
     return rows
 
 
-def _export(rev: str, workdir: Path) -> Path:
-    """The tree of git revision `rev`, exported under `workdir`."""
-    into = workdir / "against"
+def _export(rev: str, into: Path) -> Path:
+    """The tree of git revision `rev`, exported into `into`."""
     into.mkdir()
     archive = subprocess.run(
         ["git", "archive", rev, "src"], cwd=HERE.parent, capture_output=True, check=True
@@ -335,6 +345,7 @@ def _export(rev: str, workdir: Path) -> Path:
 def _upstream_path(route: str) -> str:
     return {
         "chat": "/v1/chat/completions",
+        "verbatim": "/verbatim/v1/chat/completions",
         "sse": "/sse/v1/chat/completions",
         "responses": "/v1/responses",
         "messages": "/v1/messages",

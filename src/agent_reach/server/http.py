@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
+from ..dialects import Verbatim
 from ..errors import AllProvidersFailed
 from ..request import ChatRequest
 from ..trace import Attempt, trace_header
@@ -108,8 +109,9 @@ def sse(event: str | None, data: bytes) -> bytes:
 
 
 def json_response(body: Any, headers: dict[str, str] | None = None) -> web.Response:
-    """A 200 with `body` as JSON."""
-    return web.Response(body=orjson.dumps(body), content_type="application/json", headers=headers)
+    """A 200 with `body` as JSON: the provider's own bytes when they say it (`Verbatim`)."""
+    data = body.raw if isinstance(body, Verbatim) else orjson.dumps(body)
+    return web.Response(body=data, content_type="application/json", headers=headers)
 
 
 async def whole(
