@@ -4,6 +4,12 @@ streamed), the Responses and Messages faces (translated to a chat provider, and 
 provider that speaks them), against one nginx answering every upstream call from memory.
 
     .venv/bin/python bench/own_work.py [--quick] [--profile DIR] [--only chat,stream,...]
+                                       [--against REV,...]
+
+`--against`: the same scenarios through `agent-reach serve` of these git revisions (exported
+beside this tree, run with its venv) in the same run; then each proxy's CPU per request is
+measured once more with all of them loaded at the same time ("paired"), which a machine that
+others use disturbs alike.
 
 `--profile DIR`: py-spy records the proxy during each scenario's load (DIR/NAME.txt, the
 collapsed stacks) and the table adds the share of the proxy's samples spent in agent-reach's
@@ -23,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +49,7 @@ from common import (
     pin_self,
     spread,
     wait_until_ok,
+    wrk_run,
 )
 from floor import cpu_s
 from mock_upstream import BODY as COMPLETION
@@ -229,7 +237,10 @@ def main() -> None:
     sources: dict[str, Path | None] = {"this tree": None}
     if args.against:
         revs = args.against.split(",")
-        sources = {rev: _export(rev, workdir / f"rev{i}") for i, rev in enumerate(revs)} | sources
+        exported: dict[str, Path | None] = {
+            rev: _export(rev, workdir / f"rev{i}") for i, rev in enumerate(revs)
+        }
+        sources = exported | sources
     pinned = pin_self(LOAD_CPU)
     rows: dict[str, dict[str, dict[str, Any]]] = {}
     with Processes() as procs:
@@ -315,6 +326,7 @@ def scenario(
             kept[label].append((run["rps"], per, run.get("non_2xx", 0)))
             if spy is not None:
                 spy.wait(30)
+    together = paired(proxies, targets, load, seconds, runs) if len(proxies) > 1 else {}
     direct = spread(lat["direct"])["p50"]
     for label, proxy in proxies.items():
         rps, per, bad = sorted(kept[label])[len(kept[label]) // 2]
@@ -325,11 +337,38 @@ def scenario(
             "cpu_us": per * 1e6,
             "non_2xx": bad,
         }
+        if together:
+            row["cpu_us_paired"] = together[label]
         if args.profile and (args.profile / f"{name}{proxy.tag}.txt").exists():
             row["profile"] = shares(args.profile / f"{name}{proxy.tag}.txt")
         rows[label] = row
         print(_line(f"{name} ({label})", row), flush=True)
     return rows
+
+
+def paired(
+    proxies: dict[str, Proxy], targets: dict[str, Target], load: Load, seconds: float, runs: int
+) -> dict[str, float]:
+    """CPU per request of each proxy loaded at the same time (16 in flight each, one wrk per
+    proxy), the median of `runs` rounds: whatever else the machine does meanwhile slows them
+    alike, so this compares them more steadily than runs one after another."""
+    assert load.wrk is not None, "paired runs need wrk"
+    wrk = load.wrk
+    per: dict[str, list[float]] = {label: [] for label in proxies}
+    with ThreadPoolExecutor(len(proxies)) as pool:
+        for _ in range(runs):
+            before = {label: cpu_s(p.proc.pid) for label, p in proxies.items()}
+            done = {
+                label: pool.submit(
+                    wrk_run, wrk, targets[label], 16, seconds, load.script.with_name(f"{i}.lua")
+                )
+                for i, label in enumerate(proxies)
+            }
+            for label, future in done.items():
+                count = max(future.result()["requests"], 1)
+                used = cpu_s(proxies[label].proc.pid) - before[label]
+                per[label].append(used / count * 1e6)
+    return {label: sorted(v)[len(v) // 2] for label, v in per.items()}
 
 
 def _export(rev: str, into: Path) -> Path:
@@ -357,6 +396,8 @@ def _line(name: str, row: dict[str, Any]) -> str:
         f"{name:30} p50 {row['p50_ms']:.3f} ms (+{row['added_p50_ms']:.3f})"
         f"  {row['rps_32']:7,.0f} req/s @32  {row['cpu_us']:5.0f} µs CPU/req"
     )
+    if "cpu_us_paired" in row:
+        text += f" ({row['cpu_us_paired']:.0f} paired)"
     if row["non_2xx"]:
         text += f"  NON-2XX {row['non_2xx']}"
     if "profile" in row:
