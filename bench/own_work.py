@@ -96,10 +96,40 @@ MESSAGE = {
 NORMALIZED = orjson.loads(COMPLETION)
 NORMALIZED["choices"][0]["message"]["refusal"] = None
 NORMALIZED["choices"][0]["logprobs"] = None
+
+
+def agent_turn(turns: int = 40) -> dict[str, Any]:
+    """A coding agent's request late in a session (~90 KB): a long system prompt, `turns`
+    rounds of a question, a tool call and its output, and 20 tools."""
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run a shell command. " * 20,
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "string"}, "timeout": {"type": "integer"}},
+                "required": ["command"],
+            },
+        },
+    }
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent. " * 200}]
+    for i in range(turns):
+        call = {"id": f"call_{i}", "type": "function"}
+        call["function"] = {"name": "bash", "arguments": json.dumps({"command": f"cat f{i}.py"})}
+        messages += [
+            {"role": "user", "content": f"Please look at file {i} and fix it. " * 10},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{i}", "content": f"def f(): return {i}\n" * 50},
+        ]
+    return {"model": "bench", "messages": messages, "tools": [tool] * 20}
+
+
 PING = [{"role": "user", "content": "ping"}]
 SCENARIOS: dict[str, tuple[str, dict[str, Any], str]] = {
     # name: (path, body, route)
     "chat": ("/v1/chat/completions", {"model": "bench", "messages": PING}, "chat"),
+    "chat-agent": ("/v1/chat/completions", agent_turn(), "chat"),
     "chat-verbatim": ("/v1/chat/completions", {"model": "bench", "messages": PING}, "verbatim"),
     "stream": ("/v1/chat/completions", {"model": "bench", "messages": PING, "stream": True}, "sse"),
     "responses": ("/v1/responses", {"model": "bench", "input": "ping"}, "chat"),
