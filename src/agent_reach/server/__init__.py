@@ -102,6 +102,8 @@ async def run(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):  # before the banner: a stop right after it counts
         loop.add_signal_handler(sig, stop.set)
+    # Before the banner too: a SIGHUP sent once it is read reloads, and never kills.
+    stop_reloading = reload.install(proxy, watch=watch)
     bound = runner.addresses[0]
     auth = "on" if proxy.api_keys else "off"
     base = f"http://{bound[0]}:{bound[1]}"
@@ -110,7 +112,6 @@ async def run(
         f" auth {auth}, pid {os.getpid()}; status page {base}/agent-reach/)",
         flush=True,
     )
-    stop_reloading = reload.install(proxy, watch=watch)
     started = time.monotonic()
     try:
         await stop.wait()
