@@ -18,7 +18,7 @@ the connection closed. The limits:
     (its socket buffers are full): the connection is dropped, which cancels the handler and,
     with it, the upstream request;
   - `first_byte_timeout_s` for a new connection's first byte: else closed, without a word;
-  - `keepalive_timeout_s` for an idle connection between requests: then closed;
+  - `keepalive_timeout_s` for an idle connection, new or between requests: then closed;
   - `max_connections` open at once (clamped to the descriptors there are, `descriptors`): the
     next one is answered 503 and closed, with one log line per episode of refusals.
 After an answer that closes the connection before its body was read (413, 408), what still
@@ -135,6 +135,7 @@ class Connection(asyncio.Protocol):
         if len(server.connections) <= cap:
             server.refusals.accepted()
             self._first = self._loop.call_later(self._limits.first_byte_timeout_s, self.close)
+            self._idle = self._loop.call_later(self._limits.keepalive_timeout_s, self.close)
             return
         self._over = True
         server.refusals.refused(cap)
@@ -225,6 +226,7 @@ class Connection(asyncio.Protocol):
             self._problem = f"more than {MAX_HEADERS} headers"
         if self._problem is not None:
             raise ValueError(self._problem)
+        value = value.strip(b" \t")  # the whitespace around a value is not part of it
         self._headers.add(name.decode("latin-1"), value.decode("utf-8", "surrogateescape"))
 
     def on_headers_complete(self) -> None:
