@@ -386,7 +386,7 @@ class Connection(asyncio.Protocol):
             "X-Content-Type-Options: nosniff\r\n\r\n"
         )
         transport.write(head.encode() + body)
-        self.close(linger=True)
+        self.close()
 
     def close(self, *, linger: bool = False) -> None:
         """Close; with `linger`, after the client has read our answer (its half-close, or
