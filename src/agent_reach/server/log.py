@@ -44,14 +44,13 @@ SERVED = "agent_reach.served"  # the request's key for its `Served` record
 @dataclass(slots=True)
 class Served:
     """What the access line says about a request besides its status: who answered and after
-    how many attempts; `logged` when a line about it was written already."""
+    how many attempts."""
 
     provider: str | None = None
     model: str | None = None  # the model the client asked for
     provider_model: str | None = None  # the model the provider was asked for
     attempts: list[str] = field(default_factory=list)  # `provider:reason` of each attempt
     cut: str | None = None  # `provider:reason` of a stream that broke after it began, unfinished
-    logged: bool = False
 
 
 _current: ContextVar[Served | None] = ContextVar("agent_reach_served", default=None)
@@ -61,11 +60,6 @@ def track(request: Request) -> None:
     """Give `request` its `Served` record and make it current for the task serving it."""
     served = request[SERVED] = Served()
     _current.set(served)
-
-
-def mark_logged(request: Request) -> None:
-    """A line about `request` was written already: the access log leaves it out."""
-    request[SERVED] = Served(logged=True)
 
 
 def observe(event: Event) -> None:
@@ -125,8 +119,6 @@ class AccessLog:
         served: Served | None = request.get(SERVED)
         if served is None:
             served = Served()
-        elif served.logged:
-            return
         if not _pending:
             asyncio.get_running_loop().call_soon(flush)
         models = f"model={_word(served.model)}"

@@ -215,9 +215,24 @@ class Request:
         return await self.content.read() if self.content is not None else b""
 
     async def post(self) -> dict[str, str]:
-        """A form's fields (urlencoded, UTF-8): the first value of each."""
-        text = (await self.read()).decode()
-        return dict(reversed(parse_qsl(text, keep_blank_values=True, errors="strict")))
+        """An urlencoded form's fields (in its charset, UTF-8 unless it names one): the first
+        value of each; none when the body is no form. ValueError for a multipart form (the
+        status page's is urlencoded) or bytes that are not its charset, LookupError for a
+        charset unknown."""
+        mime, _, params = self.headers.get("Content-Type", "").partition(";")
+        mime = mime.strip().lower()
+        if mime == "multipart/form-data":
+            raise ValueError("multipart forms are not read")
+        if mime != "application/x-www-form-urlencoded":
+            return {}
+        charset = "utf-8"
+        for param in params.split(";"):
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "charset":
+                charset = value.strip().strip('"')
+        text = (await self.read()).decode(charset)
+        fields = parse_qsl(text, keep_blank_values=True, encoding=charset, errors="strict")
+        return dict(reversed(fields))
 
 
 class StreamResponse:
