@@ -307,7 +307,17 @@ class Connection(asyncio.Protocol):
                     return
                 if self._paused:
                     await self._drain()
-                if not await self._respond(item):
+                try:
+                    if not await self._respond(item):
+                        return
+                except Exception as exc:  # after its answer began: the client sees it cut
+                    if not isinstance(exc, ConnectionError):
+                        message = "%s %s failed after its answer began"
+                        log.server_log.error(
+                            message, item.method, escaped(item.path, 200), exc_info=exc
+                        )
+                    if self.transport is not None:
+                        self.transport.abort()
                     return
         finally:
             self._task = None
@@ -336,7 +346,7 @@ class Connection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return False
         if request.responded:  # a stream: its end
-            if self._chunked:
+            if self._chunked and request.method != "HEAD":
                 transport.write(b"0\r\n\r\n")
             close = close or not self._chunked
         else:
