@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent_reach import Router
 from agent_reach.breaker import CLOSED, CircuitState
@@ -17,6 +19,7 @@ from agent_reach.outcomes import Outcome
 from agent_reach.routing import Health
 from agent_reach.state import Keep, LoggedAttempt, MemoryStore, open_store
 from agent_reach.state.cached import CachedStore
+from agent_reach.state.memory import Kept, overflow
 from agent_reach.state.redis import RedisStore
 from agent_reach.state.sqlite import SQLiteStore
 from agent_reach.trace import Reason
@@ -315,3 +318,52 @@ async def test_the_sqlite_file_and_its_directory_are_private(tmp_path: Path) -> 
     await again.refresh()
     assert path.stat().st_mode & 0o777 == 0o600
     await again.aclose()
+
+
+class Reference:
+    """Stored responses as `MemoryStore` kept them before `Kept`: every save walks them all,
+    drops every expired one and evicts what `memory.overflow` names."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, tuple[float, str, str]] = {}
+
+    def save(self, id: str, data: str, expiry: float, now: float, keep: Keep) -> None:
+        self.rows.pop(id, None)
+        self.rows = {i: row for i, row in self.rows.items() if row[0] > now}
+        self.rows[id] = (expiry, data, keep.owner)
+        for evicted in overflow(((i, o, len(d)) for i, (_, d, o) in self.rows.items()), keep):
+            del self.rows[evicted]
+
+    def live(self, now: float) -> list[str]:
+        return [i for i, row in self.rows.items() if row[0] > now]
+
+
+SAVE = st.tuples(
+    st.sampled_from("abcdefgh"),  # id
+    st.sampled_from(["", "me", "them"]),  # owner
+    st.integers(1, 40),  # size
+    st.sampled_from([0, 0, 1, 3]),  # the clock steps on
+    st.sampled_from([6, 6, 6, 1, 12]),  # ttl: mostly one, sometimes out of order
+    st.booleans(),  # delete it instead
+)
+
+
+@given(st.lists(SAVE, max_size=40), st.integers(1, 4), st.integers(20, 120))
+@settings(max_examples=500, deadline=None)
+def test_kept_responses_evict_and_expire_as_a_walk_over_all_of_them(
+    saves: list[tuple[str, str, int, int, int, bool]], owner_count: int, owner_bytes: int
+) -> None:
+    kept, reference = Kept(), Reference()
+    now = 0.0
+    for id, who, size, step, ttl, delete in saves:
+        now += step
+        if delete:
+            kept.forget(id)
+            reference.rows.pop(id, None)
+            continue
+        keep = Keep(who, max_count=4, max_bytes=150, owner_max_count=owner_count,
+                    owner_max_bytes=owner_bytes)  # fmt: skip
+        kept.save(id, "x" * size, now + ttl, now, keep)
+        reference.save(id, "x" * size, now + ttl, now, keep)
+        assert [i for i in kept.rows if kept.load(i, now)] == reference.live(now)
+        assert kept.bytes == sum(len(d) for _, d, _ in kept.rows.values())

@@ -10,6 +10,7 @@ Every chat request it receives is recorded (headers and JSON body) for assertion
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import ssl
 import threading
@@ -185,6 +186,47 @@ def responses_answer(model: str) -> dict[str, Any]:
     }
 
 
+# What the `verbatim` scenario answers: bodies that need no change on their way to a client of
+# the same API (a chat completion already normalized, a Responses and a Messages answer without
+# reasoning artifacts), in bytes a re-serialization would not give back (indented, escaped).
+VERBATIM_CHAT = json.dumps(
+    {
+        "id": "chatcmpl-verbatim",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "gpt-test",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "h\u00e9llo", "refusal": None},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+    },
+    indent=1,
+).encode()
+VERBATIM_RESPONSE = json.dumps(
+    {k: v for k, v in responses_answer("gpt-test").items() if k != "output"}
+    | {"output": responses_answer("gpt-test")["output"][1:]},  # the message, no reasoning
+    indent=1,
+).encode()
+VERBATIM_MESSAGE = json.dumps(
+    {
+        "id": "msg_verbatim",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": [{"type": "text", "text": "h\u00e9llo"}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 5, "output_tokens": 3},
+    },
+    indent=1,
+).encode()
+
+
 def responses_events(answer: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """The stream of a Responses answer, as the API sends it."""
     started = {k: v for k, v in answer.items() if k != "usage"}
@@ -336,6 +378,11 @@ class Upstream:
             await resp.write(sse(b"[DONE]"))
             return resp
         return web.json_response(completion("hello from ok", body.get("model") or "gpt-test"))
+
+    async def s_verbatim(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """Answers that need no change (`VERBATIM_*`): a Messages one under /v1/messages."""
+        data = VERBATIM_MESSAGE if request.path.endswith("/v1/messages") else VERBATIM_CHAT
+        return web.Response(body=data, content_type="application/json")
 
     async def s_backup(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         if stream:
@@ -982,6 +1029,8 @@ class Upstream:
                     "code": "invalid_encrypted_content",
                 }
                 return web.json_response({"error": error}, status=400)
+        if scenario == "verbatim":
+            return web.Response(body=VERBATIM_RESPONSE, content_type="application/json")
         answer = responses_answer(body.get("model") or "gpt-test")
         if scenario == "verifier":
             answer["output"][0]["encrypted_content"] = VERIFIER_BLOB

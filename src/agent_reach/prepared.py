@@ -18,7 +18,7 @@ import orjson
 
 from . import completion, dialects, hooks, identity, proxies, validation
 from .config import Provider
-from .dialects import Context, Dialect, Mismatch, Shape, artifacts
+from .dialects import Context, Dialect, Mismatch, Shape, Verbatim, artifacts
 from .dialects.convert import continued
 from .errors import ConfigError
 from .hooks import Hook, HookError
@@ -226,7 +226,7 @@ class PreparedProvider:
         """One of its own stream frames, kept for a client that speaks its API, with the
         artifacts in it tagged as its own (only a frame that may hold one is parsed)."""
         event, data = frame
-        if not any(marker in data for marker in artifacts.MARKERS):
+        if not artifacts.may_hold(data):
             return frame
         try:
             parsed = orjson.loads(data)
@@ -304,8 +304,19 @@ class PreparedProvider:
         if problem:
             return mismatch(problem, status), None
         if raw_response:  # as the provider gave it: its artifacts tagged as its own
+            if not artifacts.may_hold(raw):
+                return Outcome(OK.reason, status), self._verbatim(body, raw)
             return Outcome(OK.reason, status), artifacts.tagged(body, self.origin)
+        if normalized == body:  # the provider's answer is the normalized one already
+            return Outcome(OK.reason, status), self._verbatim(normalized, raw)
         return Outcome(OK.reason, status), normalized
+
+    def _verbatim(self, body: Any, raw: bytes) -> Any:
+        """`body` with the bytes it was read from, for the face to send as they are; unless
+        a `preprocess_hook` made it (then they are not what it says)."""
+        if self.preprocess is not None or not isinstance(body, dict):
+            return body
+        return Verbatim(body, raw)
 
     def _transform(self, body: Any, model: str, created: int) -> tuple[Any, dict[str, Any]]:
         """(raw body after `preprocess_hook`, normalized completion): the dialect normalizes,

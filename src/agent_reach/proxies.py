@@ -29,7 +29,7 @@ import base64
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 NONE = "none"  # `proxy: none`: direct, whatever the environment says
 DEFAULT_PORT = 1080  # curl's, for a proxy written without a port
@@ -69,14 +69,6 @@ class Proxy:
     def url(self) -> str:
         """`http://host:port`, without credentials."""
         return f"http://{self.shown}"
-
-    @property
-    def credentialed_url(self) -> str:
-        """`http://user:password@host:port` (percent-encoded), for a client that takes the
-        credentials in the URL; the same as `url` without credentials. Never shown."""
-        if not self.user and not self.password:
-            return self.url
-        return f"http://{quote(self.user, safe='')}:{quote(self.password, safe='')}@{self.shown}"
 
     @property
     def authorization(self) -> str | None:

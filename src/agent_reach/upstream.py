@@ -33,7 +33,7 @@ from .proxies import Proxy
 # §14, ≤ 256 KB per unread stream): the socket's receive buffer (the kernel doubles it: a
 # 128 KB window, 640 KB/s at 200 ms, above any token rate) and ours before reading pauses.
 RECEIVE_BUFFER = 2**16
-HIGH_WATER = 2**15
+HIGH_WATER = 2**14
 MAX_LINE = 2**20  # one line of a stream (an SSE `data:` line) may not be longer
 DNS_TTL_S = 300.0
 IDLE_S = 30.0  # an idle pooled connection is closed after this (below servers' own timers)

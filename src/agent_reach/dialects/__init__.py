@@ -12,7 +12,16 @@ from __future__ import annotations
 import importlib
 from typing import Literal, get_args
 
-from .base import Context, Decoder, Dialect, Inbound, Mismatch, ProviderError, Shape
+from .base import (
+    Context,
+    Decoder,
+    Dialect,
+    Inbound,
+    Mismatch,
+    ProviderError,
+    Shape,
+    Verbatim,
+)
 
 __all__ = [
     "FORMATS",
@@ -24,6 +33,7 @@ __all__ = [
     "Mismatch",
     "ProviderError",
     "Shape",
+    "Verbatim",
     "get",
 ]
 

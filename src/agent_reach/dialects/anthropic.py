@@ -34,7 +34,6 @@ blocks, `cache_control` and unknown fields kept, Claude Code's `system` turns fo
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -850,7 +849,7 @@ def tool_use_id(call_id: Any) -> str:
     """A chat tool call's id as a Messages `toolu_…` id (the characters Anthropic allows);
     the same id always gives the same result, so a conversation's calls and results match."""
     if not isinstance(call_id, str) or not call_id:
-        return "toolu_" + os.urandom(12).hex()
+        return "toolu_" + completion.random_hex()
     safe = _UNSAFE_ID.sub("_", call_id)
     return safe if safe.startswith("toolu_") else "toolu_" + safe
 
@@ -882,7 +881,7 @@ def message_usage(value: Any) -> dict[str, int]:
 
 
 def _message_id() -> str:
-    return "msg_" + os.urandom(12).hex()
+    return "msg_" + completion.random_hex()
 
 
 def message_of(response: dict[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,11 @@ FIELDS = {
 MARKERS = (b'"signature', b'"redacted_thinking"', b'"encrypted_content"')
 
 
+def may_hold(data: bytes) -> bool:
+    """Whether JSON `data` may carry an artifact (else `tagged` of it would change nothing)."""
+    return any(marker in data for marker in MARKERS)
+
+
 def mint(value: str, origin: str) -> str:
     """`value` tagged with its `origin`."""
     return f"{PREFIX}{origin}{_SEP}{value}"

@@ -242,6 +242,17 @@ class Dialect(ABC):
         """A fresh stream decoder for one attempt."""
 
 
+class Verbatim(dict[str, Any]):
+    """A provider's answer as parsed, with the bytes it was parsed from (`raw`), when those
+    say exactly it: a face sends them as they are rather than serializing the dict again."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, parsed: dict[str, Any], raw: bytes) -> None:
+        super().__init__(parsed)
+        self.raw = raw
+
+
 def loads(data: bytes) -> Any:
     """Parse JSON or raise `Mismatch` with a short reason."""
     import orjson

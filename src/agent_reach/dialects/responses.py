@@ -22,7 +22,6 @@ Every object built here validates against the official schemas (`Response`,
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -84,7 +83,7 @@ _CACHE_DETAILS = ("cached_tokens", "cache_write_tokens")  # usage's, the same in
 
 def new_id(prefix: str) -> str:
     """A fresh id such as `resp_…`, `msg_…`, `fc_…`, `rs_…`."""
-    return f"{prefix}_{os.urandom(12).hex()}"
+    return f"{prefix}_{completion.random_hex()}"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -72,6 +72,7 @@ class Keys:
     def __init__(self, keys: frozenset[str]) -> None:
         self.keys = tuple(k.encode() for k in keys)
         self.cookies = tuple(status_page.cookie_of(k).encode() for k in keys)
+        self.owners = {k: owner_of(k) for k in keys}  # hashed once, not per request
 
     def __bool__(self) -> bool:
         return bool(self.keys)
@@ -162,7 +163,7 @@ class Guard:
             if problem is not None and not self._page_cookie(request):
                 return error_response(path, 401, problem, code="invalid_api_key")
             if key is not None:
-                request[OWNER] = owner_of(key)
+                request[OWNER] = self.keys.owners[key]
         elif not self.keys and (away := self.browsers.refused(request)) is not None:
             return error_response(path, away[0], away[1])
         if request.body_exists:

@@ -1,4 +1,10 @@
-"""Prometheus metrics (protocol §12), fed by engine events: the hot path knows nothing of them."""
+"""Prometheus metrics (protocol §12), fed by engine events: the hot path knows nothing of them.
+
+An event only adds to plain counters of this process (a dict entry per metric and labels, the
+latest value of a gauge, the durations in a list); they reach the Prometheus metrics when
+`/metrics` is read (`render`), or every `FLUSH_AT` durations if it is not. Updating the
+metrics themselves per event (a lock and a few calls each) cost 3 % of the proxy's CPU.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,8 @@ from ..trace import CIRCUIT_FAILURES, Reason
 
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 _SKIPS = frozenset({Reason.CIRCUIT_OPEN, Reason.UNHEALTHY, Reason.QUOTA_EXHAUSTED})
+FLUSH_AT = 10_000  # durations held before they are observed, /metrics read or not
+Labels = tuple[Any, tuple[str, ...]]  # a metric and its label values
 
 
 class Metrics:
@@ -20,6 +28,9 @@ class Metrics:
     def __init__(self, providers: list[str]) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+        self._counts: dict[Labels, int] = {}  # increments not yet added
+        self._values: dict[Labels, float] = {}  # gauges' values not yet set
+        self._seconds: list[tuple[str, float]] = []  # (provider, duration) not yet observed
         r = self.registry
         self.requests = Counter(
             "agent_reach_requests",
@@ -73,35 +84,53 @@ class Metrics:
                 self.circuit_open.labels(name).set(0)
 
     def _child(self, metric: Any, *labels: str) -> Any:
-        """`metric.labels(*labels)`, looked up once: the hot path only increments."""
+        """`metric.labels(*labels)`, looked up once."""
         key = (id(metric), labels)
         child = self._children.get(key)
         if child is None:
             child = self._children[key] = metric.labels(*labels)
         return child
 
+    def _count(self, metric: Any, *labels: str) -> None:
+        key = (metric, labels)
+        self._counts[key] = self._counts.get(key, 0) + 1
+
     def __call__(self, event: Event) -> None:
         if isinstance(event, AttemptEvent):
             a = event.attempt
-            self._child(self.attempts, a.provider, a.reason.value).inc()
+            self._count(self.attempts, a.provider, a.reason.value)
             if a.ms and a.reason not in _SKIPS:
-                self._child(self.attempt_seconds, a.provider).observe(a.ms / 1000)
+                self._seconds.append((a.provider, a.ms / 1000))
+                if len(self._seconds) >= FLUSH_AT:
+                    self.flush()
             if a.ok:
-                self._child(self.provider_up, a.provider).set(1)
+                self._values[(self.provider_up, (a.provider,))] = 1
             elif a.reason in CIRCUIT_FAILURES or a.reason is Reason.AUTH_FAILED:
-                self._child(self.provider_up, a.provider).set(0)
+                self._values[(self.provider_up, (a.provider,))] = 0
         elif isinstance(event, RequestEvent):
             outcome = "ok" if event.provider else "failed"
-            self._child(self.requests, event.route, outcome, event.api).inc()
+            self._count(self.requests, event.route, outcome, event.api)
             trace = event.trace
             for prev, nxt in itertools.pairwise(trace):
                 if not prev.ok and prev.provider != nxt.provider:
-                    self.failovers.labels(prev.provider, nxt.provider, prev.reason.value).inc()
+                    self._count(self.failovers, prev.provider, nxt.provider, prev.reason.value)
         elif isinstance(event, CircuitEvent):
-            self.circuit_open.labels(event.provider).set(1 if event.opened else 0)
+            self._values[(self.circuit_open, (event.provider,))] = 1 if event.opened else 0
         elif isinstance(event, QuotaEvent):
-            self._child(self.quota_used, event.provider).set(min(event.ratio, 1.0))
+            self._values[(self.quota_used, (event.provider,))] = min(event.ratio, 1.0)
+
+    def flush(self) -> None:
+        """Add what the events since the last flush counted to the Prometheus metrics."""
+        counts, values, seconds = self._counts, self._values, self._seconds
+        self._counts, self._values, self._seconds = {}, {}, []
+        for (metric, labels), n in counts.items():
+            self._child(metric, *labels).inc(n)
+        for (metric, labels), value in values.items():
+            self._child(metric, *labels).set(value)
+        for provider, duration in seconds:
+            self._child(self.attempt_seconds, provider).observe(duration)
 
     def render(self) -> bytes:
         """The text exposition format."""
+        self.flush()
         return generate_latest(self.registry)

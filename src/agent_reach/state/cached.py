@@ -308,7 +308,7 @@ class CachedStore(MemoryStore, ABC):
 
         async def write() -> None:
             await self._put_response(id, data, now + ttl_s, keep)
-            self.responses.pop(id, None)
+            self.responses.forget(id)
 
         self._enqueue(write)
 
