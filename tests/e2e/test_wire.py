@@ -74,3 +74,17 @@ def test_connection_close_is_honoured(served: Proxy) -> None:
         assert reply.status == 200
         assert reply.headers["connection"] == "close"
         assert closed_within(sock, 2.0) is not None
+
+
+def test_a_request_pipelined_before_a_malformed_one_is_answered_first(served: Proxy) -> None:
+    with connect(served.port) as sock:
+        buffer = bytearray()
+        bad = b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n"
+        sock.sendall(request("GET", "/healthz", key=None) + bad)
+        first = read_reply(sock, buffer)
+        assert first.status == 200
+        assert first.json() == {"status": "ok"}
+        second = read_reply(sock, buffer)
+        assert second.status == 400
+        assert second.json()["type"] == "error"  # Anthropic's shape: its path is /v1/messages
+        assert "malformed HTTP request" in second.json()["error"]["message"]

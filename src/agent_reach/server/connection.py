@@ -192,12 +192,12 @@ class Connection(asyncio.Protocol):
         elif self._waiting() and not self._dead:
             seconds = f"{self._limits.request_timeout_s:g}"
             message = f"the request was not received within {seconds} s"
-            self._answer(408, f"{message} (server.request_timeout_s)", self._sniffed())
+            self._answer(408, f"{message} (server.request_timeout_s)", self._sniffed(), logged=True)
 
     def _refuse(self) -> None:
         limit = self._limits.max_connections
         message = f"over {limit} open connections (server.max_connections)"
-        self._answer(503, message, path_of(self._head), logged=False)  # `Refusals` logs it
+        self._answer(503, message, path_of(self._head))  # `Refusals` logs the episode
 
     def _sniffed(self) -> str:
         if self._url:
@@ -302,8 +302,7 @@ class Connection(asyncio.Protocol):
                     self._reading = True
                     self.transport.resume_reading()
                 if isinstance(item, Problem):
-                    log.server_log.warning("%d to %s: %s", item.status, self._peer(), item.message)
-                    self._answer(item.status, item.message, item.path)
+                    self._answer(item.status, item.message, item.path, logged=True)
                     return
                 if self._paused:
                     await self._drain()
@@ -337,7 +336,7 @@ class Connection(asyncio.Protocol):
         content = request.content
         close = (
             response.closing
-            or self._dead
+            or (self._dead and not self._queue)  # what follows, if anything, is a `Problem`
             or server.closing
             or not _keeps_alive(request)
             or (content is not None and content.expect is not None and not content.is_eof())
