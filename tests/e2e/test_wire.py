@@ -88,3 +88,11 @@ def test_a_request_pipelined_before_a_malformed_one_is_answered_first(served: Pr
         assert second.status == 400
         assert second.json()["type"] == "error"  # Anthropic's shape: its path is /v1/messages
         assert "malformed HTTP request" in second.json()["error"]["message"]
+
+
+def test_an_absolute_form_target_reaches_its_path(served: Proxy) -> None:
+    with connect(served.port) as sock:
+        sock.sendall(b"GET http://127.0.0.1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        reply = read_reply(sock)
+        assert reply.status == 200
+        assert reply.json() == {"status": "ok"}

@@ -158,6 +158,8 @@ class Request:
         self.method = method
         path, _, self.query_string = target.partition("?")
         path = path.partition("#")[0]
+        if not path.startswith("/") and "://" in path:  # absolute-form: `http://host/path`
+            path = "/" + path.partition("://")[2].partition("/")[2]
         self.path = unquote(path, errors="surrogateescape") if "%" in path else path
         self.version = version
         self.headers = headers
