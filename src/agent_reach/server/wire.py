@@ -10,6 +10,7 @@ first when the client asked for it, which is after the guard's checks.
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
@@ -20,8 +21,6 @@ from urllib.parse import parse_qsl, unquote
 from multidict import CIMultiDict, MultiDict
 
 if TYPE_CHECKING:
-    import asyncio
-
     from .connection import Connection
 
 Handler = Callable[["Request"], Awaitable["StreamResponse"]]
@@ -106,8 +105,6 @@ class Body:
             self._waiter.set_result(None)
 
     async def read(self) -> bytes:
-        import asyncio
-
         while not self.is_eof():
             if self.expect is not None:
                 self.expect()
