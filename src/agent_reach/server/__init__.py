@@ -24,17 +24,13 @@ from ..errors import ConfigError
 from ..router import Router
 
 if TYPE_CHECKING:
-    from aiohttp import web
-
     from .app import Proxy
-    from .connection import Runner
+    from .connection import Server
+    from .wire import App
 
 
 class CannotServe(Exception):
     """The proxy could not listen (the port is taken, or not allowed)."""
-
-
-LINGER_S = 1.0
 
 
 def api_keys(server: ServerConfig, source: str) -> frozenset[str]:
@@ -67,8 +63,6 @@ async def run(
 ) -> None:
     """Serve until SIGTERM or SIGINT, then drain in-flight requests and stop. SIGHUP (and,
     with `watch`, a change to the file) reloads the config."""
-    from aiohttp import web
-
     from . import reload
     from .app import Proxy
     from .browsers import host_name, loopback
@@ -84,14 +78,12 @@ async def run(
             host,
             router.config.server.api_keys_env or "server.api_keys_env",
         )
-    runner = _runner(proxy, proxy.app(), shutdown_s, access_log=access_log)
-    await runner.setup()
-    backlog = accept_batch(runner.limits.max_connections)
-    site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None, backlog=backlog)
-    await site.start()
+    server = _server(proxy, proxy.app(), access_log=access_log)
+    backlog = accept_batch(server.limits.max_connections)
+    await server.start(host, port, reuse_port=reuse_port, backlog=backlog)
     # asyncio accepts up to `backlog` connections at once: few, so that a burst cannot take the
     # descriptors upstream sockets need; the kernel still queues 2048.
-    for sock in site._server.sockets:  # type: ignore[union-attr]  # aiohttp 3.14's own
+    for sock in server.sockets:
         with socket.fromfd(sock.fileno(), sock.family, sock.type) as dup:
             dup.listen(2048)
     # Everything loaded so far lives as long as the server: keep it out of the collector's
@@ -104,7 +96,7 @@ async def run(
         loop.add_signal_handler(sig, stop.set)
     # Before the banner too: a SIGHUP sent once it is read reloads, and never kills.
     stop_reloading = reload.install(proxy, watch=watch)
-    bound = runner.addresses[0]
+    bound = server.addresses[0]
     auth = "on" if proxy.api_keys else "off"
     base = f"http://{bound[0]}:{bound[1]}"
     print(
@@ -117,22 +109,21 @@ async def run(
         await stop.wait()
     finally:
         stop_reloading()
-        await _drain(runner, shutdown_s, started)
+        await _drain(server, shutdown_s, started)
 
 
-async def _drain(runner: Runner, shutdown_s: float, started: float) -> None:
+async def _drain(server: Server, shutdown_s: float, started: float) -> None:
     """Stop: in-flight requests get `shutdown_s` to finish; the log says how it went."""
     from .log import server_log
 
-    server = runner.server
-    served = server.requests_count if server is not None else 0
-    busy = len(server.connections) if server is not None else 0
+    served = server.requests_count
+    busy = len(server.connections)
     server_log.info(
         "agent-reach: shutting down: %d open connection(s), in-flight requests get %g s",
         busy,
         shutdown_s,
     )
-    await runner.cleanup()
+    await server.close(shutdown_s)
     server_log.info(
         "agent-reach: stopped after %.0f s, %d request(s) served",
         time.monotonic() - started,
@@ -151,8 +142,6 @@ async def run_with(
     """Serve on 127.0.0.1 (`port`, 0 for a free one) for the one client key `key`, with
     `route` for requests that name none, while `program(base_url)` runs; its result. The
     proxy's log (access lines included) goes to `log`, when given."""
-    from aiohttp import web
-
     from .app import Proxy
     from .http import DEFAULT_ROUTE
     from .log import configure
@@ -164,26 +153,25 @@ async def run_with(
     app = proxy.app()
     if route:
         app[DEFAULT_ROUTE] = route
-    runner = _runner(proxy, app, 2.0, access_log=log is not None)
-    await runner.setup()
+    server = _server(proxy, app, access_log=log is not None)
     try:
-        await web.TCPSite(runner, "127.0.0.1", port).start()
+        await server.start("127.0.0.1", port)
     except OSError as exc:
-        await runner.cleanup()
+        await server.close(0)
         why = os.strerror(exc.errno) if exc.errno else str(exc)
         raise CannotServe(f"cannot serve on 127.0.0.1:{port}: {why}") from exc
     try:
-        return await program(f"http://127.0.0.1:{runner.addresses[0][1]}")
+        return await program(f"http://127.0.0.1:{server.addresses[0][1]}")
     finally:
-        await runner.cleanup()
+        await server.close(2.0)
 
 
-def _runner(proxy: Proxy, app: web.Application, shutdown_s: float, *, access_log: bool) -> Runner:
-    """The runner of `app` with the limits of `server:` (protocol §14) on its connections,
+def _server(proxy: Proxy, app: App, *, access_log: bool) -> Server:
+    """The server of `app` with the limits of `server:` (protocol §14) on its connections,
     `max_connections` clamped to the file descriptors the process may open (said when so)."""
-    from .connection import Runner
+    from .connection import Server
     from .descriptors import connection_cap, quiet_accept_errors, raise_limit
-    from .log import options, server_log
+    from .log import access_logger, server_log
 
     limits = proxy.config.server
     nofile = raise_limit()
@@ -198,20 +186,7 @@ def _runner(proxy: Proxy, app: web.Application, shutdown_s: float, *, access_log
         )
         limits = limits.model_copy(update={"max_connections": cap})
     quiet_accept_errors(asyncio.get_running_loop(), server_log)
-    return Runner(
-        app,
-        limits=limits,
-        screen=proxy.guard.expect,
-        connection={
-            "keepalive_timeout": limits.keepalive_timeout_s,
-            # After an answer that closes the connection before its body was read (413, 408),
-            # what still comes is drained this long, not aiohttp's 10 s: a gzip bomb's sender
-            # holds nothing for long.
-            "lingering_time": LINGER_S,
-            **options(access_log),
-        },
-        shutdown_timeout=shutdown_s,
-    )
+    return Server(app, limits=limits, screen=proxy.guard.expect, access=access_logger(access_log))
 
 
 def free_port(host: str) -> int:

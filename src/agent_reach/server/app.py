@@ -1,4 +1,4 @@
-"""The proxy (protocol §9, §10): the aiohttp application over the one engine.
+"""The proxy (protocol §9, §10): the application (`wire.App`) over the one engine.
 
 This module wires the routes; each API face is a module of its own (`chat`, `step`, …). Every
 request passes the `guard` first (client keys, limits, and request errors turned into error
@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
-from aiohttp import web
 
 from ..errors import escaped
 from ..events import AttemptEvent, Event
@@ -26,14 +25,9 @@ from .errors import JSON
 from .guard import Guard, Keys
 from .metrics import Metrics
 from .stats import RecentAttempts
+from .wire import App, Handler, Request, Response, StreamResponse
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Face = Callable[["Proxy", web.Request], Awaitable[web.StreamResponse]]
-
-
-async def _nosniff(_: web.BaseRequest, response: web.StreamResponse) -> None:
-    """Every answer is what its Content-Type says: no browser guesses it into HTML."""
-    response.headers["X-Content-Type-Options"] = "nosniff"
+Face = Callable[["Proxy", Request], Awaitable[StreamResponse]]
 
 
 class Proxy:
@@ -80,34 +74,33 @@ class Proxy:
         if self.config.health.mode == "background" and self._background is None:
             self._background = asyncio.create_task(self._check_forever())
 
-    def app(self) -> web.Application:
-        app = web.Application(
-            middlewares=[self.guard.middleware], client_max_size=self.config.server.max_body_bytes
-        )
-        app.router.add_post("/v1/chat/completions", self._face(chat.completions))
-        app.router.add_post("/v1/responses", self._face(responses.create))
-        app.router.add_get("/v1/responses/{id}", self._face(responses.retrieve))
-        app.router.add_delete("/v1/responses/{id}", self._face(responses.delete))
-        app.router.add_post("/v1/messages", self._face(messages.create))
-        app.router.add_post("/v1/messages/count_tokens", self._face(messages.count_tokens))
+    def app(self) -> App:
+        """The routes, each behind the guard; every answer gets `X-Content-Type-Options:
+        nosniff` from the connection (no browser guesses one into HTML)."""
+        app = App(self.guard.middleware)
+        app.add("POST", "/v1/chat/completions", self._face(chat.completions))
+        app.add("POST", "/v1/responses", self._face(responses.create))
+        app.add("GET", "/v1/responses/{id}", self._face(responses.retrieve))
+        app.add("DELETE", "/v1/responses/{id}", self._face(responses.delete))
+        app.add("POST", "/v1/messages", self._face(messages.create))
+        app.add("POST", "/v1/messages/count_tokens", self._face(messages.count_tokens))
         for version in ("v1beta", "v1"):
-            app.router.add_post(f"/{version}/models/{{target}}", self._face(gemini.call))
-        app.router.add_get("/v1beta/models", self._face(gemini.models))
-        app.router.add_get("/", self.root)  # and HEAD: Claude Code probes its base URL
-        app.router.add_get("/v1/models", self.models)
-        app.router.add_get("/healthz", self.healthz)
-        app.router.add_get("/metrics", self.prometheus)
-        app.router.add_get("/agent-reach/v1/status", self.status)
-        app.router.add_post("/agent-reach/v1/route", self._face(step.step))
-        app.router.add_get(status_page.PATH, self._face(status_page.page))
-        app.router.add_get(status_page.PATH.rstrip("/"), self.to_status_page)
-        app.router.add_post(status_page.LOGIN, self._face(status_page.login))
-        app.on_response_prepare.append(_nosniff)
+            app.add("POST", f"/{version}/models/{{target}}", self._face(gemini.call))
+        app.add("GET", "/v1beta/models", self._face(gemini.models))
+        app.add("GET", "/", self.root)  # and HEAD: Claude Code probes its base URL
+        app.add("GET", "/v1/models", self.models)
+        app.add("GET", "/healthz", self.healthz)
+        app.add("GET", "/metrics", self.prometheus)
+        app.add("GET", "/agent-reach/v1/status", self.status)
+        app.add("POST", "/agent-reach/v1/route", self._face(step.step))
+        app.add("GET", status_page.PATH, self._face(status_page.page))
+        app.add("GET", status_page.PATH.rstrip("/"), self.to_status_page)
+        app.add("POST", status_page.LOGIN, self._face(status_page.login))
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
         return app
 
-    def authorized(self, request: web.Request) -> bool:
+    def authorized(self, request: Request) -> bool:
         """Whether the request carries a client key (for the status page, which asks for one
         itself)."""
         return self.guard.authorized(request)
@@ -130,9 +123,9 @@ class Proxy:
             log.server_log.warning("debug_mode: %s config: %s", a.provider, orjson.dumps(config))
 
     def _face(self, handler: Face) -> Handler:
-        """An aiohttp handler for one API face's handler function."""
+        """The route handler of one API face's handler function."""
 
-        async def handle(request: web.Request) -> web.StreamResponse:
+        async def handle(request: Request) -> StreamResponse:
             return await handler(self, request)
 
         return handle
@@ -160,26 +153,26 @@ class Proxy:
         ]
         return {"object": "list", "data": data}
 
-    async def models(self, request: web.Request) -> web.Response:
-        return web.Response(body=self.models_body, content_type=JSON)
+    async def models(self, request: Request) -> Response:
+        return Response(body=self.models_body, content_type=JSON)
 
-    async def healthz(self, request: web.Request) -> web.Response:
-        return web.Response(body=b'{"status":"ok"}', content_type=JSON)
+    async def healthz(self, request: Request) -> Response:
+        return Response(body=b'{"status":"ok"}', content_type=JSON)
 
-    async def root(self, request: web.Request) -> web.Response:
+    async def root(self, request: Request) -> Response:
         """`/`: alive, and where to look next (the status page, the API)."""
         body = b'{"status":"ok","status_page":"/agent-reach/","api":"/v1"}'
-        return web.Response(body=body, content_type=JSON)
+        return Response(body=body, content_type=JSON)
 
-    async def to_status_page(self, request: web.Request) -> web.Response:
+    async def to_status_page(self, request: Request) -> Response:
         """`/agent-reach` without its slash: the status page is one redirect away."""
-        raise web.HTTPPermanentRedirect(status_page.PATH)
+        return Response(status=308, headers={"Location": status_page.PATH})
 
-    async def prometheus(self, request: web.Request) -> web.Response:
+    async def prometheus(self, request: Request) -> Response:
         body = self.metrics.render()
-        return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})
+        return Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})
 
-    async def status(self, request: web.Request) -> web.Response:
+    async def status(self, request: Request) -> Response:
         providers = [
             {**row, **self.recent.summary(row["provider"])} for row in await self.router.status()
         ]
@@ -191,15 +184,15 @@ class Proxy:
             "failovers": list(self.recent.failovers),
         }
         headers = {"Cache-Control": "no-store"}
-        return web.Response(body=orjson.dumps(body), content_type=JSON, headers=headers)
+        return Response(body=orjson.dumps(body), content_type=JSON, headers=headers)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    async def _start(self, app: web.Application) -> None:
+    async def _start(self, app: App) -> None:
         if self.config.health.mode == "background":
             self._background = asyncio.create_task(self._check_forever())
 
-    async def _stop(self, app: web.Application) -> None:
+    async def _stop(self, app: App) -> None:
         if self._background is not None:
             self._background.cancel()
         await self.router.aclose()

@@ -18,9 +18,8 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlsplit
 
-from aiohttp import web
-
 from ..errors import quoted
+from .wire import Request
 
 _ANY = frozenset({"", "0.0.0.0", "::"})  # listening on every address names no host
 
@@ -51,7 +50,7 @@ class Browsers:
     def allowed(self, host: str) -> bool:
         return loopback(host) or host in self.hosts
 
-    def refused(self, request: web.BaseRequest) -> tuple[int, str] | None:
+    def refused(self, request: Request) -> tuple[int, str] | None:
         """(status, why) for a request a web page may have made; None for the rest."""
         headers = request.headers
         host = host_name(headers.get("Host", ""))

@@ -5,19 +5,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from aiohttp import web
 
 from .. import completion
 from ..errors import StreamInterrupted
 from ..request import ChatRequest
 from .http import read_json, streamed, whole, with_headers
+from .wire import Request, StreamResponse
 
 if TYPE_CHECKING:
     from ..stream import ChatStream
     from .app import Proxy
 
 
-async def completions(proxy: Proxy, request: web.Request) -> web.StreamResponse:
+async def completions(proxy: Proxy, request: Request) -> StreamResponse:
     req = with_headers(ChatRequest.parse(await read_json(request)), request)
     if req.stream:
         return await streamed(proxy, request, req, (), _relay)
@@ -28,7 +28,7 @@ def _as_it_is(answer: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
-async def _relay(resp: web.StreamResponse, stream: ChatStream) -> None:
+async def _relay(resp: StreamResponse, stream: ChatStream) -> None:
     """The chunks as OpenAI SSE, then `[DONE]`; a cut after the first one ends the stream with
     an error chunk naming the cut's reason."""
     try:

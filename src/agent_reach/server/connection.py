@@ -1,27 +1,28 @@
-"""Client connections (protocol §14): aiohttp's HTTP/1.1 server with our limits and error bodies.
+"""Client connections (protocol §14): our HTTP/1.1 server, asyncio protocols and llhttp
+(`httptools`), with the limits below and every error in the shape of the path's API.
 
-aiohttp answers what it cannot parse (a bad chunk size, an 8 KB URL, 200 headers, a NUL or a
-bare CR in a header, an HTTP/2 preface, Content-Length with Transfer-Encoding) by itself, in
-plain text, with a traceback in the log. A `Connection` (aiohttp's `RequestHandler`) answers
-them in the error shape of the API that the request line's path belongs to, with one log line,
-and adds the limits aiohttp lacks:
+A `Connection` parses what a client sends into `wire.Request`s, answers them one at a time in
+the order they came (pipelined ones wait, and past `_PIPELINE` waiting the socket is not read),
+keeps the connection alive between them (HTTP/1.1; an HTTP/1.0 client's is closed after its
+answer) and cancels the request being handled, with its upstream, when the client goes away.
+What llhttp cannot parse (a bad chunk size, an 8 KB URL, 200 headers, a NUL or a bare CR in a
+header, an HTTP/2 preface, Content-Length with Transfer-Encoding) is answered in its turn, in
+the error shape of the API that the request line's path belongs to, with one log line, and
+the connection closed. The limits:
   - `request_timeout_s` from a request's first byte until its head is complete: else 408 and
-    closed (the guard times the body against the same start, `Connection.started`). A head
-    is timed only while aiohttp waits for one: bytes that arrive while a request is being
-    read or handled are its body (or the next request, timed once it is waited for), and
-    nothing is written by this guard once a request is under way;
+    closed (the guard times the body against the same start, `Request.started`). A head is
+    timed only while no request is queued or handled: bytes that arrive meanwhile are the next
+    request, timed once it is the one waited for, and nothing is written by this timer once a
+    request is under way;
   - `client_write_timeout_s` while our writes are paused because the client reads nothing
     (its socket buffers are full): the connection is dropped, which cancels the handler and,
     with it, the upstream request;
   - `first_byte_timeout_s` for a new connection's first byte: else closed, without a word;
+  - `keepalive_timeout_s` for an idle connection, new or between requests: then closed;
   - `max_connections` open at once (clamped to the descriptors there are, `descriptors`): the
     next one is answered 503 and closed, with one log line per episode of refusals.
-An idle keep-alive connection closes after `keepalive_timeout_s` (aiohttp's own timer).
-
-Written against aiohttp 3.14: it overrides `RequestHandler.handle_error`, `log_exception`,
-`data_received`, `pause_writing` / `resume_writing` and reads the handler's
-`_loop`, `_request_count`, `_waiter` and `_current_request`;
-tests/e2e/test_hostile.py and tests/e2e/test_timeouts.py fail if a new aiohttp changes them.
+After an answer that closes the connection before its body was read (413, 408), what still
+comes is read and dropped for at most `LINGER_S`, so that the client reads the answer.
 """
 
 from __future__ import annotations
@@ -29,20 +30,24 @@ from __future__ import annotations
 import asyncio
 import re
 import socket
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections import deque
+from http import HTTPStatus
+from typing import TYPE_CHECKING, NamedTuple
 
+import httptools
 import orjson
-from aiohttp import web
-from aiohttp.http_exceptions import ContentEncodingError, HttpProcessingError, LineTooLong
+from multidict import CIMultiDict
 
 from ..config import ServerConfig
 from ..errors import escaped
 from . import log
 from .descriptors import Refusals
-from .errors import error_body, error_response
+from .errors import error_body
+from .wire import App, Body, PayloadError, Request, Response, StreamResponse
 
-Screen = Callable[[web.BaseRequest], web.StreamResponse | None]
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 # What a client that reads nothing can make us hold (protocol §14): its socket's send buffer (the
 # kernel doubles it: 128 KB, still 1.2 MB/s at 100 ms, far above any token rate) and what we
 # queue on top before our writes pause, which is also when `client_write_timeout_s` starts.
@@ -50,10 +55,15 @@ _SEND_BUFFER = 2**16
 _WRITE_BUFFER = 2**14
 _SNIFF = 512  # bytes of a request's start kept to tell its path when it cannot be parsed
 _PATH = re.compile(rb"[!-~]{1,20} (/[^ \r\n?#]*)")
-_REASONS = {408: "Request Timeout", 503: "Service Unavailable"}
 # Refused connections that may wait (up to 1 s) for their request line, to be answered in its
 # API's shape; any more are answered at once, so that refusing holds few descriptors.
 _REFUSED_WAITING = 32
+MAX_LINE = 8190  # the request line, or one header line, may not be longer (aiohttp's limits)
+MAX_HEADERS = 128
+_PIPELINE = 8  # requests waiting on one connection before it is not read any more
+LINGER_S = 1.0
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_TOO_LONG = "a line of the request head is too long"
 
 
 def path_of(head: bytes) -> str:
@@ -62,49 +72,74 @@ def path_of(head: bytes) -> str:
     return match[1].decode("latin-1") if match else "/"
 
 
-class Connection(web.RequestHandler):
+class Problem(NamedTuple):
+    """A request that could not be parsed: answered in its turn, then the connection closes."""
+
+    status: int
+    message: str
+    path: str
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+class Connection(asyncio.Protocol):
     """One client connection."""
 
-    __slots__ = (
-        "_first",
-        "_head",
-        "_last_head",
-        "_limits",
-        "_listener",
-        "_over",
-        "_stall",
-        "_timer",
-        "started",
-    )
-
-    def __init__(self, listener: Listener, *, limits: ServerConfig, **kwargs: Any) -> None:
-        super().__init__(listener, **kwargs)
-        self._listener = listener
-        self._limits = limits
+    def __init__(self, server: Server) -> None:
+        self._server = server
+        self._limits = server.limits
+        self._loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self._parser = httptools.HttpRequestParser(self)
+        self._url = b""
+        self._headers: CIMultiDict[str] = CIMultiDict()
+        self._problem: str | None = None  # why a callback stopped the parser
+        self._parsing: Request | None = None  # the request whose body is arriving
+        self._in_head = False  # a head has begun and is not complete
+        self._begun = 0.0  # loop time of its first byte
+        self._queue: deque[Request | Problem] = deque()
+        self._task: asyncio.Task[None] | None = None
+        self._dead = False  # nothing more is parsed: answer what is queued, then close
+        self._lingering = False
+        self._reading = True
         self._over = False  # opened past max_connections: answered 503
-        self._head = b""  # the start of the request being received
-        self._last_head = b""  # ... of the one received last
+        self._head = b""  # the start of the head being received
+        self._paused = False
+        self._drained: asyncio.Future[None] | None = None
+        self._chunked = False  # the stream under way is written in chunks
         self._timer: asyncio.TimerHandle | None = None  # the head's request_timeout_s
         self._stall: asyncio.TimerHandle | None = None  # client_write_timeout_s
         self._first: asyncio.TimerHandle | None = None  # first_byte_timeout_s
-        self.started = 0.0  # loop time of the current request's first byte
+        self._idle: asyncio.TimerHandle | None = None  # keepalive_timeout_s
+        self._remote: str | None = None
 
     # -- receiving ---------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
-        if isinstance(transport, asyncio.WriteTransport):  # pause (and time) slow readers early
-            transport.set_write_buffer_limits(high=_WRITE_BUFFER)
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.set_write_buffer_limits(high=_WRITE_BUFFER)  # pause (and time) slow readers
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_BUFFER)
+        peer = transport.get_extra_info("peername")
+        self._remote = str(peer[0]) if isinstance(peer, tuple) else None
+        server = self._server
+        server.connections.add(self)
         cap = self._limits.max_connections
-        if self._listener.open <= cap:
-            self._first = self._loop.call_later(self._limits.first_byte_timeout_s, self.force_close)
+        if len(server.connections) <= cap:
+            server.refusals.accepted()
+            self._first = self._loop.call_later(self._limits.first_byte_timeout_s, self.close)
+            self._idle = self._loop.call_later(self._limits.keepalive_timeout_s, self.close)
             return
         self._over = True
-        self._listener.refusals.refused(cap)
-        if self._listener.open > cap + _REFUSED_WAITING:
+        server.refusals.refused(cap)
+        if len(server.connections) > cap + _REFUSED_WAITING:
             self._refuse()
         else:  # answered once its request line tells the path, or in 1 s
             self._start_timer(min(1.0, self._limits.request_timeout_s))
@@ -118,105 +153,286 @@ class Connection(web.RequestHandler):
             if b"\n" in self._head:
                 self._refuse()
             return
-        if self._awaiting_head():
-            if self._timer is None:  # not idle any more: our timer replaces aiohttp's
-                self.keep_alive(True)
-                self._start_timer(self._limits.request_timeout_s)
-            if len(self._head) < _SNIFF:
-                self._head += data[: _SNIFF - len(self._head)]
-        count = self._request_count
-        super().data_received(data)
-        if self._request_count == count:
+        if self._dead:  # lingering, or past what could be parsed
             return
-        # A head came in complete, or could not be parsed (then the parser has stopped).
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._last_head, self._head = self._head, b""
-        current = self._current_request
-        if current is not None and not current.content.is_eof():
-            # Unparsable bytes inside the body being read: the handler's read fails (400).
-            current.content.set_exception(web.RequestPayloadError("malformed chunked body"))
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        if self._parsing is None and not self._in_head:
+            self._head = data[:_SNIFF]
+            if self._waiting() and self._timer is None:
+                self._start_timer(self._limits.request_timeout_s)
+        elif self._in_head and len(self._head) < _SNIFF:
+            self._head += data[: _SNIFF - len(self._head)]
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:  # CONNECT, or an Upgrade: answered, then closed
+            self._dead = True
+        except httptools.HttpParserError as exc:
+            self._malformed(exc)
 
-    def _awaiting_head(self) -> bool:
-        """Whether bytes arriving now begin (or continue) a request's head: aiohttp's loop
-        waits for its next message. Not while a request is queued, being read or handled, nor
-        in between (a head parsed, its handler not yet started: httpx's body segment lands
-        there), nor while an answered request's unread body is drained."""
-        waiter = self._waiter
-        return waiter is not None and not waiter.done()
+    def _waiting(self) -> bool:
+        """Whether the connection waits for a request: none is queued or being handled."""
+        return self._task is None and not self._queue
+
+    def eof_received(self) -> bool:
+        if self._parsing is not None and self._parsing.content is not None:
+            self._parsing.content.fail(PayloadError("the client closed before the body ended"))
+        self._dead = True
+        return not (self._lingering or self._waiting())  # keep writing what is under way
 
     def _start_timer(self, seconds: float) -> None:
-        self.started = self._loop.time()
-        self._timer = self._loop.call_at(self.started + seconds, self._late)
+        self._begun = self._loop.time()
+        self._timer = self._loop.call_at(self._begun + seconds, self._late)
 
     def _late(self) -> None:
         self._timer = None
-        if not (self._over or self._awaiting_head()):
-            return  # a request got under way meanwhile: its own limits apply, and its answer
         if self._over:
             self._refuse()
-        else:
+        elif self._waiting() and not self._dead:
             seconds = f"{self._limits.request_timeout_s:g}"
             message = f"the request was not received within {seconds} s"
-            self._answer(408, f"{message} (server.request_timeout_s)")
+            self._answer(408, f"{message} (server.request_timeout_s)", self._sniffed(), logged=True)
 
     def _refuse(self) -> None:
         limit = self._limits.max_connections
         message = f"over {limit} open connections (server.max_connections)"
-        self._answer(503, message, logged=False)  # `Refusals` logs the episode
+        self._answer(503, message, path_of(self._head))  # `Refusals` logs the episode
 
-    def _answer(self, status: int, message: str, *, logged: bool = True) -> None:
-        """Answer `status` outside any request (its head is incomplete) and close."""
+    def _sniffed(self) -> str:
+        if self._url:
+            return self._url.decode("latin-1").partition("?")[0]
+        return path_of(self._head)
+
+    # -- llhttp's callbacks --------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._in_head = True
+        self._url = b""
+        self._headers = CIMultiDict()
+        if self._timer is None:
+            self._begun = self._loop.time()
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        if len(self._url) > MAX_LINE:
+            self._problem = _TOO_LONG
+            raise ValueError(_TOO_LONG)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(name) + len(value) > MAX_LINE:
+            self._problem = _TOO_LONG
+        elif len(self._headers) >= MAX_HEADERS:
+            self._problem = f"more than {MAX_HEADERS} headers"
+        if self._problem is not None:
+            raise ValueError(self._problem)
+        value = value.strip(b" \t")  # the whitespace around a value is not part of it
+        self._headers.add(name.decode("latin-1"), value.decode("utf-8", "surrogateescape"))
+
+    def on_headers_complete(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._in_head = False
+        parser = self._parser
+        headers = self._headers
+        request = Request(
+            parser.get_method().decode("latin-1"),
+            self._url.decode("utf-8", "surrogateescape"),
+            parser.get_http_version(),
+            headers,
+            app=self._server.app,
+            connection=self,
+            remote=self._remote,
+            started=self._begun,
+        )
+        if "Transfer-Encoding" in headers or headers.get("Content-Length", "0") != "0":
+            encodings = headers.getall("Content-Encoding", ())
+            expects = headers.get("Expect", "").lower() == "100-continue"
+            request.content = Body(
+                self._limits.max_body_bytes,
+                encodings[0] if len(encodings) == 1 else None,
+                self._continue if expects else None,
+            )
+            self._parsing = request
+        self._enqueue(request)
+
+    def on_body(self, body: bytes) -> None:
+        if self._parsing is not None and self._parsing.content is not None:
+            self._parsing.content.feed(body)
+
+    def on_message_complete(self) -> None:
+        if self._parsing is not None and self._parsing.content is not None:
+            self._parsing.content.finish()
+        self._parsing = None
+
+    def _malformed(self, exc: httptools.HttpParserError) -> None:
+        self._dead = True
+        parsing = self._parsing
+        if parsing is not None and parsing.content is not None and not self._in_head:
+            parsing.content.fail(PayloadError("malformed chunked body"))  # the guard's 400
+            return
+        self._enqueue(Problem(400, self._message(exc), self._sniffed()))
+
+    def _message(self, exc: httptools.HttpParserError) -> str:
+        if self._head.startswith(b"PRI * HTTP/2"):
+            return "HTTP/2 is not supported: speak HTTP/1.1"
+        reason = self._problem or str(exc).split(":", 1)[0].strip()
+        return f"malformed HTTP request: {escaped(reason, 100)}"
+
+    def _continue(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(_CONTINUE)
+
+    # -- answering -----------------------------------------------------------------------------
+
+    def _enqueue(self, item: Request | Problem) -> None:
+        self._queue.append(item)
+        if len(self._queue) >= _PIPELINE and self._reading and self.transport is not None:
+            self._reading = False
+            self.transport.pause_reading()
+        if self._task is None:
+            self._task = self._loop.create_task(self._serve())
+
+    async def _serve(self) -> None:
+        try:
+            while self._queue:
+                item = self._queue.popleft()
+                if not self._reading and self.transport is not None:
+                    self._reading = True
+                    self.transport.resume_reading()
+                if isinstance(item, Problem):
+                    self._answer(item.status, item.message, item.path, logged=True)
+                    return
+                if self._paused:
+                    await self._drain()
+                try:
+                    if not await self._respond(item):
+                        return
+                except Exception as exc:  # after its answer began: the client sees it cut
+                    if not isinstance(exc, ConnectionError):
+                        message = "%s %s failed after its answer began"
+                        log.server_log.error(
+                            message, item.method, escaped(item.path, 200), exc_info=exc
+                        )
+                    if self.transport is not None:
+                        self.transport.abort()
+                    return
+        finally:
+            self._task = None
+        if self._dead or self._server.closing:
+            self.close()
+        elif not self._in_head:
+            self._idle = self._loop.call_later(self._limits.keepalive_timeout_s, self.close)
+        elif self._timer is None:  # a head began while the last request was handled
+            self._start_timer(self._limits.request_timeout_s)
+
+    async def _respond(self, request: Request) -> bool:
+        """Answer `request`; whether the connection stays open for the next."""
+        server = self._server
+        server.requests_count += 1
+        start = self._loop.time()
+        response = server.screen(request) or await server.app.handle(request)
+        content = request.content
+        close = (
+            response.closing
+            or (self._dead and not self._queue)  # what follows, if anything, is a `Problem`
+            or server.closing
+            or not _keeps_alive(request)
+            or (content is not None and content.expect is not None and not content.is_eof())
+        )
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return False
+        if request.responded:  # a stream: its end
+            if self._chunked and request.method != "HEAD":
+                transport.write(b"0\r\n\r\n")
+            close = close or not self._chunked
+        else:
+            body = response.body if isinstance(response, Response) else b""
+            head = _head(request.version, response, f"Content-Length: {len(body)}\r\n", close)
+            transport.write(head if request.method == "HEAD" else head + body)
+        if server.access is not None and server.access.enabled:
+            server.access.log(request, response, self._loop.time() - start)
+        if close:
+            self.close(linger=content is not None and not content.is_eof())
+        return not close
+
+    def start_stream(self, request: Request, response: StreamResponse) -> None:
+        """Write a stream's head (chunked, to an HTTP/1.1 client)."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            raise ConnectionResetError("the client went away")
+        self._chunked = request.version == "1.1"
+        framing = "Transfer-Encoding: chunked\r\n" if self._chunked else ""
+        close = response.closing or not self._chunked or not _keeps_alive(request)
+        transport.write(_head(request.version, response, framing, close))
+        request.responded = True
+
+    async def send_piece(self, data: bytes) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            raise ConnectionResetError("the client went away")
+        if self._chunked:
+            transport.write(b"%x\r\n%s\r\n" % (len(data), data))
+        else:
+            transport.write(data)
+        if self._paused:
+            await self._drain()
+
+    def _answer(self, status: int, message: str, path: str, *, logged: bool = False) -> None:
+        """Answer `status` outside any request (its head is incomplete or unparsable) and
+        close."""
         transport = self.transport
         if transport is None:
             return
         if logged:
-            log.server_log.warning("%d to %s: %s", status, _peer(transport), message)
-        body = orjson.dumps(error_body(path_of(self._head), status, message))
+            log.server_log.warning("%d to %s: %s", status, self._peer(), message)
+        body = orjson.dumps(error_body(path, status, message))
         head = (
-            f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            f"HTTP/1.1 {status} {_reason(status)}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n"
+            "X-Content-Type-Options: nosniff\r\n\r\n"
         )
         transport.write(head.encode() + body)
-        self.force_close()
+        self.close()
 
-    # -- what aiohttp could not parse ---------------------------------------------------------
-
-    def handle_error(
-        self,
-        request: web.BaseRequest,
-        status: int = 500,
-        exc: BaseException | None = None,
-        message: str | None = None,
-    ) -> web.StreamResponse:
-        if request.writer.output_size > 0:  # as aiohttp: too late for another response
-            raise ConnectionError("the response is under way: no error response can follow")
-        status, text = _problem(status, exc, self._last_head)
-        failure = exc if status >= 500 else None  # ours, not the client's: say what it was
-        log.server_log.warning("%d to %s: %s", status, request.remote, text, exc_info=failure)
-        log.mark_logged(request)
-        response = error_response(path_of(self._last_head), status, text)
-        response.force_close()
-        return response
-
-    def log_exception(self, *args: Any, **kw: Any) -> None:
-        exc = kw.get("exc_info")
-        if isinstance(exc, web.RequestPayloadError):  # a body the guard answered already
+    def close(self, *, linger: bool = False) -> None:
+        """Close; with `linger`, after the client has read our answer (its half-close, or
+        `LINGER_S`), reading and dropping what it still sends."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
             return
-        log.server_log.warning(*args, **kw)
+        self._dead = True
+        if linger and transport.can_write_eof():
+            self._lingering = True
+            transport.write_eof()
+            self._loop.call_later(LINGER_S, transport.close)
+        else:
+            transport.close()
+
+    def _peer(self) -> str:
+        return self._remote or "a client"
 
     # -- sending -------------------------------------------------------------------------------
 
     def pause_writing(self) -> None:
-        super().pause_writing()
+        self._paused = True
         self._stall = self._loop.call_later(self._limits.client_write_timeout_s, self._stalled)
 
     def resume_writing(self) -> None:
-        super().resume_writing()
+        self._paused = False
         if self._stall is not None:
             self._stall.cancel()
             self._stall = None
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        self._drained = None
+
+    async def _drain(self) -> None:
+        if self._drained is None:
+            self._drained = self._loop.create_future()
+        await self._drained
 
     def _stalled(self) -> None:
         self._stall = None
@@ -225,109 +441,106 @@ class Connection(web.RequestHandler):
             seconds = f"{self._limits.client_write_timeout_s:g}"
             log.server_log.warning(
                 "dropped %s: it read nothing for %s s (server.client_write_timeout_s)",
-                _peer(transport),
+                self._peer(),
                 seconds,
             )
             transport.abort()  # closing would wait for the buffer to drain, which it won't
 
     def connection_lost(self, exc: BaseException | None) -> None:
-        for timer in (self._timer, self._stall, self._first):
+        for timer in (self._timer, self._stall, self._first, self._idle):
             if timer is not None:
                 timer.cancel()
-        self._timer = self._stall = self._first = None
-        super().connection_lost(exc)
+        self._timer = self._stall = self._first = self._idle = None
+        self._dead = True
+        if self._parsing is not None and self._parsing.content is not None:
+            self._parsing.content.fail(PayloadError("the client went away"))
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_exception(ConnectionResetError("the client went away"))
+        if self._task is not None:
+            self._task.cancel()  # the handler, and with it its upstream request
+        self._server.connections.discard(self)
+
+    @property
+    def idle(self) -> bool:
+        return self._task is None
 
 
-def _peer(transport: asyncio.BaseTransport) -> str:
-    peer = transport.get_extra_info("peername")
-    return str(peer[0]) if isinstance(peer, tuple) else "a client"
+def _keeps_alive(request: Request) -> bool:
+    """HTTP/1.1 unless the client said `Connection: close`; HTTP/1.0 never."""
+    return request.version == "1.1" and "close" not in request.headers.get("Connection", "").lower()
 
 
-def _problem(status: int, exc: BaseException | None, head: bytes) -> tuple[int, str]:
-    """The status and message for a request aiohttp could not take: why, without its bytes."""
-    if status >= 500:
-        return status, "internal error" if status == 500 else "timed out"
-    if head.startswith(b"PRI * HTTP/2"):
-        return 400, "HTTP/2 is not supported: speak HTTP/1.1"
-    if isinstance(exc, ContentEncodingError):
-        return 415, "Content-Encoding not supported (gzip, deflate or identity)"
-    if isinstance(exc, LineTooLong):
-        return 400, "malformed HTTP request: a line of the request head is too long"
-    if isinstance(exc, HttpProcessingError):
-        reason = str(exc.message).split(":", 1)[0].strip()
-        return 400, f"malformed HTTP request: {escaped(reason, 100)}"
-    return status, "malformed HTTP request"
+def _head(version: str, response: StreamResponse, framing: str, close: bool) -> bytes:
+    lines = [f"HTTP/{version} {response.status} {_reason(response.status)}\r\n"]
+    lines.extend(f"{name}: {value}\r\n" for name, value in response.headers.items())
+    lines.append(framing)
+    if close:
+        lines.append("Connection: close\r\n")
+    lines.append("X-Content-Type-Options: nosniff\r\n\r\n")
+    return "".join(lines).encode("utf-8", "surrogateescape")
 
 
-class Listener(web.Server):
-    """aiohttp's server making `Connection`s, counting them, and running `screen` on each
-    request before aiohttp's application (and its `Expect: 100-continue` answer) does."""
+class Server:
+    """The protocol factory of every listening socket: makes `Connection`s, counts them, and
+    runs `screen` on each request before the app (and before its body's `100 Continue`)."""
 
     def __init__(
         self,
-        handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]],
+        app: App,
         *,
-        request_factory: Any,
         limits: ServerConfig,
-        screen: Screen,
-        connection: dict[str, Any],
+        screen: Callable[[Request], StreamResponse | None],
+        access: log.AccessLog | None,
     ) -> None:
-        async def screened(request: web.BaseRequest) -> web.StreamResponse:
-            early = screen(request)
-            return early if early is not None else await handler(request)
-
-        super().__init__(
-            screened,
-            request_factory=request_factory,
-            handler_cancellation=True,
-            loop=asyncio.get_running_loop(),
-        )
+        self.app = app
         self.limits = limits
-        self.connection = connection  # `RequestHandler` options: keepalive_timeout, access log
-        self.open = 0
+        self.screen = screen
+        self.access = access
+        self.connections: set[Connection] = set()
         self.refusals = Refusals(log.server_log)
+        self.requests_count = 0
+        self.closing = False
+        self._listening: list[asyncio.Server] = []
 
     def __call__(self) -> Connection:
-        loop = asyncio.get_running_loop()
-        return Connection(self, limits=self.limits, loop=loop, **self.connection)
+        return Connection(self)
 
-    def connection_made(self, handler: web.RequestHandler, transport: asyncio.Transport) -> None:
-        super().connection_made(handler, transport)
-        self.open += 1
-        if self.open <= self.limits.max_connections:
-            self.refusals.accepted()
-
-    def connection_lost(
-        self, handler: web.RequestHandler, exc: BaseException | None = None
+    async def start(
+        self, host: str, port: int, *, reuse_port: bool = False, backlog: int = 100
     ) -> None:
-        super().connection_lost(handler, exc)
-        self.open -= 1
-
-
-class Runner(web.AppRunner):
-    """An `AppRunner` whose server is a `Listener`; handlers are cancelled when their client
-    goes away."""
-
-    def __init__(
-        self,
-        app: web.Application,
-        *,
-        limits: ServerConfig,
-        screen: Screen,
-        connection: dict[str, Any],
-        shutdown_timeout: float,
-    ) -> None:
-        super().__init__(app, shutdown_timeout=shutdown_timeout)
-        self.limits = limits
-        self._screen = screen
-        self._connection = connection
-
-    async def _make_server(self) -> web.Server:
-        made = await super()._make_server()  # starts the application and freezes it
-        return Listener(
-            made.request_handler,
-            request_factory=made.request_factory,
-            limits=self.limits,
-            screen=self._screen,
-            connection=self._connection,
+        for hook in self.app.on_startup:
+            await hook(self.app)
+        listening = await asyncio.get_running_loop().create_server(
+            self, host, port, reuse_port=reuse_port or None, backlog=backlog
         )
+        self._listening.append(listening)
+
+    @property
+    def sockets(self) -> list[socket.socket]:
+        return [s for listening in self._listening for s in listening.sockets]
+
+    @property
+    def addresses(self) -> list[tuple[str, int]]:
+        return [s.getsockname()[:2] for s in self.sockets]
+
+    async def close(self, shutdown_s: float) -> None:
+        """Stop listening, close idle connections, give requests in flight `shutdown_s` to
+        finish (their connections close after them), drop what is left, and clean up."""
+        self.closing = True
+        for listening in self._listening:
+            listening.close()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + shutdown_s
+        for conn in list(self.connections):
+            if conn.idle:
+                conn.close()
+        while self.connections and any(not c.idle for c in self.connections):
+            if loop.time() >= deadline:
+                break
+            await asyncio.sleep(0.05)
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.abort()
+        await asyncio.sleep(0)
+        for hook in self.app.on_cleanup:
+            await hook(self.app)

@@ -13,10 +13,10 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from aiohttp import web
 
 from .. import completion
 from ..dialects import gemini
+from .wire import Response
 
 if TYPE_CHECKING:
     from ..errors import AllProvidersFailed
@@ -91,16 +91,16 @@ def error_response(
     *,
     headers: dict[str, str] | None = None,
     **extra: Any,
-) -> web.Response:
+) -> Response:
     """An error response for `path`'s API (see `error_body`)."""
     body = error_body(path, status, message, type, code, **extra)
-    return web.Response(status=status, body=orjson.dumps(body), content_type=JSON, headers=headers)
+    return Response(status=status, body=orjson.dumps(body), content_type=JSON, headers=headers)
 
 
 _FAULT_TYPES = {400: "invalid_request_error", 404: "invalid_request_error", 429: "rate_limit_error"}
 
 
-def all_failed(path: str, exc: AllProvidersFailed) -> web.Response:
+def all_failed(path: str, exc: AllProvidersFailed) -> Response:
     """No provider answered: the status of protocol §5.1 (whose fault it is: `exc.fault`), in the
     shape of `path`'s API, with every attempt inside `error` and, for a 429, `Retry-After`.
     Under `/v1/messages` a request too long for every provider says "prompt is too long", the

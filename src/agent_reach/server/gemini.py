@@ -16,13 +16,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from aiohttp import web
 
 from ..dialects import gemini
 from ..errors import StreamInterrupted
 from ..request import ChatRequest
 from .errors import error_response
 from .http import json_response, read_json, streamed, whole, with_headers
+from .wire import Request, Response, StreamResponse
 
 if TYPE_CHECKING:
     from ..stream import ChatStream
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 _METHODS = ("generateContent", "streamGenerateContent", "countTokens")
 
 
-async def call(proxy: Proxy, request: web.Request) -> web.StreamResponse:
+async def call(proxy: Proxy, request: Request) -> StreamResponse:
     """`POST …/models/{model}:{method}`."""
     model, _, method = request.match_info["target"].rpartition(":")
     if method not in _METHODS or not model:
@@ -56,7 +56,7 @@ async def call(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     return await streamed(proxy, request, req, inbound.dropped, relay, kind)
 
 
-async def models(proxy: Proxy, _request: web.Request) -> web.Response:
+async def models(proxy: Proxy, _request: Request) -> Response:
     """`GET /v1beta/models`: every model name a request may ask for, as Gemini lists them."""
     listed = [
         {
@@ -69,7 +69,7 @@ async def models(proxy: Proxy, _request: web.Request) -> web.Response:
     return json_response({"models": listed})
 
 
-async def _relay(sse: bool, resp: web.StreamResponse, stream: ChatStream) -> None:
+async def _relay(sse: bool, resp: StreamResponse, stream: ChatStream) -> None:
     """The stream as Gemini's (server-sent events, or one JSON array); a cut after its start
     ends it with one Google error object."""
     out = _Writer(resp, sse)
@@ -98,7 +98,7 @@ class _Writer:
     """Gemini stream objects written as server-sent events (`alt=sse`) or as the items of one
     JSON array, opened by the first and closed by `close`."""
 
-    def __init__(self, resp: web.StreamResponse, sse: bool) -> None:
+    def __init__(self, resp: StreamResponse, sse: bool) -> None:
         self.resp = resp
         self.sse = sse
         self.opened = False

@@ -10,7 +10,7 @@ In order, for every route (those added later too):
     the token parsed exactly and
     compared in constant time against every key (or, for the status page's reads, its
     cookie); else 401. When none are set, what keeps web pages out (`browsers`): 403 / 415;
-  - the body's encoding: gzip and deflate are decoded by aiohttp (in bounded steps), any other
+  - the body's encoding: gzip and deflate are decoded as it arrives (in bounded steps), any other
     is 415;
   - its size: a Content-Length over `server.max_body_bytes` is 413 at once (before
     `100 Continue`: see `expect`), a longer body (decoded) is 413 when reading reaches the limit;
@@ -28,18 +28,17 @@ import re
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 
-from aiohttp import web
-from multidict import CIMultiDictProxy
+from multidict import MultiMapping
 
 from ..config import ServerConfig
 from ..errors import RequestError, quoted
 from . import log, status_page
 from .browsers import Browsers
-from .connection import Connection
 from .errors import error_response, speaks_gemini
 from .http import BadBody
+from .wire import BodyTooLarge, HTTPError, PayloadError, Request, Response, StreamResponse
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Handler = Callable[[Request], Awaitable[StreamResponse]]
 # Answered without a proxy key: the health check, "/" (Claude Code probes it), and the status
 # page and its login form, which ask for a key themselves.
 OPEN_PATHS = frozenset(
@@ -58,7 +57,7 @@ def owner_of(key: str) -> str:
     return hashlib.blake2b(key.encode(), key=b"agent-reach owner", digest_size=16).hexdigest()
 
 
-def owner(request: web.BaseRequest) -> str:
+def owner(request: Request) -> str:
     """Who sent `request`: its client key's `owner_of`, or "" when client auth is off."""
     found: str = request.get(OWNER, "")
     return found
@@ -78,13 +77,13 @@ class Keys:
     def __bool__(self) -> bool:
         return bool(self.keys)
 
-    def check(self, headers: CIMultiDictProxy[str], query: tuple[str, ...] = ()) -> str | None:
+    def check(self, headers: MultiMapping[str], query: tuple[str, ...] = ()) -> str | None:
         """None when the headers (or `query`, the `key` parameters of a Gemini API request)
         carry one valid key, else what is wrong with them."""
         return self.read(headers, query)[1]
 
     def read(
-        self, headers: CIMultiDictProxy[str], query: tuple[str, ...] = ()
+        self, headers: MultiMapping[str], query: tuple[str, ...] = ()
     ) -> tuple[str, None] | tuple[None, str]:
         """(the valid key the headers or `query` carry, None), or (None, what is wrong). One
         key may come in several of them (Claude Code's `apiKeyHelper` sends it as `x-api-key`
@@ -122,8 +121,8 @@ class Keys:
 
 
 class Guard:
-    """The checks above, as aiohttp middleware (`middleware`) and as the screen that runs
-    before aiohttp's own `Expect` handling (`expect`)."""
+    """The checks above, as the function every request passes before its handler
+    (`middleware`) and as the screen that runs before anything else (`expect`)."""
 
     def __init__(self, keys: frozenset[str], server: ServerConfig, host: str | None) -> None:
         self.keys = Keys(keys)
@@ -132,16 +131,16 @@ class Guard:
         self.request_timeout_s = server.request_timeout_s
         self.too_large = f"request body over {self.max_body} bytes (server.max_body_bytes)"
 
-    def authorized(self, request: web.Request) -> bool:
+    def authorized(self, request: Request) -> bool:
         """Whether the request carries a valid key: a header, or the status page's cookie."""
         return self.keys.check(request.headers) is None or self._page_cookie(request)
 
-    def _page_cookie(self, request: web.Request) -> bool:
+    def _page_cookie(self, request: Request) -> bool:
         """The status page's cookie, which opens the page's own reads and nothing else."""
         token = status_page.by_cookie(request)
         return token is not None and self.keys.valid(token, cookie=True)
 
-    def expect(self, request: web.BaseRequest) -> web.StreamResponse | None:
+    def expect(self, request: Request) -> StreamResponse | None:
         """An answer for an `Expect` that must not get `100 Continue`: a body announced over
         the limit (413) or an expectation other than 100-continue (417). None otherwise."""
         expect = request.headers.get("Expect")
@@ -153,8 +152,7 @@ class Guard:
             return _closing(error_response(request.path, 413, self.too_large))
         return None
 
-    @web.middleware
-    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def middleware(self, request: Request, handler: Handler) -> StreamResponse:
         log.track(request)
         path = request.path
         if request.method == "CONNECT":
@@ -174,23 +172,21 @@ class Guard:
                 return refused
         try:
             return await handler(request)
-        except web.HTTPException as exc:
-            if exc.status < 400:
-                raise
+        except HTTPError as exc:
             return _http_error(request, exc)
         except BadBody as exc:
             return error_response(path, 400, str(exc))
         except RequestError as exc:
             return error_response(path, exc.status, str(exc), param=exc.param)
-        except web.RequestPayloadError as exc:
+        except PayloadError as exc:
             return _closing(error_response(path, 400, _payload_problem(exc)))
         except Exception as exc:  # a bug of ours: still our shape, and one line in the log
-            if request.writer.output_size:  # too late for an answer: the connection drops
+            if request.responded:  # too late for an answer: the connection drops
                 raise
             log.server_log.error("%s %s failed", request.method, quoted(path), exc_info=exc)
             return error_response(path, 500, "internal error")
 
-    async def _read_body(self, request: web.Request) -> web.StreamResponse | None:
+    async def _read_body(self, request: Request) -> StreamResponse | None:
         """Read the whole body into the request (where `request.read()` finds it); an error
         response when it cannot be."""
         path = request.path
@@ -207,44 +203,40 @@ class Guard:
         except TimeoutError:
             message = f"the request was not received within {self.request_timeout_s:g} s"
             return _closing(error_response(path, 408, f"{message} (server.request_timeout_s)"))
-        except web.HTTPRequestEntityTooLarge:
+        except BodyTooLarge:
             return _closing(error_response(path, 413, self.too_large))
-        except web.RequestPayloadError as exc:
+        except PayloadError as exc:
             return _closing(error_response(path, 400, _payload_problem(exc)))
         return None
 
-    def _body_timer(self, request: web.Request) -> AbstractAsyncContextManager[object]:
+    def _body_timer(self, request: Request) -> AbstractAsyncContextManager[object]:
         """`request_timeout_s` from the request's first byte, for a body still arriving; no
         timer for one that came whole with the head (most: nothing to wait for)."""
-        if request.content.is_eof():
+        if request.content is None or request.content.is_eof():
             return contextlib.nullcontext()
-        protocol = request.protocol  # its first byte's time when it is a `Connection`
-        started = protocol.started if isinstance(protocol, Connection) else 0.0
-        left = self.request_timeout_s - (
-            asyncio.get_running_loop().time() - started if started else 0.0
-        )
+        left = self.request_timeout_s - (asyncio.get_running_loop().time() - request.started)
         return asyncio.timeout(max(left, 0.0))
 
 
-def _closing(response: web.Response) -> web.Response:
+def _closing(response: Response) -> Response:
     """`response`, closing the connection after it (the rest of the body is not wanted)."""
     response.force_close()
     return response
 
 
-def _http_error(request: web.Request, exc: web.HTTPException) -> web.Response:
+def _http_error(request: Request, exc: HTTPError) -> Response:
     path = request.path
     if exc.status == 404:
         return error_response(path, 404, f"no endpoint at {quoted(path)}")
-    if isinstance(exc, web.HTTPMethodNotAllowed):
-        allowed = ", ".join(sorted(exc.allowed_methods))
+    if exc.allowed:
+        allowed = ", ".join(sorted(exc.allowed))
         message = f"{quoted(request.method, 20)} is not allowed here (allowed: {allowed})"
         return error_response(path, 405, message, headers={"Allow": allowed})
     return error_response(path, exc.status, exc.reason)
 
 
-def _payload_problem(exc: web.RequestPayloadError) -> str:
-    """What was wrong with a body aiohttp could not read (the cause, without bytes)."""
+def _payload_problem(exc: PayloadError) -> str:
+    """What was wrong with a body that could not be read (the cause, without bytes)."""
     cause = exc.__cause__ or exc
     text = str(getattr(cause, "message", cause)).split(":", 1)[0].strip()
     if "content-encoding" in text.lower():

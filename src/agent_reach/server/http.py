@@ -10,24 +10,24 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from aiohttp import web
 
 from ..dialects import Verbatim
 from ..errors import AllProvidersFailed
 from ..request import ChatRequest
 from ..trace import Attempt, trace_header
 from .errors import all_failed
+from .wire import Request, Response, StreamResponse
 
 if TYPE_CHECKING:
     from ..stream import ChatStream
     from .app import Proxy
 
-Relay = Callable[[web.StreamResponse, "ChatStream"], Awaitable[None]]
+Relay = Callable[[StreamResponse, "ChatStream"], Awaitable[None]]
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
 # The route of requests that name none (`agent-reach run --route`).
-DEFAULT_ROUTE = web.AppKey("default_route", str)
+DEFAULT_ROUTE = "agent_reach.default_route"
 # How deep a request body may nest (protocol §14). The JSON reader accepts 1024 levels, the writer
 # 254; a provider format wraps a request in a few levels more, so 128 leaves room for any real
 # request (tool schemas included) and guarantees that whatever is accepted can be sent on.
@@ -42,7 +42,7 @@ class BadBody(Exception):
     """A request body that is not the JSON object expected (a 400)."""
 
 
-async def read_json(request: web.Request) -> dict[str, Any]:
+async def read_json(request: Request) -> dict[str, Any]:
     """The request's body as a JSON object; `BadBody` when it is not one."""
     raw = await request.read()  # over client_max_size: HTTPRequestEntityTooLarge (413)
     try:
@@ -69,7 +69,7 @@ def check_depth(value: Any, max_depth: int = MAX_DEPTH) -> None:
         raise BadBody(f"the body nests deeper than {max_depth} levels") from None
 
 
-def with_headers(req: ChatRequest, request: web.Request) -> ChatRequest:
+def with_headers(req: ChatRequest, request: Request) -> ChatRequest:
     """`req` with the route and fallback order of the `X-Agent-Reach-Route` and
     `X-Agent-Reach-Fallback-Order` headers, which win over the body's extension; a request
     that names neither takes the app's `DEFAULT_ROUTE`, if it has one."""
@@ -111,19 +111,19 @@ def sse(event: str | None, data: bytes) -> bytes:
     return head + b"data: " + data.replace(b"\n", b"\ndata: ") + b"\n\n"
 
 
-def json_response(body: Any, headers: dict[str, str] | None = None) -> web.Response:
+def json_response(body: Any, headers: dict[str, str] | None = None) -> Response:
     """A 200 with `body` as JSON: the provider's own bytes when they say it (`Verbatim`)."""
     data = body.raw if isinstance(body, Verbatim) else orjson.dumps(body)
-    return web.Response(body=data, content_type="application/json", headers=headers)
+    return Response(body=data, content_type="application/json", headers=headers)
 
 
 async def whole(
     proxy: Proxy,
-    request: web.Request,
+    request: Request,
     req: ChatRequest,
     translated: tuple[str, ...],
     render: Callable[[dict[str, Any]], dict[str, Any]],
-) -> web.Response:
+) -> Response:
     """A whole answer in the client's API: the provider's own body when it speaks that API,
     else `render` of its chat answer; with the trace headers and `X-Agent-Reach-Dropped`
     (what the answering provider was not sent: `translated` left out of the translation)."""
@@ -139,12 +139,12 @@ async def whole(
 
 async def streamed(
     proxy: Proxy,
-    request: web.Request,
+    request: Request,
     req: ChatRequest,
     translated: tuple[str, ...],
     relay: Relay,
     content_type: str = "text/event-stream",
-) -> web.StreamResponse:
+) -> StreamResponse:
     """A stream in the client's API: the error response when no provider answered; else the
     headers of `whole`, then `relay` writes the stream (and what a cut after its start ends it
     with). The upstream is closed however it ends: a client that goes away cancels us."""
@@ -157,7 +157,7 @@ async def streamed(
         headers = {**SSE_HEADERS, "Content-Type": content_type}
         headers |= trace_headers(stream.provider, stream.trace)
         headers |= dropped_header(router.dropped(stream.provider, req, translated))
-        resp = web.StreamResponse(headers=headers)
+        resp = StreamResponse(headers=headers)
         await resp.prepare(request)
         await relay(resp, stream)
         return resp

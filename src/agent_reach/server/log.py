@@ -13,7 +13,7 @@ is a stream that broke after it began (its 200 was sent) and that no provider fi
 
 The provider and the attempts come from the engine's events: the guard gives each request
 a `Served` record and makes it current for the request's task; `observe`, subscribed to the
-engine, fills it in; `AccessLog` (aiohttp's access-logger hook) makes the line when the
+engine, fills it in; `AccessLog` (the server's access-log hook) makes the line when the
 response is done, streams included. Access lines are written once per turn of the event loop,
 one write for every request that ended in it (a write per line cost 8 % of the proxy's CPU per
 request under load), and always before any other line, so the order holds.
@@ -29,13 +29,11 @@ import sys
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import IO, Any
-
-from aiohttp import web
-from aiohttp.abc import AbstractAccessLogger
+from typing import IO
 
 from ..errors import escaped
 from ..events import AttemptEvent, Event, RequestEvent
+from .wire import Request, StreamResponse
 
 server_log = logging.getLogger("agent_reach.server")
 access_log = logging.getLogger("agent_reach.access")
@@ -46,28 +44,22 @@ SERVED = "agent_reach.served"  # the request's key for its `Served` record
 @dataclass(slots=True)
 class Served:
     """What the access line says about a request besides its status: who answered and after
-    how many attempts; `logged` when a line about it was written already."""
+    how many attempts."""
 
     provider: str | None = None
     model: str | None = None  # the model the client asked for
     provider_model: str | None = None  # the model the provider was asked for
     attempts: list[str] = field(default_factory=list)  # `provider:reason` of each attempt
     cut: str | None = None  # `provider:reason` of a stream that broke after it began, unfinished
-    logged: bool = False
 
 
 _current: ContextVar[Served | None] = ContextVar("agent_reach_served", default=None)
 
 
-def track(request: web.BaseRequest) -> None:
+def track(request: Request) -> None:
     """Give `request` its `Served` record and make it current for the task serving it."""
     served = request[SERVED] = Served()
     _current.set(served)
-
-
-def mark_logged(request: web.BaseRequest) -> None:
-    """A line about `request` was written already: the access log leaves it out."""
-    request[SERVED] = Served(logged=True)
 
 
 def observe(event: Event) -> None:
@@ -118,17 +110,15 @@ def flush() -> None:
 atexit.register(flush)
 
 
-class AccessLog(AbstractAccessLogger):
-    """aiohttp's access-log hook. The line goes to stderr (not through `logging`: a log record
+class AccessLog:
+    """The server's access-log hook. The line goes to stderr (not through `logging`: a log record
     per request would cost ten times as much) at the end of the loop's turn. It is on while
     the `agent_reach.access` logger is enabled for info."""
 
-    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+    def log(self, request: Request, response: StreamResponse, time: float) -> None:
         served: Served | None = request.get(SERVED)
         if served is None:
             served = Served()
-        elif served.logged:
-            return
         if not _pending:
             asyncio.get_running_loop().call_soon(flush)
         models = f"model={_word(served.model)}"
@@ -142,6 +132,9 @@ class AccessLog(AbstractAccessLogger):
             f"{stamp()} {request.method} {escaped(request.path, 200) or '-'} {outcome}"
             f" attempts={','.join(served.attempts) or '-'} ms={round(time * 1000)}\n"
         )
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.logger = logger
 
     @property
     def enabled(self) -> bool:
@@ -197,6 +190,6 @@ def configure(level: str = "info", access: bool = True, stream: IO[str] | None =
     access_log.disabled = not access
 
 
-def options(access: bool) -> dict[str, Any]:
-    """The AppRunner options for our access line (or none at all)."""
-    return {"access_log": access_log if access else None, "access_log_class": AccessLog}
+def access_logger(access: bool) -> AccessLog | None:
+    """What writes our access lines (or none at all)."""
+    return AccessLog(access_log) if access else None

@@ -13,13 +13,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from aiohttp import web
 
 from ..dialects import anthropic
 from ..errors import StreamInterrupted
 from ..request import ChatRequest
 from .errors import error_body
 from .http import json_response, read_json, sse, streamed, whole, with_headers
+from .wire import Request, Response, StreamResponse
 
 if TYPE_CHECKING:
     from ..stream import ChatStream
@@ -39,7 +39,7 @@ def _betas(given: str | None, allowed: list[str]) -> str | None:
     return ",".join(kept) or None
 
 
-async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
+async def create(proxy: Proxy, request: Request) -> StreamResponse:
     """`POST /v1/messages`: one message, whole or streamed, with failover."""
     body = await read_json(request)
     inbound = anthropic.read_request(body)
@@ -56,7 +56,7 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
     return await whole(proxy, request, req, inbound.dropped, anthropic.message_of)
 
 
-async def count_tokens(proxy: Proxy, request: web.Request) -> web.Response:
+async def count_tokens(proxy: Proxy, request: Request) -> Response:
     """`POST /v1/messages/count_tokens`: counted by the route's first native Anthropic
     provider, else (or when it gives no count) a local estimate."""
     body = await read_json(request)
@@ -75,14 +75,14 @@ async def count_tokens(proxy: Proxy, request: web.Request) -> web.Response:
     return json_response({"input_tokens": tokens}, {"X-Agent-Reach-Provider": provider})
 
 
-def _beta(proxy: Proxy, request: web.Request) -> dict[str, str] | None:
+def _beta(proxy: Proxy, request: Request) -> dict[str, str] | None:
     """The client's `anthropic-beta` header (Anthropic needs it for beta fields), with the
     flags `server.anthropic_betas` allows."""
     beta = _betas(request.headers.get("anthropic-beta"), proxy.config.server.anthropic_betas)
     return {"anthropic-beta": beta} if beta else None
 
 
-async def _relay(resp: web.StreamResponse, stream: ChatStream) -> None:
+async def _relay(resp: StreamResponse, stream: ChatStream) -> None:
     """The stream as Messages events; a cut after its start ends it with `event: error`."""
     try:
         if stream.native:
@@ -95,14 +95,14 @@ async def _relay(resp: web.StreamResponse, stream: ChatStream) -> None:
         await resp.write(sse("error", orjson.dumps(error)))
 
 
-async def _forward(resp: web.StreamResponse, stream: ChatStream) -> None:
+async def _forward(resp: StreamResponse, stream: ChatStream) -> None:
     """The provider's own events, in order, as it sent them."""
     async for _ in stream:
         await _send(resp, stream.take_frames())
     await _send(resp, stream.take_frames())
 
 
-async def _render(resp: web.StreamResponse, stream: ChatStream) -> None:
+async def _render(resp: StreamResponse, stream: ChatStream) -> None:
     """A chat provider's chunks as Messages events."""
     events = anthropic.MessageEvents()
     async for chunk in stream:
@@ -110,6 +110,6 @@ async def _render(resp: web.StreamResponse, stream: ChatStream) -> None:
     await _send(resp, [(e, orjson.dumps(d)) for e, d in events.end()])
 
 
-async def _send(resp: web.StreamResponse, frames: list[tuple[str | None, bytes]]) -> None:
+async def _send(resp: StreamResponse, frames: list[tuple[str | None, bytes]]) -> None:
     if frames:
         await resp.write(b"".join(sse(e, d) for e, d in frames))

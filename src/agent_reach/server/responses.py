@@ -22,7 +22,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from aiohttp import web
 
 from ..dialects import responses as wire
 from ..errors import AllProvidersFailed, RequestError, StreamInterrupted, quoted
@@ -39,6 +38,7 @@ from .http import (
     trace_headers,
     with_headers,
 )
+from .wire import Request, Response, StreamResponse
 
 if TYPE_CHECKING:
     from ..stream import ChatStream
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 Events = list[tuple[str, dict[str, Any]]]
 
 
-async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
+async def create(proxy: Proxy, request: Request) -> StreamResponse:
     """`POST /v1/responses`."""
     given = await read_json(request)
     body = await _continued(proxy, given, owner(request))
@@ -73,10 +73,10 @@ async def create(proxy: Proxy, request: web.Request) -> web.StreamResponse:
 
 async def _relay(
     proxy: Proxy,
-    request: web.Request,
+    request: Request,
     given: dict[str, Any],
     body: dict[str, Any],
-    resp: web.StreamResponse,
+    resp: StreamResponse,
     stream: ChatStream,
 ) -> None:
     """The stream as Responses events; the whole response kept (`store`) when it completed."""
@@ -86,13 +86,13 @@ async def _relay(
         await _keep(proxy, request, given, answer)
 
 
-async def _write(resp: web.StreamResponse, events: Events) -> None:
+async def _write(resp: StreamResponse, events: Events) -> None:
     if events:
         await resp.write(b"".join(sse(kind, orjson.dumps(data)) for kind, data in events))
 
 
 async def _render(
-    resp: web.StreamResponse, stream: ChatStream, body: dict[str, Any]
+    resp: StreamResponse, stream: ChatStream, body: dict[str, Any]
 ) -> dict[str, Any] | None:
     """Chat chunks as Responses events; the whole response when the stream completed."""
     out = wire.StreamOut(body, int(time.time()), str(body.get("model") or "unknown"))
@@ -108,7 +108,7 @@ async def _render(
 
 
 async def _forward(
-    resp: web.StreamResponse, stream: ChatStream, body: dict[str, Any]
+    resp: StreamResponse, stream: ChatStream, body: dict[str, Any]
 ) -> dict[str, Any] | None:
     """The provider's own Responses events, as they come; the whole response from its
     `response.completed` when the stream completed."""
@@ -209,7 +209,7 @@ async def _load(
 
 
 async def _keep(
-    proxy: Proxy, request: web.Request, given: dict[str, Any], answer: dict[str, Any]
+    proxy: Proxy, request: Request, given: dict[str, Any], answer: dict[str, Any]
 ) -> None:
     """Store the response with the request's own input (`given`, not the conversation before
     it: that is linked) and who asked for it, unless the request said `store: false`."""
@@ -236,7 +236,7 @@ async def _keep(
     )
 
 
-async def retrieve(proxy: Proxy, request: web.Request) -> web.Response:
+async def retrieve(proxy: Proxy, request: Request) -> Response:
     """`GET /v1/responses/{id}`: a stored response. With `stream=true` a client resumes the
     events of a background response, and the proxy runs none (it answers `background` at
     once): a 400 naming `stream`, as OpenAI answers it for a response that was not one."""
@@ -250,7 +250,7 @@ async def retrieve(proxy: Proxy, request: web.Request) -> web.Response:
     return json_response(stored["response"])
 
 
-async def delete(proxy: Proxy, request: web.Request) -> web.Response:
+async def delete(proxy: Proxy, request: Request) -> Response:
     """`DELETE /v1/responses/{id}`."""
     id = request.match_info["id"]
     await _load(proxy, id, owner(request))

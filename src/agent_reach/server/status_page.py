@@ -21,10 +21,9 @@ import time
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from aiohttp import web
-
 from .browsers import host_name
 from .log import server_log
+from .wire import Request, Response
 
 if TYPE_CHECKING:
     from .app import Proxy
@@ -50,25 +49,25 @@ autocomplete="current-password" autofocus></label> <button type="submit">Log in<
 </body></html>"""
 
 
-def by_cookie(request: web.Request) -> str | None:
+def by_cookie(request: Request) -> str | None:
     """The key a status-page cookie carries, for the page and its status requests only."""
     if request.method == "GET" and request.path.startswith(PATH):
         return request.cookies.get(COOKIE)
     return None
 
 
-def login_form(problem: str = "", status: int = 401) -> web.Response:
+def login_form(problem: str = "", status: int = 401) -> Response:
     text = _FORM.format(
         problem=f'<p class="err">{html.escape(problem)}</p>' if problem else "", login=LOGIN
     )
-    return web.Response(text=text, status=status, content_type="text/html", headers=HEADERS)
+    return Response(text=text, status=status, content_type="text/html", headers=HEADERS)
 
 
-async def page(proxy: Proxy, request: web.Request) -> web.Response:
+async def page(proxy: Proxy, request: Request) -> Response:
     """The page, or the login form when the proxy wants a key and the browser has none."""
     if proxy.api_keys and not proxy.authorized(request):
         return login_form()
-    return web.Response(body=PAGE, content_type="text/html", headers=HEADERS)
+    return Response(body=PAGE, content_type="text/html", headers=HEADERS)
 
 
 def cookie_of(key: str) -> str:
@@ -104,7 +103,7 @@ class Logins:
             self.minute, self.wrong = minute, {}
 
 
-def _cross_site(request: web.Request) -> bool:
+def _cross_site(request: Request) -> bool:
     origin = request.headers.get("Origin")
     if request.headers.get("Sec-Fetch-Site", "").lower() == "cross-site":
         return True
@@ -114,7 +113,7 @@ def _cross_site(request: web.Request) -> bool:
     return host_name(origin.partition("://")[2].split("/", 1)[0]) != host
 
 
-def _secure(proxy: Proxy, request: web.Request) -> bool:
+def _secure(proxy: Proxy, request: Request) -> bool:
     """Whether the browser reached us over TLS: ours, or a trusted hop's that says so."""
     if request.secure:
         return True
@@ -126,7 +125,7 @@ def _secure(proxy: Proxy, request: web.Request) -> bool:
     return proto == "https" and any(peer in net for net in proxy.trusted_proxies)
 
 
-async def login(proxy: Proxy, request: web.Request) -> web.Response:
+async def login(proxy: Proxy, request: Request) -> Response:
     """Check the form's key; a valid one makes the page's cookie."""
     if _cross_site(request):
         return login_form("Log in from this proxy's own page.", 403)
@@ -143,7 +142,7 @@ async def login(proxy: Proxy, request: web.Request) -> web.Response:
     if not isinstance(key, str) or not proxy.valid_key(key):
         proxy.logins.failed(peer)
         return login_form("That key is not one of this proxy's client keys.")
-    resp = web.Response(status=303, headers={"Location": PATH, **HEADERS})
+    resp = Response(status=303, headers={"Location": PATH, **HEADERS})
     secure = _secure(proxy, request)
     resp.set_cookie(
         COOKIE, cookie_of(key), path=PATH, httponly=True, samesite="Strict", secure=secure

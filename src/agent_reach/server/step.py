@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aiohttp import web
-
 from ..errors import RequestError, quoted
 from ..request import ChatRequest
 from ..trace import Attempt
 from .http import BadBody, json_response, read_json, trace_headers
+from .wire import Request, Response
 
 if TYPE_CHECKING:
     from .app import Proxy
 
 
-async def step(proxy: Proxy, request: web.Request) -> web.Response:
+async def step(proxy: Proxy, request: Request) -> Response:
     """One attempt at the named provider (or a route's first); the client drives."""
     router = proxy.router
     body = await read_json(request)
@@ -57,7 +56,7 @@ def _target(proxy: Proxy, target: str) -> tuple[str, str | None]:
     return target, order[i + 1] if i + 1 < len(order) else None
 
 
-def _failed(attempt: Attempt, following: str | None) -> web.Response:
+def _failed(attempt: Attempt, following: str | None) -> Response:
     return json_response(
         {
             "status": "failed",
