@@ -148,16 +148,23 @@ class SQLiteStore(CachedStore):
 
     async def _incr(self, provider: str, key: str, amount: int, ttl_s: float) -> int:
         def incr() -> int:
-            row = (
-                self._db()
-                .execute(
+            db = self._db()
+            # The write lock first (waiting for it as long as the busy timeout allows): a
+            # statement that reads before it writes fails at once when another process wrote
+            # in between ("database is locked"), which under load sent reservations to the
+            # in-memory fallback.
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute(
                     "INSERT INTO usage VALUES (?, ?, ?, ?) ON CONFLICT (provider, key) "
                     "DO UPDATE SET amount = amount + excluded.amount RETURNING amount",
                     (provider, key, amount, time.time() + ttl_s),
-                )
-                .fetchone()
-            )
-            return int(row[0])
+                ).fetchall()
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return int(row[0][0])
 
         return await self._run(incr)
 
