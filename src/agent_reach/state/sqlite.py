@@ -80,9 +80,9 @@ class SQLiteStore(CachedStore):
         if self._conn is None:
             _private(self.path)
             conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
+            _patiently(lambda: conn.execute("PRAGMA journal_mode=WAL"))
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(_SCHEMA)
+            _patiently(lambda: conn.executescript(_SCHEMA))
             self._conn = conn
         return self._conn
 
@@ -151,9 +151,8 @@ class SQLiteStore(CachedStore):
             db = self._db()
             # The write lock first (waiting for it as long as the busy timeout allows): a
             # statement that reads before it writes fails at once when another process wrote
-            # in between ("database is locked"), which under load sent reservations to the
-            # in-memory fallback.
-            db.execute("BEGIN IMMEDIATE")
+            # in between ("database is locked").
+            _patiently(lambda: db.execute("BEGIN IMMEDIATE"))
             try:
                 row = db.execute(
                     "INSERT INTO usage VALUES (?, ?, ?, ?) ON CONFLICT (provider, key) "
@@ -262,3 +261,18 @@ class SQLiteStore(CachedStore):
 
         await self._run(close)
         self._executor.shutdown(wait=True)
+
+
+def _patiently(step: Callable[[], object], tries: int = 5) -> None:
+    """Run `step` on the store's thread, again (after 20, 40, … ms) while SQLite says "database
+    is locked" at once: switching to WAL, or a first statement of a process opening the file
+    while another one does, is not covered by the busy timeout. Two proxies starting on one
+    file at the same moment sent a reservation to the in-memory fallback that way."""
+    for attempt in range(tries):
+        try:
+            step()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == tries - 1:
+                raise
+            time.sleep(0.02 * (attempt + 1))
