@@ -5,15 +5,17 @@ limit and the setting."""
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from pathlib import Path
 
 import anthropic
 import openai
 import pytest
 
-from ..rawhttp import exchange
-from ..upstream import Upstream
+from ..rawhttp import connect, exchange, request
+from ..upstream import Upstream, proxy_config
 from .test_proxy import MSG, PROVIDER_KEY, Proxy, base_config, chain, start, stop
 
 CLIENT_KEY = "ck-live-5e6f7a8b9c0d"
@@ -187,3 +189,25 @@ def test_debug_mode_logs_the_raw_answer_and_config_once(upstream: Upstream, tmp_
     assert '"api_key":"***"' in configs[0]
     assert '"api_key_env":"PROVIDER_KEY"' in configs[0]
     assert PROVIDER_KEY not in "".join(lines)
+
+
+def test_a_client_that_leaves_mid_stream_gets_a_499_line(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    """Five streams whose clients leave after the first bytes: five lines, status 499 (the
+    client closed the request, as nginx writes it), each naming the provider it was reading."""
+    proxy = start(proxy_config([upstream.provider("cutstall")]), tmp_path, upstream)
+    body = json.dumps({"model": "m", "stream": True, "messages": MSG}).encode()
+    raw = request("POST", "/v1/chat/completions", ("Content-Type", "application/json"), body=body)
+    for _ in range(5):
+        with connect(proxy.port) as sock:
+            sock.sendall(raw)
+            got = b""
+            while b"data: " not in got:
+                got += sock.recv(65536)
+    deadline = time.monotonic() + 5
+    while len(upstream.cancelled) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stop(proxy)
+    lines = [line for line in access_lines(tmp_path / "proxy.log") if line["method"] == "POST"]
+    assert [(line["status"], line["provider"]) for line in lines] == [("499", "cutstall")] * 5

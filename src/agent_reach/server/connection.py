@@ -62,6 +62,7 @@ MAX_LINE = 8190  # the request line, or one header line, may not be longer (aioh
 MAX_HEADERS = 128
 _PIPELINE = 8  # requests waiting on one connection before it is not read any more
 LINGER_S = 1.0
+CLIENT_LEFT = 499  # the access line's status of a request whose client closed its connection
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _TOO_LONG = "a line of the request head is too long"
 
@@ -179,7 +180,10 @@ class Connection(asyncio.Protocol):
         if self._parsing is not None and self._parsing.content is not None:
             self._parsing.content.fail(PayloadError("the client closed before the body ended"))
         self._dead = True
-        return not (self._lingering or self._waiting())  # keep writing what is under way
+        # A client that closes its side is gone (no half-closed connection is kept): what is
+        # under way is cancelled now, and with it its upstream request, not when a write to
+        # it fails (a stalled stream would hold the provider until its read timeout).
+        return False
 
     def _start_timer(self, seconds: float) -> None:
         self._begun = self._loop.time()
@@ -332,7 +336,13 @@ class Connection(asyncio.Protocol):
         server = self._server
         server.requests_count += 1
         start = self._loop.time()
-        response = server.screen(request) or await server.app.handle(request)
+        try:
+            response = server.screen(request) or await server.app.handle(request)
+        except BaseException:  # the client left (499, as nginx writes it), or the answer broke
+            if server.access is not None and server.access.enabled:
+                status = CLIENT_LEFT if self._dead else 200 if request.responded else 500
+                server.access.log(request, status, self._loop.time() - start)
+            raise
         content = request.content
         close = (
             response.closing
@@ -342,7 +352,9 @@ class Connection(asyncio.Protocol):
             or (content is not None and content.expect is not None and not content.is_eof())
         )
         transport = self.transport
-        if transport is None or transport.is_closing():
+        if transport is None or transport.is_closing():  # the client left before the end
+            if server.access is not None and server.access.enabled:
+                server.access.log(request, CLIENT_LEFT, self._loop.time() - start)
             return False
         if request.responded:  # a stream: its end
             if self._chunked and request.method != "HEAD":
@@ -353,7 +365,7 @@ class Connection(asyncio.Protocol):
             head = _head(request.version, response, f"Content-Length: {len(body)}\r\n", close)
             transport.write(head if request.method == "HEAD" else head + body)
         if server.access is not None and server.access.enabled:
-            server.access.log(request, response, self._loop.time() - start)
+            server.access.log(request, response.status, self._loop.time() - start)
         if close:
             self.close(linger=content is not None and not content.is_eof())
         return not close

@@ -33,7 +33,7 @@ from typing import IO
 
 from ..errors import escaped
 from ..events import AttemptEvent, Event, RequestEvent
-from .wire import Request, StreamResponse
+from .wire import Request
 
 server_log = logging.getLogger("agent_reach.server")
 access_log = logging.getLogger("agent_reach.access")
@@ -115,7 +115,7 @@ class AccessLog:
     per request would cost ten times as much) at the end of the loop's turn. It is on while
     the `agent_reach.access` logger is enabled for info."""
 
-    def log(self, request: Request, response: StreamResponse, time: float) -> None:
+    def log(self, request: Request, status: int, time: float) -> None:
         served: Served | None = request.get(SERVED)
         if served is None:
             served = Served()
@@ -124,10 +124,10 @@ class AccessLog:
         models = f"model={_word(served.model)}"
         if served.cut is None:
             who = f"provider={served.provider or '-'} provider_model={_word(served.provider_model)}"
-            outcome = f"{response.status} {models} {who}"
+            outcome = f"{status} {models} {who}"
         else:
             who = f"provider=- provider_model=- cut={served.cut}"
-            outcome = f"{response.status} interrupted {models} {who}"
+            outcome = f"{status} interrupted {models} {who}"
         _pending.append(
             f"{stamp()} {request.method} {escaped(request.path, 200) or '-'} {outcome}"
             f" attempts={','.join(served.attempts) or '-'} ms={round(time * 1000)}\n"
