@@ -197,9 +197,6 @@ class _Connection(asyncio.Protocol):
                 self.error = Disconnected("server disconnected")
         self._wake()
 
-    def pause_writing(self) -> None:  # requests are small: nothing waits on this
-        pass
-
     # httptools callbacks
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -288,7 +285,8 @@ class _Connection(asyncio.Protocol):
             raise self.error
 
     def take(self, n: int) -> bytes:
-        data = bytes(self.buffer[:n])
+        with memoryview(self.buffer) as view:  # one copy, not a slice and then its bytes
+            data = bytes(view[:n])
         del self.buffer[:n]
         if self.paused and len(self.buffer) < HIGH_WATER // 2 and self.transport is not None:
             self.paused = False

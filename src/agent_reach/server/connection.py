@@ -106,7 +106,6 @@ class Connection(asyncio.Protocol):
         self._queue: deque[Request | Problem] = deque()
         self._task: asyncio.Task[None] | None = None
         self._dead = False  # nothing more is parsed: answer what is queued, then close
-        self._lingering = False
         self._reading = True
         self._over = False  # opened past max_connections: answered 503
         self._head = b""  # the start of the head being received
@@ -417,7 +416,6 @@ class Connection(asyncio.Protocol):
             return
         self._dead = True
         if linger and transport.can_write_eof():
-            self._lingering = True
             transport.write_eof()
             self._loop.call_later(LINGER_S, transport.close)
         else:
