@@ -74,10 +74,10 @@ def serve(
         sys.exit(run_workers(config_args, host, port, workers, serve_args))
     import asyncio
 
-    from ..server import run
+    from ..server import loop_factory, run
 
     try:
-        asyncio.run(
+        asyncio.Runner(loop_factory=loop_factory()).run(
             run(
                 router,
                 host,

@@ -32,7 +32,7 @@ import re
 import socket
 from collections import deque
 from http import HTTPStatus
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import httptools
 import orjson
@@ -121,8 +121,7 @@ class Connection(asyncio.Protocol):
     # -- receiving ---------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport = cast(asyncio.Transport, transport)  # uvloop's is no subclass
         transport.set_write_buffer_limits(high=_WRITE_BUFFER)  # pause (and time) slow readers
         sock = transport.get_extra_info("socket")
         if sock is not None:
