@@ -75,6 +75,14 @@ class Malformed(UpstreamError):
 Address = tuple[int, int, int, tuple[str, int] | tuple[str, int, int, int] | tuple[int, bytes]]
 
 
+def media_type(content_type: str | None) -> str:
+    """A `Content-Type`'s media type, lowercased, without parameters; none or empty is
+    `application/octet-stream` (RFC 9110 §8.3)."""
+    if not content_type:
+        return "application/octet-stream"
+    return content_type.partition(";")[0].strip().lower()
+
+
 class Timeouts(NamedTuple):
     connect_s: float
     read_s: float
@@ -326,10 +334,7 @@ class Response:
     @property
     def content_type(self) -> str:
         """The media type, lowercased, without parameters (as aiohttp gives it)."""
-        value = self.headers.get("content-type")
-        if not value:
-            return "application/octet-stream"
-        return value.split(";", 1)[0].strip().lower()
+        return media_type(self.headers.get("content-type"))
 
     def _live(self) -> _Connection:
         if self._conn is None:

@@ -20,6 +20,8 @@ from urllib.parse import parse_qsl, unquote
 
 from multidict import CIMultiDict, MultiDict
 
+from ..upstream import media_type
+
 if TYPE_CHECKING:
     from .connection import Connection
 
@@ -196,10 +198,7 @@ class Request:
 
     @property
     def content_type(self) -> str:
-        value = self.headers.get("Content-Type")
-        if value is None:
-            return "application/octet-stream"
-        return value.partition(";")[0].strip().lower()
+        return media_type(self.headers.get("Content-Type"))
 
     @property
     def content_length(self) -> int | None:
