@@ -15,6 +15,7 @@ responses. So while auth is off, `Browsers.refused` turns away a request that
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from urllib.parse import urlsplit
 
@@ -32,6 +33,7 @@ def host_name(value: str) -> str:
     return value.rpartition(":")[0] if value.count(":") == 1 else value
 
 
+@functools.lru_cache(maxsize=64)  # every request of a keyless proxy asks, mostly of one host
 def loopback(host: str) -> bool:
     if host == "localhost" or host.endswith(".localhost"):
         return True
