@@ -261,8 +261,8 @@ class Engine:
         prepared = self.prepared[pick[0]]
         turn = Turn(prepared.name, pick[1], prepared.spec.retries)
         first_token_s = run.first_token_s(prepared.spec.first_token_ms)
-        target = Target.of(prepared, run.req, first_token_s, self.origins)
-        target = replace(target, max_output=await self._output_cap(prepared, target.model))
+        cap = await self._output_cap(prepared, prepared.model_for(run.req.model))
+        target = Target.of(prepared, run.req, first_token_s, self.origins, cap)
         action: Action = turn.begin()
         while True:
             if isinstance(action, Gather):

@@ -59,16 +59,17 @@ class Target:
         req: ChatRequest,
         first_token_s: float | None = None,
         origins: artifacts.Origins | None = None,
+        max_output: int | None = None,
     ) -> Target:
-        """The try of `req` on `prepared`; `origins`: who wrote the reasoning of its earlier
-        turns, so that another provider's is left out."""
+        """The try of `req` on `prepared`, capped at `max_output`; `origins`: who wrote the
+        reasoning of its earlier turns, so that another provider's is left out."""
         raw = req.raw_response or prepared.speaks(req)
         messages = req.body.get("messages")
         if origins and isinstance(messages, list) and not prepared.speaks(req):
             homed = artifacts.home_reasoning(messages, prepared.origin, origins)
             if homed is not messages:
                 req = replace(req, body={**req.body, "messages": homed})
-        return cls(prepared, req, prepared.model_for(req.model), raw, first_token_s)
+        return cls(prepared, req, prepared.model_for(req.model), raw, first_token_s, max_output)
 
 
 @dataclass(frozen=True, slots=True)
