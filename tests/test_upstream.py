@@ -20,6 +20,7 @@ from agent_reach.upstream import (
     RECEIVE_BUFFER,
     Client,
     ConnectFailed,
+    DeadlineExceeded,
     Disconnected,
     Malformed,
     ReadTimeout,
@@ -352,5 +353,37 @@ async def test_bytes_on_an_idle_connection_retire_it() -> None:
         _, body = await client.fetch("GET", url, b"", {}, T)
         assert body == b"x"  # never the stale answer
         await asyncio.sleep(0.1)
+    await client.close()
+    server.close()
+
+
+async def test_read_timeout_runs_from_each_wait_and_the_deadline_from_the_start() -> None:
+    """One timer per exchange: a body that trickles in (each piece within the read timeout,
+    the whole well past it) is read on a pooled connection too, the deadline ends one that
+    outlives it on time, and the next exchange is not cut by what that one left."""
+
+    async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\n")
+            for piece in (b"ab", b"cd", b"ef"):
+                await asyncio.sleep(0.15)
+                writer.write(piece)
+
+    server = await listen(trickle)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+    client = Client("t")
+    for _ in range(2):  # the second on the first's connection, its timer set anew
+        _, raw = await client.fetch("GET", url, b"", {}, Timeouts(1, 0.25, 5))  # 0.45 s > 0.25
+        assert raw == b"abcdef"
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceeded):
+        await client.fetch("GET", url, b"", {}, Timeouts(1, 0.25, 0.3))
+    assert 0.28 < time.monotonic() - started < 0.4
+    _, raw = await client.fetch("GET", url, b"", {}, Timeouts(1, 0.25, 5))  # a fresh timer
+    assert raw == b"abcdef"
     await client.close()
     server.close()

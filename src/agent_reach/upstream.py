@@ -152,9 +152,11 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.idle = False  # in the pool, between requests
         self.idle_since = 0.0
+        self._timer: asyncio.TimerHandle | None = None
         self._reset()
 
     def _reset(self) -> None:
+        self.disarm()
         self.status = 0
         self.headers: dict[str, str] = {}
         self.head = False  # the head is in
@@ -163,6 +165,8 @@ class _Connection(asyncio.Protocol):
         self.buffer = bytearray()
         self.paused = False
         self.read_s: float | None = None
+        self.deadline: float | None = None  # the loop's time the whole exchange must end by
+        self._waited = 0.0  # when the last wait began: the read timeout runs from there
         self.head_only = False
         self.keep_alive = False
         self.whole = False  # read whole: never paused
@@ -268,26 +272,53 @@ class _Connection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def _time_out(self) -> None:
+    # One timer per exchange, not one per wait: when it rings early (bytes came and another
+    # wait began since), it is set again for the time now due.
+
+    def _due(self) -> float | None:
+        read = None if self.read_s is None else self._waited + self.read_s
+        if self.deadline is None or (read is not None and read < self.deadline):
+            return read
+        return self.deadline
+
+    def _arm(self) -> None:
+        due = self._due()
+        if due is not None:
+            self._timer = self.loop.call_at(due, self._ring)
+
+    def disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _ring(self) -> None:
+        self._timer = None
         waiter = self._waiter
-        if waiter is not None and not waiter.done():
+        if waiter is None or waiter.done():
+            return  # nobody waits: the next wait sets it
+        now = self.loop.time()
+        if self.deadline is not None and now >= self.deadline:
+            waiter.set_exception(DeadlineExceeded("deadline"))
+        elif self.read_s is not None and now >= self._waited + self.read_s:
             waiter.set_exception(ReadTimeout("read timeout"))
+        else:
+            self._arm()
 
     async def wait(self) -> None:
-        """Until more bytes come (or the end), within the read timeout."""
+        """Until more bytes come (or the end), within the read timeout and the deadline."""
         if self.error is not None:
             raise self.error
         if self.paused and self.transport is not None:
             self.paused = False
             self.transport.resume_reading()
         self._waiter = waiter = self.loop.create_future()
-        timer = None if self.read_s is None else self.loop.call_later(self.read_s, self._time_out)
+        self._waited = self.loop.time()
+        if self._timer is None:
+            self._arm()
         try:
             await waiter
         finally:
             self._waiter = None
-            if timer is not None:
-                timer.cancel()
         if self.error is not None:
             raise self.error
 
@@ -311,6 +342,7 @@ class _Connection(asyncio.Protocol):
 
     def close(self) -> None:
         self.closed = True
+        self.disarm()
         if self.transport is not None:
             self.transport.close()
 
@@ -399,16 +431,19 @@ class Client:
         timeouts: Timeouts,
         tls: ssl.SSLContext | None = None,
         via: Proxy | None = None,
+        deadline: float | None = None,
     ) -> Response:
         """Send a request (through proxy `via`, if given); its answer once the head is in
-        (within the read timeout)."""
+        (within the read timeout). `deadline`: the loop's time by which the whole exchange
+        must be done (`fetch`), else `DeadlineExceeded`."""
         origin, path = _target(url, tls, via)
         head = self._head(method, path, origin, body, headers)
-        await self._slots.acquire()
+        await self._acquire(deadline)
         conn: _Connection | None = None
         try:
             conn = self._pooled(origin) or await self._connect(origin, timeouts.connect_s)
             conn.read_s = timeouts.read_s
+            conn.deadline = deadline
             conn.head_only = method == "HEAD"
             assert conn.transport is not None
             conn.transport.write(head + body if body else head)
@@ -431,22 +466,34 @@ class Client:
         tls: ssl.SSLContext | None = None,
         via: Proxy | None = None,
     ) -> tuple[Response, bytes]:
-        """Send a request and read its whole answer, all within `timeouts.total_s`."""
-        limit = asyncio.timeout(timeouts.total_s)
+        """Send a request and read its whole answer, all within `timeouts.total_s` (one
+        timer on the connection, not a `Timeout` around the task: a third of the cost)."""
+        total_s = timeouts.total_s
+        deadline = None if total_s is None else asyncio.get_running_loop().time() + total_s
         try:
-            async with limit:
-                resp = await self.request(method, url, body, headers, timeouts, tls, via)
-                try:
-                    raw = await resp.read()
-                except BaseException:
-                    resp.close()
-                    raise
-        except TimeoutError:
-            if limit.expired():
+            resp = await self.request(method, url, body, headers, timeouts, tls, via, deadline)
+        except ConnectTimeout:
+            if total_s is not None and timeouts.connect_s >= total_s:  # it had all that was left
                 raise DeadlineExceeded("deadline") from None
+            raise
+        try:
+            raw = await resp.read()
+        except BaseException:
+            resp.close()
             raise
         resp.release()
         return resp, raw
+
+    async def _acquire(self, deadline: float | None) -> None:
+        """A slot of the `limit` in use, waited for until `deadline` at most."""
+        if deadline is None or not self._slots.locked():
+            await self._slots.acquire()
+            return
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self._slots.acquire()
+        except TimeoutError:
+            raise DeadlineExceeded("deadline") from None
 
     def _head(
         self, method: str, path: bytes, origin: Origin, body: bytes, headers: dict[str, str]
@@ -487,6 +534,7 @@ class Client:
     def give_back(self, origin: Origin, conn: _Connection) -> None:
         """A connection whose answer is done: pooled when reusable, else closed."""
         self._slots.release()
+        conn.disarm()
         if self.closed or not conn.reusable():
             conn.close()
             return
