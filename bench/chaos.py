@@ -83,14 +83,15 @@ class Simulated:
         self.released_at: float | None = None
 
     def out(self, start: float) -> bool:
-        """Whether a request from `start` finds it put aside for a refused key: in the
-        cooldown of its last 401, or while the trial after it is under way."""
+        """Whether a request from `start` until now may have found it put aside for a refused
+        key: in the cooldown of its last 401, or while the trial after it was under way (a
+        request that reached it then either was that trial or was turned away)."""
         refused, trial, released = self.refused_at, self.trial_at, self.released_at
-        if refused is None or start < refused:
+        if refused is None:
             return False
-        if start < refused + AUTH_COOLDOWN_S:
-            return True
-        return trial is not None and trial <= start and (released is None or start < released)
+        if trial is None:
+            return start < refused + AUTH_COOLDOWN_S
+        return released is None or start < released
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -205,7 +206,7 @@ class Providers:
 
     def healthy(self, answering: frozenset[str], start: float) -> bool:
         """Whether one of the `answering` providers was healthy for a request from `start`
-        (asked when it has ended): not out for a key it refused before."""
+        (asked when it has ended): never out for a key it refused before."""
         return any(not sim.out(start) for sim in self.sims if sim.name in answering)
 
     def stop(self) -> None:

@@ -91,12 +91,15 @@ def test_a_provider_that_refused_the_key_is_not_counted_healthy_until_its_trial(
         time.sleep(0.5)
         assert healthy()  # the cooldown is over: the next request is its trial
         sim.mode = "slow"
+        before_trial = time.monotonic()
         trial = threading.Thread(target=_post, args=(sim.port,))
         trial.start()
         time.sleep(0.15)
         assert not healthy()  # its trial is under way: the others still skip it
         trial.join()
         assert healthy()
+        now = time.monotonic()  # a request under way when the trial began found it out too
+        assert not providers.healthy(providers.answering(before_trial, now), before_trial)
         assert _post(sim.port) == 200
     finally:
         providers.stop()
