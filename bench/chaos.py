@@ -10,7 +10,12 @@ network namespace that answers nothing, not even ARP, so its packets are silentl
 `agent-reach serve` the whole time. At the end it prints, and checks:
 - success rate of the requests during which at least one provider stayed healthy: 100%
   (a stream that its provider cut after the first chunk is counted apart: it must end with a
-  visible error event, never silently);
+  visible error event, never silently). Healthy means answering (ok or slow) and not put aside
+  for a refused key: a provider that answered 401 is out, by contract (protocol §4.2), until
+  `auth_cooldown_s` has passed and its half-open trial has been answered, whatever its mode;
+  the requests that failed while one provider was healthy are printed by outcome;
+- visible mid-stream cuts beside the streams the providers cut and the streams sent, and
+  their rate per 100 streams (the count grows with the requests a run makes; the rate does not);
 - requests that took longer than the deadline: 0;
 - silent truncations (a stream that ended with neither [DONE] nor an error event): 0;
 - tracebacks or unhandled errors in the proxy's log: 0;
@@ -46,6 +51,7 @@ from common import THIS_TREE, Build, add_before, builds, rss_mb, side_by_side, s
 HEALTHY = ("ok", "slow")
 BROKEN = ("reset", "hang", "500", "429", "401", "html", "brokenjson", "error200", "cut")
 DEADLINE_MS = 6000
+AUTH_COOLDOWN_S = 3.0  # the `circuit.auth_cooldown_s` the proxy is given
 COMPLETION = {
     "id": "chatcmpl-chaos",
     "object": "chat.completion",
@@ -69,10 +75,40 @@ class Simulated:
         self.name = name
         self.mode = "ok"
         self.port = 0
+        self.cuts = 0  # streams it cut after their first chunk
+        # When it last answered 401 (its circuit opens for `auth_cooldown_s`), when the first
+        # request after that cooldown (the circuit's half-open trial) came, and was answered.
+        self.refused_at: float | None = None
+        self.trial_at: float | None = None
+        self.released_at: float | None = None
+
+    def out(self, start: float) -> bool:
+        """Whether a request from `start` until now may have found it put aside for a refused
+        key: in the cooldown of its last 401, or while the trial after it was under way (a
+        request that reached it then either was that trial or was turned away)."""
+        refused, trial, released = self.refused_at, self.trial_at, self.released_at
+        if refused is None:
+            return False
+        if trial is None:
+            return start < refused + AUTH_COOLDOWN_S
+        return released is None or start < released
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         mode, stream = self.mode, bool(body.get("stream"))
+        now, refused = time.monotonic(), self.refused_at
+        trial = refused is not None and self.trial_at is None and now >= refused + AUTH_COOLDOWN_S
+        if trial:
+            self.trial_at = now
+        try:
+            return await self._answer(request, mode, stream)
+        finally:
+            if mode == "401":
+                self.refused_at, self.trial_at, self.released_at = time.monotonic(), None, None
+            elif trial:
+                self.released_at = time.monotonic()
+
+    async def _answer(self, request: web.Request, mode: str, stream: bool) -> web.StreamResponse:
         if mode == "reset":
             assert request.transport is not None
             request.transport.close()
@@ -99,6 +135,7 @@ class Simulated:
         await resp.write(_chunk("po"))
         if mode == "cut":
             assert request.transport is not None
+            self.cuts += 1
             request.transport.close()
             return resp
         await resp.write(_chunk("ng"))
@@ -121,6 +158,7 @@ class Providers:
         self.sims = [Simulated(f"sim{i}") for i in range(count)]
         self.timeline: list[tuple[float, frozenset[str]]] = []
         self.loop = asyncio.new_event_loop()
+        self.runners: list[web.AppRunner] = []
         ready = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
         self.thread.start()
@@ -133,10 +171,13 @@ class Providers:
             app = web.Application()
             app.router.add_post("/v1/chat/completions", sim.handle)
             app.router.add_get("/v1/models", sim.models)
-            runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+            runner = web.AppRunner(
+                app, access_log=None, handler_cancellation=True, shutdown_timeout=1
+            )
             self.loop.run_until_complete(runner.setup())
             site = web.TCPSite(runner, "127.0.0.1", 0)
             self.loop.run_until_complete(site.start())
+            self.runners.append(runner)
             sim.port = runner.addresses[0][1]
         ready.set()
         self.loop.run_forever()
@@ -153,18 +194,32 @@ class Providers:
             rng.choice(self.sims).mode = rng.choice(HEALTHY)
         self.mark()
 
-    def healthy_throughout(self, start: float, end: float) -> bool:
-        """Whether one provider was healthy during the whole of [start, end]."""
+    def answering(self, start: float, end: float) -> frozenset[str]:
+        """The providers that answered (ok or slow) during the whole of [start, end]."""
         alive: frozenset[str] | None = None
         for i, (t, healthy) in enumerate(self.timeline):
             nxt = self.timeline[i + 1][0] if i + 1 < len(self.timeline) else float("inf")
             if nxt <= start or t >= end:
                 continue
             alive = healthy if alive is None else alive & healthy
-        return bool(alive)
+        return alive or frozenset()
+
+    def healthy(self, answering: frozenset[str], start: float) -> bool:
+        """Whether one of the `answering` providers was healthy for a request from `start`
+        (asked when it has ended): never out for a key it refused before."""
+        return any(not sim.out(start) for sim in self.sims if sim.name in answering)
 
     def stop(self) -> None:
+        """Close the servers (a handler still running gets a second) and end their loop."""
+
+        async def close() -> None:
+            for runner in self.runners:
+                await runner.cleanup()
+
+        asyncio.run_coroutine_threadsafe(close(), self.loop).result(30)
         self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
 
 
 class Blackhole:
@@ -212,11 +267,14 @@ class Tally:
     requests: int = 0
     ok: int = 0
     covered: int = 0  # requests during which some provider stayed healthy
+    key_out: int = 0  # requests whose answering providers were all out for a refused key
     covered_ok: int = 0
+    streams: int = 0
     visible_cuts: int = 0  # streams cut after the first chunk, ended with an error event
     silent_truncations: int = 0
     over_deadline: int = 0
-    failures: dict[str, int] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)  # while no provider was healthy
+    covered_failures: dict[str, int] = field(default_factory=dict)  # while one was
     slowest_ms: float = 0.0
 
 
@@ -254,9 +312,12 @@ async def client_loop(
             end = time.monotonic()
             ms = (end - start) * 1000
             tally.requests += 1
+            tally.streams += stream
             tally.slowest_ms = max(tally.slowest_ms, ms)
             tally.over_deadline += ms > DEADLINE_MS + 1000
-            covered = providers.healthy_throughout(start, end)
+            answering = providers.answering(start, end)
+            covered = providers.healthy(answering, start)
+            tally.key_out += bool(answering) and not covered
             if outcome == "ok":
                 tally.ok += 1
             elif outcome == "cut":
@@ -264,7 +325,8 @@ async def client_loop(
             elif outcome == "silent":
                 tally.silent_truncations += 1
             else:
-                tally.failures[outcome] = tally.failures.get(outcome, 0) + 1
+                failures = tally.covered_failures if covered else tally.failures
+                failures[outcome] = failures.get(outcome, 0) + 1
             if covered and outcome != "cut":
                 tally.covered += 1
                 tally.covered_ok += outcome == "ok"
@@ -293,7 +355,7 @@ async def drive(args: argparse.Namespace, build: Build) -> dict[str, Any]:
         "health": {"mode": "cached", "ttl_s": 1},
         "state": "memory://",
         "deadline_ms": DEADLINE_MS,
-        "circuit": {"failures": 2, "cooldown_s": 2, "auth_cooldown_s": 3},
+        "circuit": {"failures": 2, "cooldown_s": 2, "auth_cooldown_s": AUTH_COOLDOWN_S},
         "defaults": {"timeout": {"connect": 300, "read": 700}},
         "providers": provider_cfg,
     }
@@ -359,8 +421,13 @@ async def drive(args: argparse.Namespace, build: Build) -> dict[str, Any]:
         "requests": tally.requests,
         "answered": tally.ok,
         "covered_requests": tally.covered,
+        "answering_but_out_for_a_refused_key": tally.key_out,
         "success_rate_while_one_healthy": rate,
+        "failures_while_one_healthy": tally.covered_failures,
+        "streams": tally.streams,
+        "streams_cut_by_a_provider": sum(sim.cuts for sim in providers.sims),
         "visible_midstream_cuts": tally.visible_cuts,
+        "visible_cuts_per_100_streams": round(100 * tally.visible_cuts / max(tally.streams, 1), 2),
         "silent_truncations": tally.silent_truncations,
         "over_deadline": tally.over_deadline,
         "slowest_ms": round(tally.slowest_ms),
