@@ -413,6 +413,8 @@ async def drive(args: argparse.Namespace, build: Build) -> dict[str, Any]:
         text.count(marker)
         for marker in ("Traceback", "Error handling request", "Unhandled exception")
     )
+    if not unhandled:  # else the proxy's log stays, for a look (its path is in the figures)
+        shutil.rmtree(workdir, ignore_errors=True)
     rate = tally.covered_ok / tally.covered if tally.covered else None
     return {
         "seconds": args.seconds,
@@ -433,6 +435,7 @@ async def drive(args: argparse.Namespace, build: Build) -> dict[str, Any]:
         "slowest_ms": round(tally.slowest_ms),
         "failures_when_none_healthy": tally.failures,
         "unhandled_in_log": unhandled,
+        **({"proxy_log": str(log_path)} if unhandled else {}),
         "proxy_before": before,
         "proxy_after": after,
         "switches": len(providers.timeline) - 1,
