@@ -18,7 +18,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import completion
-from .dialects import Mismatch, ProviderError, artifacts
+from .dialects import Mismatch, ProviderError, Verbatim, artifacts
 from .errors import StreamInterrupted
 from .routing import Run
 from .trace import Attempt
@@ -77,11 +77,12 @@ class LiveStream:
         assert self.resp is not None
         resp = self.resp
         while lines := await self._lines(resp):
+            frames = self.frames.feed(lines)
             at = 0
-            while at < len(lines):
+            while at < len(frames):
                 batch: Batch = []
                 try:
-                    at = self._decode(lines, at, batch)
+                    at = self._decode(frames, at, batch)
                 except Exception:
                     if batch:
                         yield batch  # what came before the failure goes out first
@@ -99,17 +100,15 @@ class LiveStream:
             self._skip(self._bad)
         self._complete = True
 
-    def _decode(self, lines: list[bytes], at: int, batch: Batch) -> int:
-        """The chunks of `lines` from `at` on, added to `batch`; where it stopped. Before the
+    def _decode(self, frames: list[Frame], at: int, batch: Batch) -> int:
+        """The chunks of `frames` from `at` on, added to `batch`; where it stopped. Before the
         first content (no `rest` yet) it stops after each frame that gave a chunk, so that
         `first_content` sees them one frame at a time, and a malformed frame after the first
         content is judged by the mid-stream rule."""
-        frames, decoder, kept, mark = self.frames, self.decoder, self.kept, self.mark
+        decoder, kept, mark = self.decoder, self.kept, self.mark
         one = self._skipped is None
-        for i in range(at, len(lines)):
-            frame = frames.line(lines[i])
-            if frame is None:
-                continue
+        for i in range(at, len(frames)):
+            frame = frames[i]
             if kept is not None:
                 kept.append(frame if mark is None else mark(frame))
             try:
@@ -127,7 +126,7 @@ class LiveStream:
             batch += chunks
             if one and chunks:
                 return i + 1
-        return len(lines)
+        return len(frames)
 
     def _keep(self, frame: Frame) -> None:
         if self.kept is not None:
@@ -378,6 +377,8 @@ class Said:
             self.head = {k: chunk[k] for k in ("id", "created") if k in chunk}
         elif self.continuing:
             chunk = {**chunk, **self.head, "choices": [_without_role(c) for c in chunk["choices"]]}
+        if not self.keep and type(chunk) is Verbatim:
+            return chunk  # text at most, which is only kept for a continuation
         usage = chunk.get("usage") if self.keep else None
         if usage:
             self.latest = usage
@@ -400,7 +401,10 @@ class Said:
 
 
 def _carried(chunk: dict[str, Any]) -> dict[str, Any]:
-    """`chunk`, if the faces can carry it; else `Mismatch` (a `schema_mismatch`)."""
+    """`chunk`, if the faces can carry it; else `Mismatch` (a `schema_mismatch`). A `Verbatim`
+    one passed already: a decoder gives one only for a chunk with nothing in it to check."""
+    if type(chunk) is Verbatim:
+        return chunk
     problem = completion.malformed(chunk, chunk=True)
     if problem is not None:
         raise Mismatch(problem)
