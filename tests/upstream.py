@@ -95,6 +95,13 @@ def chunk(
     }
 
 
+ONEBAD = [  # the `onebad` scenarios' stream
+    sse(chunk("partial ", role=True)),
+    b'data: {"choices": [\n\n',
+    sse(chunk("answer")),
+    sse(chunk(finish="stop")),
+    sse(b"[DONE]"),
+]
 TOOL_WORD = "agent-reach-tool-ok"
 RESCUED = "partial answer, finished by another provider."  # the `cut*` scenarios' answer
 RESCUED_CUT = ("partial ", "answer")  # what of it they send before they fail
@@ -765,12 +772,15 @@ class Upstream:
         # One malformed frame in the middle of an otherwise sound stream.
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        await resp.write(sse(chunk("partial ", role=True)))
-        await resp.write(b'data: {"choices": [\n\n')
-        await resp.write(sse(chunk("answer")))
-        await resp.write(sse(chunk(finish="stop")))
-        await resp.write(sse(b"[DONE]"))
+        for event in ONEBAD:
+            await resp.write(event)
         return resp
+
+    async def s_onebadonce(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        # The same in one write: the malformed frame comes in the read of the first content.
+        return web.Response(body=b"".join(ONEBAD), content_type="text/event-stream")
 
     async def s_resumes(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """Finishes `RESCUED` as a model does: a prefill (a trailing assistant turn) it
