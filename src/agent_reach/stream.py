@@ -263,7 +263,7 @@ class ChatStream:
         """The chunks as the client is to see them, a batch per read of the upstream (a face
         writes each batch at once); iterating the stream itself gives them one by one."""
         said = Said(keep=self.run.policy.continue_on_cut and not self.native)
-        passed = said.passed
+        passed = said.batch
         first_cut: Attempt | None = None
         seam: Seam | None = None
         try:
@@ -275,9 +275,9 @@ class ChatStream:
                         if seam is not None and seam.met:
                             seam = None
                         if out:
-                            yield [passed(chunk) for chunk in out]
+                            yield passed(out)
                     if seam is not None and (held := seam.end()):
-                        yield [passed(chunk) for chunk in held]
+                        yield passed(held)
                     if said.reasoning is not None and not self.native:
                         self.recorder.origins.note(said.reasoning.digest(), self.prepared.origin)
                     return
@@ -370,6 +370,16 @@ class Said:
             self.spent = self.latest if self.spent is None else summed(self.spent, self.latest)
             self.latest = None
 
+    def batch(self, chunks: Batch) -> Batch:
+        """`passed` of each chunk. Without `keep` it changes none (no continuation follows),
+        and a `Verbatim` one, text at most, has nothing to note but the first chunk's head."""
+        if self.keep or self.head is None:
+            return [self.passed(chunk) for chunk in chunks]
+        for chunk in chunks:
+            if type(chunk) is not Verbatim:
+                self.passed(chunk)
+        return chunks
+
     def passed(self, chunk: dict[str, Any]) -> dict[str, Any]:
         """Note `chunk`, as the client will see it: a continuation's under the first chunk's
         id and time, with its own model (who finished the answer), its usage the sum of all."""
@@ -377,8 +387,6 @@ class Said:
             self.head = {k: chunk[k] for k in ("id", "created") if k in chunk}
         elif self.continuing:
             chunk = {**chunk, **self.head, "choices": [_without_role(c) for c in chunk["choices"]]}
-        if not self.keep and type(chunk) is Verbatim:
-            return chunk  # text at most, which is only kept for a continuation
         usage = chunk.get("usage") if self.keep else None
         if usage:
             self.latest = usage

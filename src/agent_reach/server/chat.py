@@ -39,7 +39,7 @@ async def _relay(resp: StreamResponse, stream: ChatStream) -> None:
     an error chunk naming the cut's reason."""
     try:
         async for batch in stream.batches():
-            await resp.write(b"".join([b"data: " + _json(chunk) + b"\n\n" for chunk in batch]))
+            await resp.write(b"data: " + b"\n\ndata: ".join(map(_json, batch)) + b"\n\n")
     except StreamInterrupted as exc:
         attempts = [a.to_dict() for a in exc.attempts]
         reason = str(exc.cut.reason)
