@@ -394,7 +394,9 @@ class Response:
             if found < 0:
                 found = buffer.find(b"\n", max(start, most))  # else the first one
             if found >= 0:
-                return conn.take(found + 1)[:-1].split(b"\n")
+                lines = conn.take(found + 1).split(b"\n")
+                lines.pop()  # what followed the last b"\n": nothing
+                return lines
             if conn.done:
                 return [conn.take(len(buffer))] if buffer else []
             if len(buffer) > MAX_LINE:
