@@ -86,7 +86,10 @@ class Decoder(ABC):
     def frame_object(self, event: str | None, data: bytes) -> dict[str, Any]:
         """A frame's JSON object: `Mismatch` when it is not one, `ProviderError` when it
         carries an error (the dialect's `error_of`, or an `event: error`)."""
-        obj = loads(data)
+        return self.judged(event, loads(data))
+
+    def judged(self, event: str | None, obj: Any) -> dict[str, Any]:
+        """`frame_object` of a frame already parsed."""
         if not isinstance(obj, dict):
             raise Mismatch("stream frame is not a JSON object")
         err = self.dialect.error_of(obj)

@@ -15,6 +15,7 @@ from .base import (
     Dialect,
     Mismatch,
     Verbatim,
+    loads,
 )
 from .convert import (
     content_at,
@@ -186,12 +187,20 @@ class OpenAIDecoder(Decoder):
         if data == b"[DONE]":
             self.finished = True
             return []
-        obj = self.frame_object(event, data)
-        if self._plain and _plain(obj) and b"\n" not in data and b"\r" not in data:
+        obj = loads(data)
+        if (
+            event is None
+            and self._plain
+            and type(obj) is dict
+            and _plain(obj)  # so no `error` in it either
+            and b"\n" not in data
+            and b"\r" not in data
+        ):
             for choice in obj["choices"]:
                 if choice["finish_reason"] is not None:
                     self.finished = True
             return [Verbatim.of(obj, data)]  # its bytes go on as they came (one line of SSE)
+        obj = self.judged(event, obj)
         raw_choices = obj.get("choices")
         usage = _usage(obj.get("usage"))
         choices = []
