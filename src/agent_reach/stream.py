@@ -92,7 +92,7 @@ class LiveStream:
         frame = self.frames.flush()
         if frame is not None:
             self._keep(frame)
-            if batch := [_carried(c) for c in self.decoder.feed(*frame)]:
+            if batch := _carried(self.decoder.feed(*frame)):
                 yield batch
         if not self.decoder.finished:
             raise self._bad or Disconnected("server disconnected")
@@ -112,7 +112,7 @@ class LiveStream:
             if kept is not None:
                 kept.append(frame if mark is None else mark(frame))
             try:
-                chunks = [_carried(c) for c in decoder.feed(*frame)]
+                chunks = _carried(decoder.feed(*frame))
             except Mismatch as exc:
                 if one or self._bad is not None:
                     raise  # before the first content (fail over), or twice in a row (a cut)
@@ -408,15 +408,14 @@ class Said:
         return chunk
 
 
-def _carried(chunk: dict[str, Any]) -> dict[str, Any]:
-    """`chunk`, if the faces can carry it; else `Mismatch` (a `schema_mismatch`). A `Verbatim`
-    one passed already: a decoder gives one only for a chunk with nothing in it to check."""
-    if type(chunk) is Verbatim:
-        return chunk
-    problem = completion.malformed(chunk, chunk=True)
-    if problem is not None:
-        raise Mismatch(problem)
-    return chunk
+def _carried(chunks: Batch) -> Batch:
+    """`chunks`, if the faces can carry them; else `Mismatch` (a `schema_mismatch`). A
+    `Verbatim` one passed already: a decoder gives one only for a chunk with nothing in it to
+    check."""
+    for chunk in chunks:
+        if type(chunk) is not Verbatim and (problem := completion.malformed(chunk, chunk=True)):
+            raise Mismatch(problem)
+    return chunks
 
 
 def summed(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
