@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import orjson
 import pytest
 
 from agent_reach import Reason
+from agent_reach.completion import malformed
+from agent_reach.dialects import Context, Shape, Verbatim, openai
 
 from .conftest import CHUNK, COMPLETION, assert_valid
-from .upstream import chunk, completion
+from .upstream import chunk, completion, openai_chunk
 from .wire import (
     Wire,
     first_failure,
@@ -114,3 +117,48 @@ async def test_refusals_in_a_200_and_in_a_stream(
     wire.on(PATH, stream_reply(sse(chunk(role=True)), sse({"error": error})))
     async with router(provider("ds", wire.url(PATH), "openai")) as r:
         assert (await first_failure(r, HELLO, stream=True)).reason is reason
+
+
+def _decoded(data: bytes) -> dict[str, Any]:
+    ctx = Context("gpt-test", 0, Shape("choices", "message.content"))
+    (out,) = openai.DIALECT.decoder(ctx).feed(None, data)
+    return out
+
+
+PLAIN_CHUNKS = [
+    openai_chunk({"role": "assistant", "content": ""}),
+    openai_chunk({"content": "h\u00e9"}),
+    openai_chunk({}, "stop"),
+    {**openai_chunk({"content": "x"}), "obfuscation": "a1"},
+    {k: v for k, v in openai_chunk({"content": "x"}).items() if k != "service_tier"},
+]
+CHANGED_CHUNKS = [
+    chunk("x"),  # no `logprobs`: added
+    openai_chunk({"content": "x"}, "eos"),  # a finish reason mapped
+    openai_chunk({"role": "user", "content": "x"}),
+    openai_chunk({"content": [{"type": "text", "text": "x"}]}),
+    openai_chunk({"reasoning_content": "x"}),
+    openai_chunk({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "f"}}]}),
+    {**openai_chunk({"content": "x"}), "usage": {"prompt_tokens": 1, "completion_tokens": 1}},
+    {**openai_chunk({"content": "x"}), "x_extra": 1},
+    {**openai_chunk({"content": "x"}), "service_tier": None},
+    {**openai_chunk({"content": "x"}), "created": "1700000000"},
+    {**openai_chunk({"content": "x"}), "id": ""},
+    {**openai_chunk({"content": "x"}), "choices": [{**openai_chunk({})["choices"][0], "index": 1}]},
+]
+
+
+def test_a_chunk_that_needs_no_change_keeps_its_bytes() -> None:
+    """`Verbatim` only for a chunk that is its own normalization: the same chunk as the one
+    normalized field by field (a frame of two lines is), and one the faces can carry."""
+    for obj in PLAIN_CHUNKS:
+        data = orjson.dumps(obj, option=orjson.OPT_INDENT_2).replace(b"\n", b"")
+        out = _decoded(data)
+        assert type(out) is Verbatim, obj
+        assert out.raw == data
+        normalized = _decoded(data.replace(b",", b",\n", 1))
+        assert type(normalized) is dict
+        assert normalized == out == obj
+        assert malformed(out, chunk=True) is None
+    for obj in CHANGED_CHUNKS:
+        assert type(_decoded(orjson.dumps(obj))) is not Verbatim, obj

@@ -153,7 +153,7 @@ async def test_an_answer_that_ends_with_the_connection() -> None:
     port = server.sockets[0].getsockname()[1]
     client = Client("t")
     resp = await client.request("GET", f"http://127.0.0.1:{port}/", b"", {}, T)
-    assert [await resp.readline() for _ in range(3)] == [b"line one\n", b"line two", b""]
+    assert [await resp.lines() for _ in range(3)] == [[b"line one"], [b"line two"], []]
     resp.release()
     await client.close()
     server.close()
@@ -206,7 +206,7 @@ async def test_an_unread_stream_holds_the_upstream_back() -> None:
     held = len(resp._live().buffer)
     assert held <= HIGH_WATER + 2 * RECEIVE_BUFFER  # one read takes what the kernel held
     assert written < 8_000_000  # socket buffers and ours, not the whole answer
-    assert (await resp.readline()).startswith(b"data: xxx")
+    assert (await resp.lines())[0].startswith(b"data: xxx")
     resp.close()
     await client.close()
     server.close()

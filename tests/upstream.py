@@ -95,6 +95,13 @@ def chunk(
     }
 
 
+ONEBAD = [  # the `onebad` scenarios' stream
+    sse(chunk("partial ", role=True)),
+    b'data: {"choices": [\n\n',
+    sse(chunk("answer")),
+    sse(chunk(finish="stop")),
+    sse(b"[DONE]"),
+]
 TOOL_WORD = "agent-reach-tool-ok"
 RESCUED = "partial answer, finished by another provider."  # the `cut*` scenarios' answer
 RESCUED_CUT = ("partial ", "answer")  # what of it they send before they fail
@@ -207,6 +214,44 @@ VERBATIM_CHAT = json.dumps(
     },
     indent=1,
 ).encode()
+
+
+def openai_chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    """A stream chunk as OpenAI sends it: nothing in it for agent-reach to change."""
+    return {
+        "id": "chatcmpl-verbatim",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": "gpt-test",
+        "service_tier": "default",
+        "system_fingerprint": "fp_verbatim",
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
+
+
+# What the `verbatim` scenario streams, all in one write (one read of the proxy's carries every
+# event): chunks that need no change, in bytes a re-serialization would not give back (spaced,
+# escaped); between them one with a field a chunk does not have (dropped, so normalized) and a
+# malformed frame (skipped); a usage chunk; `[DONE]`.
+VERBATIM_STREAM = [
+    openai_chunk({"role": "assistant", "content": ""}),
+    openai_chunk({"content": "h\u00e9"}),
+    {**openai_chunk({"content": "l"}), "x_trace": "t-1"},
+    openai_chunk({"content": "lo"}),
+    openai_chunk({}, "stop"),
+    {
+        **openai_chunk({}),
+        "choices": [],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+    },
+]
+VERBATIM_EVENTS = [b"data: " + json.dumps(c).encode() for c in VERBATIM_STREAM]
+VERBATIM_SSE = b"".join(
+    [e + b"\n\n" for e in VERBATIM_EVENTS[:3]]
+    + [b'data: {"choices": [\n\n']
+    + [e + b"\n\n" for e in VERBATIM_EVENTS[3:]]
+    + [b"data: [DONE]\n\n"]
+)
 VERBATIM_RESPONSE = json.dumps(
     {k: v for k, v in responses_answer("gpt-test").items() if k != "output"}
     | {"output": responses_answer("gpt-test")["output"][1:]},  # the message, no reasoning
@@ -380,7 +425,10 @@ class Upstream:
         return web.json_response(completion("hello from ok", body.get("model") or "gpt-test"))
 
     async def s_verbatim(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
-        """Answers that need no change (`VERBATIM_*`): a Messages one under /v1/messages."""
+        """Answers that need no change (`VERBATIM_*`): a Messages one under /v1/messages; a
+        chat stream, `VERBATIM_SSE`, in one write."""
+        if stream and request.path.endswith("/chat/completions"):
+            return web.Response(body=VERBATIM_SSE, content_type="text/event-stream")
         data = VERBATIM_MESSAGE if request.path.endswith("/v1/messages") else VERBATIM_CHAT
         return web.Response(body=data, content_type="application/json")
 
@@ -724,12 +772,15 @@ class Upstream:
         # One malformed frame in the middle of an otherwise sound stream.
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        await resp.write(sse(chunk("partial ", role=True)))
-        await resp.write(b'data: {"choices": [\n\n')
-        await resp.write(sse(chunk("answer")))
-        await resp.write(sse(chunk(finish="stop")))
-        await resp.write(sse(b"[DONE]"))
+        for event in ONEBAD:
+            await resp.write(event)
         return resp
+
+    async def s_onebadonce(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        # The same in one write: the malformed frame comes in the read of the first content.
+        return web.Response(body=b"".join(ONEBAD), content_type="text/event-stream")
 
     async def s_resumes(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """Finishes `RESCUED` as a model does: a prefill (a trailing assistant turn) it

@@ -316,7 +316,7 @@ class PreparedProvider:
         a `preprocess_hook` made it (then they are not what it says)."""
         if self.preprocess is not None or not isinstance(body, dict):
             return body
-        return Verbatim(body, raw)
+        return Verbatim.of(body, raw)
 
     def _transform(self, body: Any, model: str, created: int) -> tuple[Any, dict[str, Any]]:
         """(raw body after `preprocess_hook`, normalized completion): the dialect normalizes,

@@ -18,7 +18,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import completion
-from .dialects import Mismatch, ProviderError, artifacts
+from .dialects import Mismatch, ProviderError, Verbatim, artifacts
 from .errors import StreamInterrupted
 from .routing import Run
 from .trace import Attempt
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 STREAM_FAILURES = (*CLIENT_ERRORS, ProviderError, Mismatch)
 Frame = tuple[str | None, bytes]  # (event, data) of one SSE frame
+Batch = list[dict[str, Any]]  # the chunks of one read of the upstream, handled at once
 
 
 class Stalled(ReadTimeout):
@@ -60,6 +61,7 @@ class LiveStream:
         self._complete = False
         self._stall_s: float | None = None  # both set by `rest`, once content has gone out
         self._skipped: Callable[[Mismatch], None] | None = None
+        self._bad: Mismatch | None = None  # a malformed frame, skipped if the next one is sound
 
     @classmethod
     def replay(cls, chunks: list[dict[str, Any]]) -> LiveStream:
@@ -71,55 +73,78 @@ class LiveStream:
         """Whether this is a whole answer replayed as chunks, not a provider's stream."""
         return self.resp is None
 
-    async def _read(self) -> AsyncGenerator[dict[str, Any], None]:
+    async def _read(self) -> AsyncGenerator[Batch, None]:
         assert self.resp is not None
-        kept, mark = self.kept, self.mark
         resp = self.resp
-        bad: Mismatch | None = None  # a malformed frame, skipped if the next one is sound
-        while line := await self._line(resp):
-            frame = self.frames.line(line)
-            if frame is None:
-                continue
+        while lines := await self._lines(resp):
+            frames = self.frames.feed(lines)
+            at = 0
+            while at < len(frames):
+                batch: Batch = []
+                try:
+                    at = self._decode(frames, at, batch)
+                except Exception:
+                    if batch:
+                        yield batch  # what came before the failure goes out first
+                    raise
+                if batch:
+                    yield batch
+        frame = self.frames.flush()
+        if frame is not None:
+            self._keep(frame)
+            if batch := _carried(self.decoder.feed(*frame)):
+                yield batch
+        if not self.decoder.finished:
+            raise self._bad or Disconnected("server disconnected")
+        if self._bad is not None:
+            self._skip(self._bad)
+        self._complete = True
+
+    def _decode(self, frames: list[Frame], at: int, batch: Batch) -> int:
+        """The chunks of `frames` from `at` on, added to `batch`; where it stopped. Before the
+        first content (no `rest` yet) it stops after each frame that gave a chunk, so that
+        `first_content` sees them one frame at a time, and a malformed frame after the first
+        content is judged by the mid-stream rule."""
+        decoder, kept, mark = self.decoder, self.kept, self.mark
+        one = self._skipped is None
+        for i in range(at, len(frames)):
+            frame = frames[i]
             if kept is not None:
                 kept.append(frame if mark is None else mark(frame))
             try:
-                chunks = [_carried(c) for c in self.decoder.feed(*frame)]
+                chunks = _carried(decoder.feed(*frame))
             except Mismatch as exc:
-                if self._skipped is None or bad is not None:
+                if one or self._bad is not None:
                     raise  # before the first content (fail over), or twice in a row (a cut)
                 if kept is not None:
                     kept.pop()  # a native client is not sent it either
-                bad = exc
+                self._bad = exc
                 continue
-            if bad is not None:
-                self._skip(bad)
-                bad = None
-            for chunk in chunks:
-                yield chunk
-        frame = self.frames.flush()
-        if frame is not None:
-            if kept is not None:
-                kept.append(frame if mark is None else mark(frame))
-            for chunk in self.decoder.feed(*frame):
-                yield _carried(chunk)
-        if not self.decoder.finished:
-            raise bad or Disconnected("server disconnected")
-        if bad is not None:
-            self._skip(bad)
-        self._complete = True
+            if self._bad is not None:
+                self._skip(self._bad)
+                self._bad = None
+            batch += chunks
+            if one and chunks:
+                return i + 1
+        return len(frames)
+
+    def _keep(self, frame: Frame) -> None:
+        if self.kept is not None:
+            self.kept.append(frame if self.mark is None else self.mark(frame))
 
     def _skip(self, bad: Mismatch) -> None:
         if self._skipped is not None:
             self._skipped(bad)
 
-    async def _line(self, resp: Response) -> bytes:
-        """The next line (b"" at the end), within `stall_ms` once content has gone out."""
+    async def _lines(self, resp: Response) -> list[bytes]:
+        """The next lines in hand ([] at the end), within `stall_ms` once content has gone
+        out."""
         if self._stall_s is None:
-            return await resp.readline()
+            return await resp.lines()
         limit = asyncio.timeout(self._stall_s)
         try:
             async with limit:
-                return await resp.readline()
+                return await resp.lines()
         except TimeoutError:
             if not limit.expired():
                 raise  # the read timeout, not ours
@@ -130,25 +155,25 @@ class LiveStream:
         """Read until a chunk carries content (buffering the ones before); False if the
         stream ended without any."""
         assert self._chunks is not None
-        async for chunk in self._chunks:
-            self.pending.append(chunk)
-            if completion.has_content(chunk):
+        async for batch in self._chunks:
+            self.pending += batch
+            if any(map(completion.has_content, batch)):
                 return True
         return False
 
     async def rest(
         self, stall_s: float | None, skipped: Callable[[Mismatch], None]
-    ) -> AsyncIterator[dict[str, Any]]:
-        """Every chunk: the buffered ones, then the rest as they arrive, each line within
-        `stall_s` (None: the read timeout alone); a malformed frame followed by a sound one is
-        skipped, and told to `skipped`."""
+    ) -> AsyncIterator[Batch]:
+        """Every chunk, a batch per read of the upstream: the buffered ones, then the rest as
+        they arrive, each read within `stall_s` (None: the read timeout alone); a malformed
+        frame followed by a sound one is skipped, and told to `skipped`."""
         self._stall_s, self._skipped = stall_s, skipped
         pending, self.pending = self.pending, []
-        for chunk in pending:
-            yield chunk
+        if pending:
+            yield pending
         if self._chunks is not None:
-            async for chunk in self._chunks:
-                yield chunk
+            async for batch in self._chunks:
+                yield batch
 
     async def aclose(self) -> None:
         if self._chunks is not None:
@@ -226,23 +251,33 @@ class ChatStream:
         return out
 
     async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        batches = self.batches()
+        try:
+            async for batch in batches:
+                for chunk in batch:
+                    yield chunk
+        finally:
+            await batches.aclose()
+
+    async def batches(self) -> AsyncGenerator[Batch, None]:
+        """The chunks as the client is to see them, a batch per read of the upstream (a face
+        writes each batch at once); iterating the stream itself gives them one by one."""
         said = Said(keep=self.run.policy.continue_on_cut and not self.native)
+        passed = said.batch
         first_cut: Attempt | None = None
         seam: Seam | None = None
         try:
             while True:
                 start = time.perf_counter()
                 try:
-                    async for chunk in self.live.rest(self._stall_s(), self._skipped):
-                        if seam is None:
-                            yield said.passed(chunk)
-                            continue
-                        for out in seam.through(chunk):
-                            yield said.passed(out)
-                        if seam.met:
+                    async for batch in self.live.rest(self._stall_s(), self._skipped):
+                        out = batch if seam is None else [o for c in batch for o in seam.through(c)]
+                        if seam is not None and seam.met:
                             seam = None
-                    for out in seam.end() if seam is not None else ():
-                        yield said.passed(out)
+                        if out:
+                            yield passed(out)
+                    if seam is not None and (held := seam.end()):
+                        yield passed(held)
                     if said.reasoning is not None and not self.native:
                         self.recorder.origins.note(said.reasoning.digest(), self.prepared.origin)
                     return
@@ -335,6 +370,16 @@ class Said:
             self.spent = self.latest if self.spent is None else summed(self.spent, self.latest)
             self.latest = None
 
+    def batch(self, chunks: Batch) -> Batch:
+        """`passed` of each chunk. Without `keep` it changes none (no continuation follows),
+        and a `Verbatim` one, text at most, has nothing to note but the first chunk's head."""
+        if self.keep or self.head is None:
+            return [self.passed(chunk) for chunk in chunks]
+        for chunk in chunks:
+            if type(chunk) is not Verbatim:
+                self.passed(chunk)
+        return chunks
+
     def passed(self, chunk: dict[str, Any]) -> dict[str, Any]:
         """Note `chunk`, as the client will see it: a continuation's under the first chunk's
         id and time, with its own model (who finished the answer), its usage the sum of all."""
@@ -363,12 +408,14 @@ class Said:
         return chunk
 
 
-def _carried(chunk: dict[str, Any]) -> dict[str, Any]:
-    """`chunk`, if the faces can carry it; else `Mismatch` (a `schema_mismatch`)."""
-    problem = completion.malformed(chunk, chunk=True)
-    if problem is not None:
-        raise Mismatch(problem)
-    return chunk
+def _carried(chunks: Batch) -> Batch:
+    """`chunks`, if the faces can carry them; else `Mismatch` (a `schema_mismatch`). A
+    `Verbatim` one passed already: a decoder gives one only for a chunk with nothing in it to
+    check."""
+    for chunk in chunks:
+        if type(chunk) is not Verbatim and (problem := completion.malformed(chunk, chunk=True)):
+            raise Mismatch(problem)
+    return chunks
 
 
 def summed(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

@@ -381,19 +381,27 @@ class Response:
             await conn.wait()
         return conn.take(len(conn.buffer))
 
-    async def readline(self) -> bytes:
-        """The next line with its b"\\n" (the rest, then b"", at the end)."""
+    async def lines(self, most: int = HIGH_WATER) -> list[bytes]:
+        """The whole lines in hand (at least one: waiting for it), without their b"\\n", in
+        pieces of about `most` bytes (a longer line whole); at the end the rest, then []. One
+        call per read of the upstream rather than one per line: the caller handles all that
+        came at once in one go, and writes it on at once."""
         conn = self._live()
         start = 0
         while True:
-            found = conn.buffer.find(b"\n", start)
+            buffer = conn.buffer
+            found = buffer.rfind(b"\n", 0, most)  # the last line end within `most` bytes
+            if found < 0:
+                found = buffer.find(b"\n", max(start, most))  # else the first one
             if found >= 0:
-                return conn.take(found + 1)
+                lines = conn.take(found + 1).split(b"\n")
+                lines.pop()  # what followed the last b"\n": nothing
+                return lines
             if conn.done:
-                return conn.take(len(conn.buffer))
-            if len(conn.buffer) > MAX_LINE:
+                return [conn.take(len(buffer))] if buffer else []
+            if len(buffer) > MAX_LINE:
                 raise Malformed("stream line too long")
-            start = len(conn.buffer)
+            start = len(buffer)
             await conn.wait()
 
     def release(self) -> None:

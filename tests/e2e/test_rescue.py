@@ -35,6 +35,7 @@ def proxy(upstream: Upstream, workdir: Path) -> Iterator[Proxy]:
         upstream.provider("cutstall", name="cutstall-own", stall_ms=300),
         upstream.provider("cutgarbage"),
         upstream.provider("onebad"),
+        upstream.provider("onebadonce"),
         upstream.provider("resumes"),
         upstream.provider("rewords"),
         upstream.provider("resumes", name="prefixed", assistant_prefill=True),
@@ -54,6 +55,7 @@ def proxy(upstream: Upstream, workdir: Path) -> Iterator[Proxy]:
         "garbage": {"providers": ["cutgarbage", "resumes"], **on},
         "garbage-alone": ["cutgarbage"],
         "onebad": ["onebad", "backup"],
+        "onebadonce": ["onebadonce", "backup"],
         "refused": {"providers": ["cutclose", "refuses"], **on},
         "to-claude": {"providers": ["cutspace", "claudeprefill"], **on},
     }
@@ -165,11 +167,13 @@ def test_a_stall_with_no_one_to_continue_ends_the_stream_with_its_reason(proxy: 
     assert "stalled: no bytes for 300 ms" in error["message"]
 
 
+@pytest.mark.parametrize("route", ["onebad", "onebadonce"])
 def test_one_malformed_frame_in_a_sound_stream_is_skipped_and_logged(
-    proxy: Proxy, workdir: Path
+    proxy: Proxy, workdir: Path, route: str
 ) -> None:
+    """Also when it comes in the same read as the first content (`onebadonce`)."""
     proxy.upstream.clear()
-    events = chat_lines(proxy, "onebad")
+    events = chat_lines(proxy, route)
     assert events[-1] == {"done": True}
     text = "".join(
         (ch.get("delta") or {}).get("content") or "" for e in events[:-1] for ch in e["choices"]
@@ -177,7 +181,7 @@ def test_one_malformed_frame_in_a_sound_stream_is_skipped_and_logged(
     assert text == "partial answer"
     assert proxy.upstream.bodies("backup") == []
     log = (workdir / "proxy.log").read_text()
-    assert "onebad: skipped a malformed frame mid-stream" in log
+    assert f"{route}: skipped a malformed frame mid-stream" in log
 
 
 def test_malformed_frames_that_do_not_recover_are_a_cut(proxy: Proxy) -> None:

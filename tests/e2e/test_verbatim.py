@@ -14,8 +14,10 @@ import pytest
 
 from ..upstream import (
     VERBATIM_CHAT,
+    VERBATIM_EVENTS,
     VERBATIM_MESSAGE,
     VERBATIM_RESPONSE,
+    VERBATIM_STREAM,
     Upstream,
     completion,
     proxy_config,
@@ -95,3 +97,44 @@ def test_a_native_messages_answer_without_artifacts_passes_as_its_bytes(proxy: P
     body = {"model": "claude-test", "max_tokens": 100, "messages": MSG}
     status, raw = post(proxy, "/v1/messages", body, "claude")
     assert (status, raw) == (200, VERBATIM_MESSAGE)
+
+
+def test_stream_chunks_that_need_no_change_pass_as_their_bytes(proxy: Proxy) -> None:
+    """One read of the upstream carries the whole stream: each chunk OpenAI's own is relayed
+    byte for byte, the one with a field a chunk does not have is normalized, the malformed
+    frame between them is skipped, the usage chunk is normalized (it equals itself)."""
+    body = {"model": "gpt-test", "messages": MSG, "stream": True}
+    status, raw = post(proxy, "/v1/chat/completions", body, "chat")
+    assert status == 200
+    events = raw.split(b"\n\n")
+    assert events[-2:] == [b"data: [DONE]", b""]
+    events = events[:-2]
+    assert len(events) == len(VERBATIM_STREAM)
+    for got, sent, chunk in zip(events, VERBATIM_EVENTS, VERBATIM_STREAM, strict=True):
+        if "x_trace" in chunk:
+            assert json.loads(got[6:]) == {k: v for k, v in chunk.items() if k != "x_trace"}
+        elif "usage" in chunk:
+            assert json.loads(got[6:]) == chunk
+        else:
+            assert got == sent
+
+
+def test_a_verbatim_stream_reads_in_the_sdks(proxy: Proxy) -> None:
+    chunks = list(
+        proxy.client().chat.completions.create(
+            model="gpt-test",
+            messages=MSG,  # type: ignore[arg-type]
+            stream=True,
+            extra_headers={"X-Agent-Reach-Fallback-Order": "chat"},
+        )
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "h\u00e9llo"
+    assert chunks[0].system_fingerprint == "fp_verbatim"
+    usage = chunks[-1].usage
+    assert usage is not None
+    assert usage.total_tokens == 8
+    body = {"model": "claude-test", "max_tokens": 100, "messages": MSG, "stream": True}
+    status, raw = post(proxy, "/v1/messages", body, "chat")  # rendered from the same chunks
+    assert status == 200
+    assert raw.count(b'"text_delta"') == 3
+    assert b"message_stop" in raw

@@ -14,6 +14,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+import orjson
+
 from .. import completion
 from ..outcomes import ErrorInfo
 
@@ -84,7 +86,10 @@ class Decoder(ABC):
     def frame_object(self, event: str | None, data: bytes) -> dict[str, Any]:
         """A frame's JSON object: `Mismatch` when it is not one, `ProviderError` when it
         carries an error (the dialect's `error_of`, or an `event: error`)."""
-        obj = loads(data)
+        return self.judged(event, loads(data))
+
+    def judged(self, event: str | None, obj: Any) -> dict[str, Any]:
+        """`frame_object` of a frame already parsed."""
         if not isinstance(obj, dict):
             raise Mismatch("stream frame is not a JSON object")
         err = self.dialect.error_of(obj)
@@ -243,20 +248,23 @@ class Dialect(ABC):
 
 
 class Verbatim(dict[str, Any]):
-    """A provider's answer as parsed, with the bytes it was parsed from (`raw`), when those
-    say exactly it: a face sends them as they are rather than serializing the dict again."""
+    """A provider's answer (or stream chunk) as parsed, with the bytes it was parsed from
+    (`raw`), when those say exactly it: a face sends them as they are rather than serializing
+    the dict again. A decoder gives a chunk so only when it needs no change and holds text at
+    most (no tool call, reasoning or usage), so nothing in it is left to check."""
 
     __slots__ = ("raw",)
+    raw: bytes
 
-    def __init__(self, parsed: dict[str, Any], raw: bytes) -> None:
-        super().__init__(parsed)
-        self.raw = raw
+    @classmethod
+    def of(cls, parsed: dict[str, Any], raw: bytes) -> Verbatim:
+        made = cls(parsed)  # no __init__ of its own: this runs once per stream chunk
+        made.raw = raw
+        return made
 
 
 def loads(data: bytes) -> Any:
     """Parse JSON or raise `Mismatch` with a short reason."""
-    import orjson
-
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:

@@ -34,13 +34,33 @@ class SSEFrames:
             self._event = value.decode("utf-8", "replace")
         return None
 
+    def feed(self, lines: list[bytes]) -> list[tuple[str | None, bytes]]:
+        """Feed lines (without their b"\\n"); the frames they finish, in order. The common
+        lines (`data: ` and blank) are read here, the others by `line`."""
+        out = []
+        data = self._data
+        for raw in lines:
+            if raw[:6] == b"data: " and raw[-1:] != b"\r":
+                data.append(raw[6:])
+            elif raw:
+                if (frame := self.line(raw)) is not None:
+                    out.append(frame)
+            elif data:
+                out.append((self._event, data[0] if len(data) == 1 else b"\n".join(data)))
+                self._event = None
+                data.clear()
+            else:
+                self._event = None
+        return out
+
     def flush(self) -> tuple[str | None, bytes] | None:
         """The pending frame, if any (also called at the end of the stream)."""
         if not self._data:
             self._event = None
             return None
         frame = (self._event, b"\n".join(self._data))
-        self._event, self._data = None, []
+        self._event = None
+        self._data.clear()
         return frame
 
 
@@ -52,6 +72,9 @@ class NDJSONFrames:
     def line(self, raw: bytes) -> tuple[str | None, bytes] | None:
         line = raw.strip()
         return (None, line) if line else None
+
+    def feed(self, lines: list[bytes]) -> list[tuple[str | None, bytes]]:
+        return [(None, line) for raw in lines if (line := raw.strip())]
 
     def flush(self) -> tuple[str | None, bytes] | None:
         return None

@@ -14,6 +14,8 @@ from .base import (
     Decoder,
     Dialect,
     Mismatch,
+    Verbatim,
+    loads,
 )
 from .convert import (
     content_at,
@@ -126,15 +128,79 @@ class OpenAI(Dialect):
         return OpenAIDecoder(ctx, self)
 
 
+# Fields of an OpenAI chunk kept as they came when they are strings (its schema has them).
+_KEPT = ("system_fingerprint", "service_tier", "obfuscation")
+_PLAIN = frozenset({"id", "object", "created", "model", "choices", *_KEPT})
+_PLAIN_CHOICE = frozenset({"index", "delta", "logprobs", "finish_reason"})
+_PLAIN_DELTA = frozenset({"role", "content"})
+_TEXT = frozenset({"content"})
+
+
+def _plain(obj: dict[str, Any]) -> bool:
+    """Whether a chunk is its own normalization with nothing in it to check: what `feed`
+    makes of it is itself, and `completion.malformed` passes it. Its fields are an OpenAI
+    chunk's, of their types; each choice is text, a role or a finish reason of OpenAI's.
+    (Once per chunk of a stream: written for speed.)"""
+    if not obj.keys() <= _PLAIN or obj.get("object") != "chat.completion.chunk":
+        return False
+    got, model, choices = obj.get("id"), obj.get("model"), obj.get("choices")
+    if (
+        type(got) is not str
+        or not got
+        or type(obj.get("created")) is not int
+        or type(model) is not str
+        or not model
+        or type(choices) is not list
+    ):
+        return False
+    for key in _KEPT:
+        if type(obj.get(key, "")) is not str:
+            return False
+    for i, choice in enumerate(choices):
+        if type(choice) is not dict or choice.keys() != _PLAIN_CHOICE:
+            return False
+        delta, finish, index = choice["delta"], choice["finish_reason"], choice["index"]
+        if index != i or type(index) is not int or choice["logprobs"] is not None:
+            return False
+        if finish is not None and finish not in completion.FINISH_REASONS:
+            return False
+        if type(delta) is not dict:
+            return False
+        if delta.keys() == _TEXT:
+            if type(delta["content"]) is not str:
+                return False
+        elif (
+            not delta.keys() <= _PLAIN_DELTA
+            or delta.get("role", "assistant") != "assistant"
+            or type(delta.get("content", "")) is not str
+        ):
+            return False
+    return True
+
+
 class OpenAIDecoder(Decoder):
     def __init__(self, ctx: Context, dialect: Dialect) -> None:
         super().__init__(ctx, dialect)
+        self._plain = ctx.shape.model_field == "model"  # else the model is read elsewhere
 
     def feed(self, event: str | None, data: bytes) -> list[dict[str, Any]]:
         if data == b"[DONE]":
             self.finished = True
             return []
-        obj = self.frame_object(event, data)
+        obj = loads(data)
+        if (
+            event is None
+            and self._plain
+            and type(obj) is dict
+            and _plain(obj)  # so no `error` in it either
+            and b"\n" not in data
+            and b"\r" not in data
+        ):
+            for choice in obj["choices"]:
+                if choice["finish_reason"] is not None:
+                    self.finished = True
+            return [Verbatim.of(obj, data)]  # its bytes go on as they came (one line of SSE)
+        obj = self.judged(event, obj)
         raw_choices = obj.get("choices")
         usage = _usage(obj.get("usage"))
         choices = []
@@ -161,6 +227,9 @@ class OpenAIDecoder(Decoder):
             "model": model_of(obj, self.ctx),
             "choices": choices,
         }
+        for key in _KEPT:
+            if isinstance(obj.get(key), str):
+                out[key] = obj[key]
         if usage is not None:
             out["usage"] = usage
         return [out]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .. import completion
+from ..dialects import Verbatim
 from ..errors import StreamInterrupted
 from ..request import ChatRequest
 from .http import read_json, streamed, whole, with_headers
@@ -24,6 +25,11 @@ async def completions(proxy: Proxy, request: Request) -> StreamResponse:
     return await whole(proxy, request, req, (), _as_it_is)
 
 
+def _json(chunk: dict[str, Any]) -> bytes:
+    """A chunk's JSON: the provider's own bytes when they say it (`Verbatim`)."""
+    return chunk.raw if type(chunk) is Verbatim else orjson.dumps(chunk)
+
+
 def _as_it_is(answer: dict[str, Any]) -> dict[str, Any]:
     return answer
 
@@ -32,8 +38,8 @@ async def _relay(resp: StreamResponse, stream: ChatStream) -> None:
     """The chunks as OpenAI SSE, then `[DONE]`; a cut after the first one ends the stream with
     an error chunk naming the cut's reason."""
     try:
-        async for chunk in stream:
-            await resp.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+        async for batch in stream.batches():
+            await resp.write(b"data: " + b"\n\ndata: ".join(map(_json, batch)) + b"\n\n")
     except StreamInterrupted as exc:
         attempts = [a.to_dict() for a in exc.attempts]
         reason = str(exc.cut.reason)

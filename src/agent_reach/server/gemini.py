@@ -75,7 +75,7 @@ async def _relay(sse: bool, resp: StreamResponse, stream: ChatStream) -> None:
     out = _Writer(resp, sse)
     try:
         if stream.native:
-            async for _ in stream:
+            async for _ in stream.batches():
                 await out.frames(stream.take_frames())
             await out.frames(stream.take_frames())
         else:
@@ -89,8 +89,8 @@ async def _relay(sse: bool, resp: StreamResponse, stream: ChatStream) -> None:
 async def _render(out: _Writer, stream: ChatStream) -> None:
     """A chat provider's chunks as Gemini's stream."""
     chunks = gemini.ResponseChunks()
-    async for chunk in stream:
-        await out.objects(chunks.feed(chunk))
+    async for batch in stream.batches():
+        await out.objects([o for chunk in batch for o in chunks.feed(chunk)])
     await out.objects(chunks.end())
 
 

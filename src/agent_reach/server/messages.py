@@ -97,7 +97,7 @@ async def _relay(resp: StreamResponse, stream: ChatStream) -> None:
 
 async def _forward(resp: StreamResponse, stream: ChatStream) -> None:
     """The provider's own events, in order, as it sent them."""
-    async for _ in stream:
+    async for _ in stream.batches():
         await _send(resp, stream.take_frames())
     await _send(resp, stream.take_frames())
 
@@ -105,8 +105,8 @@ async def _forward(resp: StreamResponse, stream: ChatStream) -> None:
 async def _render(resp: StreamResponse, stream: ChatStream) -> None:
     """A chat provider's chunks as Messages events."""
     events = anthropic.MessageEvents()
-    async for chunk in stream:
-        await _send(resp, [(e, orjson.dumps(d)) for e, d in events.feed(chunk)])
+    async for batch in stream.batches():
+        await _send(resp, [(e, orjson.dumps(d)) for chunk in batch for e, d in events.feed(chunk)])
     await _send(resp, [(e, orjson.dumps(d)) for e, d in events.end()])
 
 

@@ -98,8 +98,8 @@ async def _render(
     out = wire.StreamOut(body, int(time.time()), str(body.get("model") or "unknown"))
     await _write(resp, out.start())
     try:
-        async for chunk in stream:
-            await _write(resp, out.feed(chunk))
+        async for batch in stream.batches():
+            await _write(resp, [event for chunk in batch for event in out.feed(chunk)])
     except StreamInterrupted as exc:
         await _write(resp, out.fail(str(exc)))
         return None
@@ -114,7 +114,7 @@ async def _forward(
     `response.completed` when the stream completed."""
     last: tuple[str | None, bytes] | None = None
     try:
-        async for _ in stream:
+        async for _ in stream.batches():
             frames = stream.take_frames()
             if frames:
                 last = frames[-1]
