@@ -155,8 +155,7 @@ class _Connection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._reset()
 
-    def _reset(self) -> None:
-        self.disarm()
+    def _reset(self) -> None:  # a pooled connection's timer went when it was given back
         self.status = 0
         self.headers: dict[str, str] = {}
         self.head = False  # the head is in

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 
 class SSEFrames:
-    """Server-sent events, one line at a time: `data:` with or without a space, `event:`
-    names, comment lines (`: keep-alive`, `:HTTP_STATUS/200`) skipped, multi-line data joined.
-    """
+    """Server-sent events, fed the lines of each read: `data:` with or without a space,
+    `event:` names, comment lines (`: keep-alive`, `:HTTP_STATUS/200`) skipped, multi-line data
+    joined."""
 
     __slots__ = ("_data", "_event")
 
@@ -18,8 +18,8 @@ class SSEFrames:
         self._event: str | None = None
         self._data: list[bytes] = []
 
-    def line(self, raw: bytes) -> tuple[str | None, bytes] | None:
-        """Feed one line; returns a finished (event, data) frame at its blank line."""
+    def _line(self, raw: bytes) -> tuple[str | None, bytes] | None:
+        """One line that is not the common `data: ` one; a finished frame at its blank line."""
         line = raw.rstrip(b"\r\n")
         if not line:
             return self.flush()
@@ -36,21 +36,14 @@ class SSEFrames:
 
     def feed(self, lines: list[bytes]) -> list[tuple[str | None, bytes]]:
         """Feed lines (without their b"\\n"); the frames they finish, in order. The common
-        lines (`data: ` and blank) are read here, the others by `line`."""
+        lines (`data: ` and blank) are read here, the others by `_line`."""
         out = []
         data = self._data
         for raw in lines:
             if raw[:6] == b"data: " and raw[-1:] != b"\r":
                 data.append(raw[6:])
-            elif raw:
-                if (frame := self.line(raw)) is not None:
-                    out.append(frame)
-            elif data:
-                out.append((self._event, data[0] if len(data) == 1 else b"\n".join(data)))
-                self._event = None
-                data.clear()
-            else:
-                self._event = None
+            elif (frame := self._line(raw) if raw else self.flush()) is not None:
+                out.append(frame)
         return out
 
     def flush(self) -> tuple[str | None, bytes] | None:
@@ -58,7 +51,8 @@ class SSEFrames:
         if not self._data:
             self._event = None
             return None
-        frame = (self._event, b"\n".join(self._data))
+        data = self._data
+        frame = (self._event, data[0] if len(data) == 1 else b"\n".join(data))
         self._event = None
         self._data.clear()
         return frame
@@ -68,10 +62,6 @@ class NDJSONFrames:
     """Newline-delimited JSON: every non-blank line is a frame."""
 
     __slots__ = ()
-
-    def line(self, raw: bytes) -> tuple[str | None, bytes] | None:
-        line = raw.strip()
-        return (None, line) if line else None
 
     def feed(self, lines: list[bytes]) -> list[tuple[str | None, bytes]]:
         return [(None, line) for raw in lines if (line := raw.strip())]
