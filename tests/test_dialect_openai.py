@@ -125,6 +125,50 @@ def _decoded(data: bytes) -> dict[str, Any]:
     return out
 
 
+def _judged(data: bytes, after: bytes | None = None) -> tuple[type, Any, bool]:
+    """What a decoder makes of `data` (fed `after` first, if given): the type of its chunk
+    or of its exception, the chunk or the message, and whether it saw the answer finish."""
+    ctx = Context("gpt-test", 0, Shape("choices", "message.content"))
+    decoder = openai.DIALECT.decoder(ctx)
+    if after is not None:
+        decoder.feed(None, after)
+    try:
+        (out,) = decoder.feed(None, data)
+    except Exception as exc:
+        return type(exc), str(exc), decoder.finished
+    return type(out), (out, getattr(out, "raw", None)), decoder.finished
+
+
+FIRST = orjson.dumps(openai_chunk({"content": "hi"}))
+# What may stand between a chunk's bytes around its text (`FIRST`'s): text and its escapes
+# (a plain chunk), and bytes that are no JSON or end the string early to make another chunk.
+TEXTS = [b"x", b"", "你好 h\u00e9".encode(), b'a\\"b', b"\\\\", b"\\n\\t", b'a\\"}']
+NOT_TEXTS = [
+    b"a\\",
+    b'a","x":"b',
+    b'a"},"logprobs":null,"finish_reason":"stop"}],"error":{"message":"m"},"y":[{"delta":{"content":"',
+    b"\n",
+    b"\xff",
+]
+
+
+@pytest.mark.parametrize("spaced", [False, True])
+@pytest.mark.parametrize("inside", TEXTS + NOT_TEXTS)
+def test_a_chunk_around_the_same_bytes_is_judged_as_alone(inside: bytes, spaced: bool) -> None:
+    """After a plain text chunk, one with the same bytes around its text passes without the
+    field-by-field check (`OpenAIDecoder._again`): whatever stands between them, the decoder
+    makes of it what a fresh one does, and it is `Verbatim` only when it is plain text."""
+    first = FIRST.replace(b'"content":', b'"content": ') if spaced else FIRST
+    head, tail = first.split(b'"hi"')
+    data = head + b'"' + inside + b'"' + tail
+    alone, after = _judged(data), _judged(data, after=first)
+    assert after == alone
+    if alone[0] is Verbatim:
+        assert alone[1][1] == data
+        assert malformed(alone[1][0], chunk=True) is None
+    assert (alone[0] is Verbatim) == (inside in TEXTS)
+
+
 PLAIN_CHUNKS = [
     openai_chunk({"role": "assistant", "content": ""}),
     openai_chunk({"content": "h\u00e9"}),

@@ -178,16 +178,56 @@ def _plain(obj: dict[str, Any]) -> bool:
     return True
 
 
+def _around_text(chunk: dict[str, Any], data: bytes) -> tuple[bytes, bytes] | None:
+    """The bytes of plain chunk `chunk` (parsed from `data`) around the inside of its text
+    string, when it has one choice and one `content` key; else None. A provider's next
+    chunks are mostly these bytes with another text between them (OpenAI's and its peers'
+    are), and such a chunk is plain too (`OpenAIDecoder.feed`)."""
+    choices = chunk["choices"]
+    if len(choices) != 1 or choices[0]["delta"].keys() != _TEXT:
+        return None
+    key = data.find(b'"content":')
+    if key < 0 or data.find(b'"content":', key + 1) >= 0:
+        return None
+    start = key + 10
+    while data[start : start + 1] in (b" ", b"\t"):
+        start += 1
+    if data[start : start + 1] != b'"':
+        return None
+    end = start
+    while True:  # the string's closing quote: one not escaped by a backslash
+        end = data.find(b'"', end + 1)
+        if end < 0:
+            return None
+        if (end - start - 1 - len(data[start + 1 : end].rstrip(b"\\"))) % 2 == 0:
+            return data[: start + 1], data[end:]
+
+
 class OpenAIDecoder(Decoder):
     def __init__(self, ctx: Context, dialect: Dialect) -> None:
         super().__init__(ctx, dialect)
         self._plain = ctx.shape.model_field == "model"  # else the model is read elsewhere
+        self._around: tuple[bytes, bytes] | None = None  # `_around_text` of the first plain one
+
+    def _again(self, data: bytes) -> bool:
+        """Whether `data` (parsed) is the first plain text chunk's bytes with only the inside
+        of its text string changed: no quote in between (so the string ends where that one's
+        did) nor a backslash before the end (escaping it). Then it is plain too."""
+        if self._around is None:
+            return False
+        head, tail = self._around
+        if len(data) < len(head) + len(tail) or not (data.startswith(head) and data.endswith(tail)):
+            return False
+        inside = data[len(head) : len(data) - len(tail)]
+        return b'"' not in inside and inside[-1:] != b"\\"
 
     def feed(self, event: str | None, data: bytes) -> list[dict[str, Any]]:
         if data == b"[DONE]":
             self.finished = True
             return []
         obj = loads(data)
+        if event is None and self._again(data):
+            return [Verbatim.of(obj, data)]
         if (
             event is None
             and self._plain
@@ -199,6 +239,8 @@ class OpenAIDecoder(Decoder):
             for choice in obj["choices"]:
                 if choice["finish_reason"] is not None:
                     self.finished = True
+            if self._around is None and not self.finished:
+                self._around = _around_text(obj, data)
             return [Verbatim.of(obj, data)]  # its bytes go on as they came (one line of SSE)
         obj = self.judged(event, obj)
         raw_choices = obj.get("choices")
