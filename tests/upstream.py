@@ -252,6 +252,30 @@ VERBATIM_SSE = b"".join(
     + [e + b"\n\n" for e in VERBATIM_EVENTS[3:]]
     + [b"data: [DONE]\n\n"]
 )
+# What the `repeats` scenario streams, in one write: text chunks as OpenAI sends them, alike but
+# for their text (most pass at a glance, `OpenAIDecoder.repeats`; a backslash or a quote in the
+# text takes the walk), and two malformed frames apart among them: the others' bytes around a
+# string that is no JSON, and a frame cut short.
+REPEATS_EVENTS = [
+    b"data: " + orjson.dumps(c)
+    for c in [
+        openai_chunk({"role": "assistant", "content": ""}),
+        *(openai_chunk({"content": t}) for t in ["a", "b\\", 'c"', "你", "d", "e", "f"]),
+        openai_chunk({}, "stop"),
+    ]
+]
+REPEATS_BAD = [REPEATS_EVENTS[1].replace(b'"a"', b'"\\q"'), b'data: {"choices": [']
+REPEATS_SSE = b"".join(
+    e + b"\n\n"
+    for e in [
+        *REPEATS_EVENTS[:4],
+        REPEATS_BAD[0],
+        *REPEATS_EVENTS[4:7],
+        REPEATS_BAD[1],
+        *REPEATS_EVENTS[7:],
+        b"data: [DONE]",
+    ]
+)
 VERBATIM_RESPONSE = json.dumps(
     {k: v for k, v in responses_answer("gpt-test").items() if k != "output"}
     | {"output": responses_answer("gpt-test")["output"][1:]},  # the message, no reasoning
@@ -431,6 +455,9 @@ class Upstream:
             return web.Response(body=VERBATIM_SSE, content_type="text/event-stream")
         data = VERBATIM_MESSAGE if request.path.endswith("/v1/messages") else VERBATIM_CHAT
         return web.Response(body=data, content_type="application/json")
+
+    async def s_repeats(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        return web.Response(body=REPEATS_SSE, content_type="text/event-stream")
 
     async def s_backup(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         if stream:

@@ -107,8 +107,11 @@ class LiveStream:
         content is judged by the mid-stream rule."""
         decoder, kept, mark = self.decoder, self.kept, self.mark
         one = self._skipped is None
-        for i in range(at, len(frames)):
+        fast = not one and kept is None  # chunks a face checks no further, many at a time
+        i = decoder.repeats(frames, at, batch) if fast and self._bad is None else at
+        while i < len(frames):
             frame = frames[i]
+            i += 1
             if kept is not None:
                 kept.append(frame if mark is None else mark(frame))
             try:
@@ -125,7 +128,9 @@ class LiveStream:
                 self._bad = None
             batch += chunks
             if one and chunks:
-                return i + 1
+                return i
+            if fast:
+                i = decoder.repeats(frames, i, batch)
         return len(frames)
 
     def _keep(self, frame: Frame) -> None:

@@ -8,11 +8,13 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ..upstream import (
+    REPEATS_EVENTS,
     VERBATIM_CHAT,
     VERBATIM_EVENTS,
     VERBATIM_MESSAGE,
@@ -28,8 +30,13 @@ MSG = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture(scope="module")
-def proxy(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
-    tmp = tmp_path_factory.mktemp("verbatim")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("verbatim")
+
+
+@pytest.fixture(scope="module")
+def proxy(upstream: Upstream, workdir: Path) -> Iterator[Proxy]:
+    tmp = workdir
     key = {"api_key_env": "PROVIDER_KEY"}
     providers = [
         {"name": "chat", "endpoint": upstream.url("verbatim"), **key},
@@ -37,6 +44,7 @@ def proxy(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Itera
         {"name": "strict", "endpoint": upstream.url("verbatim"), "validation": "strict", **key},
         {"name": "resp", "endpoint": upstream.url("verbatim", "responses"), **key},
         {"name": "claude", "endpoint": upstream.url("verbatim", "anthropic"), **key},
+        {"name": "repeats", "endpoint": upstream.url("repeats"), **key},
     ]
     providers[3]["format"], providers[4]["format"] = "responses", "anthropic"
     p = start(proxy_config(providers, fallback_order=["chat"]), tmp, upstream)
@@ -117,6 +125,18 @@ def test_stream_chunks_that_need_no_change_pass_as_their_bytes(proxy: Proxy) -> 
             assert json.loads(got[6:]) == chunk
         else:
             assert got == sent
+
+
+def test_chunks_alike_but_for_their_text_pass_as_their_bytes(proxy: Proxy, workdir: Path) -> None:
+    """Most pass at a glance (the first one's bytes around another text); one with a quote or
+    a backslash in its text is walked; each malformed frame between them is skipped and told,
+    the one with the others' bytes around a string that is no JSON too."""
+    body = {"model": "gpt-test", "messages": MSG, "stream": True}
+    status, raw = post(proxy, "/v1/chat/completions", body, "repeats")
+    assert status == 200
+    assert raw.split(b"\n\n") == [*REPEATS_EVENTS, b"data: [DONE]", b""]
+    log = (workdir / "proxy.log").read_text()
+    assert log.count("repeats: skipped a malformed frame mid-stream") == 2
 
 
 def test_a_verbatim_stream_reads_in_the_sdks(proxy: Proxy) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from .. import completion
 from .base import (
     Context,
@@ -203,30 +205,50 @@ def _around_text(chunk: dict[str, Any], data: bytes) -> tuple[bytes, bytes] | No
             return data[: start + 1], data[end:]
 
 
+def _alike(data: bytes, head: bytes, tail: bytes) -> bool:
+    """Whether `data` (sound JSON) is `head`, the inside of a string, `tail` (`_around_text`'s
+    parts of a plain chunk): no quote in between (so the string ends where that one's did) nor
+    a backslash before the end (escaping it). Then it is that chunk with another text."""
+    end = len(data) - len(tail)
+    return (
+        end >= len(head)
+        and data.startswith(head)
+        and data.endswith(tail)
+        and data.find(b'"', len(head)) == end
+        and data[end - 1] != 0x5C
+    )
+
+
 class OpenAIDecoder(Decoder):
     def __init__(self, ctx: Context, dialect: Dialect) -> None:
         super().__init__(ctx, dialect)
         self._plain = ctx.shape.model_field == "model"  # else the model is read elsewhere
         self._around: tuple[bytes, bytes] | None = None  # `_around_text` of the first plain one
 
-    def _again(self, data: bytes) -> bool:
-        """Whether `data` (parsed) is the first plain text chunk's bytes with only the inside
-        of its text string changed: no quote in between (so the string ends where that one's
-        did) nor a backslash before the end (escaping it). Then it is plain too."""
+    def repeats(self, frames: list[tuple[str | None, bytes]], at: int, out: list[Any]) -> int:
+        """The frames from `at` on that are the first plain text chunk with another text
+        (`_alike`), as `Verbatim` chunks: `feed`'s own path for them, without a call per frame."""
         if self._around is None:
-            return False
+            return at
         head, tail = self._around
-        if len(data) < len(head) + len(tail) or not (data.startswith(head) and data.endswith(tail)):
-            return False
-        inside = data[len(head) : len(data) - len(tail)]
-        return b'"' not in inside and inside[-1:] != b"\\"
+        for i in range(at, len(frames)):
+            event, data = frames[i]
+            if event is not None or not _alike(data, head, tail):
+                return i
+            try:
+                chunk = Verbatim(orjson.loads(data))
+            except orjson.JSONDecodeError:
+                return i  # `feed` tells why
+            chunk.raw = data
+            out.append(chunk)
+        return len(frames)
 
     def feed(self, event: str | None, data: bytes) -> list[dict[str, Any]]:
         if data == b"[DONE]":
             self.finished = True
             return []
         obj = loads(data)
-        if event is None and self._again(data):
+        if event is None and self._around is not None and _alike(data, *self._around):
             return [Verbatim.of(obj, data)]
         if (
             event is None
