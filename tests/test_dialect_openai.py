@@ -167,6 +167,14 @@ def test_a_chunk_around_the_same_bytes_is_judged_as_alone(inside: bytes, spaced:
         assert alone[1][1] == data
         assert malformed(alone[1][0], chunk=True) is None
     assert (alone[0] is Verbatim) == (inside in TEXTS)
+    # Many at a time (`repeats`): the same chunk, or the frame left to `feed`.
+    decoder = openai.DIALECT.decoder(Context("gpt-test", 0, Shape("choices", "message.content")))
+    decoder.feed(None, first)
+    taken: list[Any] = []
+    took = decoder.repeats([(None, data), (None, first)], 0, taken)
+    if took:
+        assert (type(taken[0]), (taken[0], taken[0].raw)) == alone[:2]
+    assert took == (2 if inside in TEXTS and b'"' not in inside and inside[-1:] != b"\\" else 0)
 
 
 PLAIN_CHUNKS = [

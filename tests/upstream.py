@@ -256,15 +256,16 @@ VERBATIM_SSE = b"".join(
 # for their text (most pass at a glance, `OpenAIDecoder.repeats`; a backslash or a quote in the
 # text takes the walk), and two malformed frames apart among them: the others' bytes around a
 # string that is no JSON, and a frame cut short.
+REPEATS_TEXTS = ["a1", "b\\", 'c"', "你好", "d2", "e3", "f4"]
 REPEATS_EVENTS = [
     b"data: " + orjson.dumps(c)
     for c in [
         openai_chunk({"role": "assistant", "content": ""}),
-        *(openai_chunk({"content": t}) for t in ["a", "b\\", 'c"', "你", "d", "e", "f"]),
+        *(openai_chunk({"content": t}) for t in REPEATS_TEXTS),
         openai_chunk({}, "stop"),
     ]
 ]
-REPEATS_BAD = [REPEATS_EVENTS[1].replace(b'"a"', b'"\\q"'), b'data: {"choices": [']
+REPEATS_BAD = [REPEATS_EVENTS[1].replace(b'"a1"', b'"\\q"'), b'data: {"choices": [']
 REPEATS_SSE = b"".join(
     e + b"\n\n"
     for e in [

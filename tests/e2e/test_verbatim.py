@@ -15,6 +15,7 @@ import pytest
 
 from ..upstream import (
     REPEATS_EVENTS,
+    REPEATS_TEXTS,
     VERBATIM_CHAT,
     VERBATIM_EVENTS,
     VERBATIM_MESSAGE,
@@ -137,6 +138,15 @@ def test_chunks_alike_but_for_their_text_pass_as_their_bytes(proxy: Proxy, workd
     assert raw.split(b"\n\n") == [*REPEATS_EVENTS, b"data: [DONE]", b""]
     log = (workdir / "proxy.log").read_text()
     assert log.count("repeats: skipped a malformed frame mid-stream") == 2
+    # Their texts, as another face reads them (the chunks themselves, not their bytes):
+    events = proxy.client().responses.create(
+        model="gpt-test",
+        input="hi",
+        stream=True,
+        extra_headers={"X-Agent-Reach-Fallback-Order": "repeats"},
+    )
+    deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+    assert "".join(deltas) == "".join(REPEATS_TEXTS)
 
 
 def test_a_verbatim_stream_reads_in_the_sdks(proxy: Proxy) -> None:

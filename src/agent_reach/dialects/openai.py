@@ -224,6 +224,7 @@ class OpenAIDecoder(Decoder):
         super().__init__(ctx, dialect)
         self._plain = ctx.shape.model_field == "model"  # else the model is read elsewhere
         self._around: tuple[bytes, bytes] | None = None  # `_around_text` of the first plain one
+        self._like: dict[str, Any] = {}  # that one
 
     def repeats(self, frames: list[tuple[str | None, bytes]], at: int, out: list[Any]) -> int:
         """The frames from `at` on that are the first plain text chunk with another text
@@ -231,14 +232,18 @@ class OpenAIDecoder(Decoder):
         if self._around is None:
             return at
         head, tail = self._around
+        like = self._like
+        choice = like["choices"][0]
         for i in range(at, len(frames)):
             event, data = frames[i]
             if event is not None or not _alike(data, head, tail):
                 return i
-            try:
-                chunk = Verbatim(orjson.loads(data))
+            try:  # the text alone: the rest is the first one's
+                text = orjson.loads(b'"' + data[len(head) : len(data) - len(tail)] + b'"')
             except orjson.JSONDecodeError:
                 return i  # `feed` tells why
+            chunk = Verbatim(like)
+            chunk["choices"] = [{**choice, "delta": {"content": text}}]
             chunk.raw = data
             out.append(chunk)
         return len(frames)
@@ -263,6 +268,7 @@ class OpenAIDecoder(Decoder):
                     self.finished = True
             if self._around is None and not self.finished:
                 self._around = _around_text(obj, data)
+                self._like = {**obj, "choices": [dict(obj["choices"][0])]}  # its own copy
             return [Verbatim.of(obj, data)]  # its bytes go on as they came (one line of SSE)
         obj = self.judged(event, obj)
         raw_choices = obj.get("choices")
