@@ -200,7 +200,10 @@ async def main() -> None:
     app.router.add_get("/budget/stats", budget_stats)
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
+    # A deep accept queue: a proxy opens hundreds of connections to it at once (bench/abuse.py's
+    # 200 unread streams), and aiohttp's 128 overflowed there (a dropped SYN is sent again
+    # after 1 s, past the proxy's 1 s connect timeout: one stream never started).
+    site = web.TCPSite(runner, "127.0.0.1", 0, backlog=2048)
     await site.start()
     print(runner.addresses[0][1], flush=True)
     await asyncio.Event().wait()
