@@ -155,9 +155,10 @@ NOT_TEXTS = [
 @pytest.mark.parametrize("spaced", [False, True])
 @pytest.mark.parametrize("inside", TEXTS + NOT_TEXTS)
 def test_a_chunk_around_the_same_bytes_is_judged_as_alone(inside: bytes, spaced: bool) -> None:
-    """After a plain text chunk, one with the same bytes around its text passes without the
-    field-by-field check (`openai._alike`): whatever stands between them, the decoder
-    makes of it what a fresh one does, and it is `Verbatim` only when it is plain text."""
+    """After a plain text chunk, one with the same bytes around its text (`openai._alike`),
+    fed alone or taken with others without the field-by-field check (`repeats`): whatever
+    stands between them, the decoder makes of it what a fresh one does, and it is `Verbatim`
+    only when it is plain text."""
     first = FIRST.replace(b'"content":', b'"content": ') if spaced else FIRST
     head, tail = first.split(b'"hi"')
     data = head + b'"' + inside + b'"' + tail

@@ -108,8 +108,12 @@ class LiveStream:
         decoder, kept, mark = self.decoder, self.kept, self.mark
         one = self._skipped is None
         fast = not one and kept is None  # chunks a face checks no further, many at a time
-        i = decoder.repeats(frames, at, batch) if fast and self._bad is None else at
+        i = at
         while i < len(frames):
+            if fast and self._bad is None:
+                i = decoder.repeats(frames, i, batch)
+                if i == len(frames):
+                    break
             frame = frames[i]
             i += 1
             if kept is not None:
@@ -129,8 +133,6 @@ class LiveStream:
             batch += chunks
             if one and chunks:
                 return i
-            if fast:
-                i = decoder.repeats(frames, i, batch)
         return len(frames)
 
     def _keep(self, frame: Frame) -> None:

@@ -101,7 +101,9 @@ class Decoder(ABC):
     def feed(self, event: str | None, data: bytes) -> list[dict[str, Any]]:
         """The OpenAI chunks for one frame."""
 
-    def repeats(self, frames: list[tuple[str | None, bytes]], at: int, out: list[Any]) -> int:
+    def repeats(
+        self, frames: list[tuple[str | None, bytes]], at: int, out: list[dict[str, Any]]
+    ) -> int:
         """`feed` of the frames from `at` on while each is one the decoder knows at a glance
         to give itself as a `Verbatim` chunk (added to `out`, which a face may check no
         further); the index of the first it does not. None is, unless a dialect says so."""

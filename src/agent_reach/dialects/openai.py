@@ -184,7 +184,7 @@ def _around_text(chunk: dict[str, Any], data: bytes) -> tuple[bytes, bytes] | No
     """The bytes of plain chunk `chunk` (parsed from `data`) around the inside of its text
     string, when it has one choice and one `content` key; else None. A provider's next
     chunks are mostly these bytes with another text between them (OpenAI's and its peers'
-    are), and such a chunk is plain too (`OpenAIDecoder.feed`)."""
+    are), and such a chunk is plain too (`OpenAIDecoder.repeats`)."""
     choices = chunk["choices"]
     if len(choices) != 1 or choices[0]["delta"].keys() != _TEXT:
         return None
@@ -206,9 +206,10 @@ def _around_text(chunk: dict[str, Any], data: bytes) -> tuple[bytes, bytes] | No
 
 
 def _alike(data: bytes, head: bytes, tail: bytes) -> bool:
-    """Whether `data` (sound JSON) is `head`, the inside of a string, `tail` (`_around_text`'s
-    parts of a plain chunk): no quote in between (so the string ends where that one's did) nor
-    a backslash before the end (escaping it). Then it is that chunk with another text."""
+    """Whether `data` is `head`, the inside of a string, `tail` (`_around_text`'s parts of a
+    plain chunk): no quote in between (so the string ends where that one's did) nor a
+    backslash before the end (escaping it). Then, when that inside parses as a string's, it
+    is that chunk with that text."""
     end = len(data) - len(tail)
     return (
         end >= len(head)
@@ -223,16 +224,18 @@ class OpenAIDecoder(Decoder):
     def __init__(self, ctx: Context, dialect: Dialect) -> None:
         super().__init__(ctx, dialect)
         self._plain = ctx.shape.model_field == "model"  # else the model is read elsewhere
-        self._around: tuple[bytes, bytes] | None = None  # `_around_text` of the first plain one
-        self._like: dict[str, Any] = {}  # that one
+        # The first plain text chunk: `_around_text`'s parts of its bytes, and its own copy.
+        self._first: tuple[bytes, bytes, dict[str, Any]] | None = None
 
-    def repeats(self, frames: list[tuple[str | None, bytes]], at: int, out: list[Any]) -> int:
+    def repeats(
+        self, frames: list[tuple[str | None, bytes]], at: int, out: list[dict[str, Any]]
+    ) -> int:
         """The frames from `at` on that are the first plain text chunk with another text
-        (`_alike`), as `Verbatim` chunks: `feed`'s own path for them, without a call per frame."""
-        if self._around is None:
+        (`_alike`), as `Verbatim` chunks: each what `feed` makes of it, without its walk or a
+        call per frame."""
+        if self._first is None:
             return at
-        head, tail = self._around
-        like = self._like
+        head, tail, like = self._first
         choice = like["choices"][0]
         for i in range(at, len(frames)):
             event, data = frames[i]
@@ -253,8 +256,6 @@ class OpenAIDecoder(Decoder):
             self.finished = True
             return []
         obj = loads(data)
-        if event is None and self._around is not None and _alike(data, *self._around):
-            return [Verbatim.of(obj, data)]
         if (
             event is None
             and self._plain
@@ -266,9 +267,10 @@ class OpenAIDecoder(Decoder):
             for choice in obj["choices"]:
                 if choice["finish_reason"] is not None:
                     self.finished = True
-            if self._around is None and not self.finished:
-                self._around = _around_text(obj, data)
-                self._like = {**obj, "choices": [dict(obj["choices"][0])]}  # its own copy
+            if self._first is None and not self.finished:
+                around = _around_text(obj, data)
+                if around is not None:
+                    self._first = (*around, {**obj, "choices": [dict(obj["choices"][0])]})
             return [Verbatim.of(obj, data)]  # its bytes go on as they came (one line of SSE)
         obj = self.judged(event, obj)
         raw_choices = obj.get("choices")
