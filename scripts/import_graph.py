@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "core",
         (
             "version",
+            "records",
             "trace",
             "errors",
             "outcomes",

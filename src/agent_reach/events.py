@@ -5,15 +5,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from .breaker import CircuitState
 from .quota import Budget
+from .records import record
 from .trace import Attempt
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AttemptEvent:
     """An attempt ended. `raw` is a redacted excerpt of a failed answer's body, if any."""
 
@@ -23,7 +23,7 @@ class AttemptEvent:
     request: str = ""  # the id of the request it belongs to
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RequestEvent:
     """A request ended: answered by `provider`, or not at all (`provider` None)."""
 
@@ -38,7 +38,7 @@ class RequestEvent:
     provider_model: str | None = None  # the model `provider` was asked for (its model_map)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class QuotaEvent:
     """A provider's use of one budget grew to `used` in the window `key`."""
 
@@ -53,7 +53,7 @@ class QuotaEvent:
         return self.used / self.budget.limit
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CircuitEvent:
     """A provider's circuit opened or closed."""
 

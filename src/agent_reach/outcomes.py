@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
 
+from .records import record
 from .trace import Reason
 
 
@@ -30,7 +30,7 @@ class Transport(StrEnum):
     DEADLINE = "deadline"  # the request's end-to-end budget ran out
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ErrorInfo:
     """An error that a provider reported in a body (an error response or an error in a 200).
 
@@ -46,7 +46,7 @@ class ErrorInfo:
     reason: Reason | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Outcome:
     """How one attempt ended, before it is stamped with provider and time."""
 

@@ -11,7 +11,6 @@ through unchecked. README's "What the proxy checks" lists the table.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from .checks import (
@@ -35,6 +34,7 @@ from .checks import (
     tagged,
 )
 from .errors import RequestError, quoted
+from .records import record
 
 # -- messages -------------------------------------------------------------------------------
 
@@ -198,7 +198,7 @@ def _positive(ext: dict[str, Any], name: str) -> float | None:
     return float(value)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ChatRequest:
     """An OpenAI chat request plus the `agent_reach` extension (protocol §11.1).
 
@@ -240,11 +240,14 @@ class ChatRequest:
         arrived in (a Responses or Messages request becomes only chat requests the chat checks
         accept: the property tests in tests/test_dialect_*.py), so they are not walked twice.
         Its `agent_reach` extension is read here."""
-        model = request.get("model")
+        model = request.get("model") or None
+        streamed = request.get("stream") is True if stream is None else stream
         ext = request.get("agent_reach")
-        if ext is None:
-            ext = {}
-        elif not isinstance(ext, dict):
+        if ext is None:  # most requests: nothing more to read
+            if "agent_reach" in request:  # `"agent_reach": null`
+                request = {k: v for k, v in request.items() if k != "agent_reach"}
+            return cls(body=request, model=model, stream=streamed)
+        if not isinstance(ext, dict):
             raise RequestError("'agent_reach' must be an object", param="agent_reach")
         unknown = set(ext) - {
             "provider_route",
@@ -273,15 +276,10 @@ class ChatRequest:
                 "agent_reach.response_schema_compatibility must be a boolean", param="agent_reach"
             )
         deadline = _positive(ext, "deadline_ms")
-        body = (
-            {k: v for k, v in request.items() if k != "agent_reach"}
-            if "agent_reach" in request
-            else request
-        )
         return cls(
-            body=body,
-            model=model or None,
-            stream=request.get("stream") is True if stream is None else stream,
+            body={k: v for k, v in request.items() if k != "agent_reach"},
+            model=model,
+            stream=streamed,
             provider_route=route,
             fallback_order=tuple(order) if order else None,
             raw_response=not compat,

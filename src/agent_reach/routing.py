@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from .breaker import CircuitState, opened_detail
 from .errors import RequestError, quoted
 from .outcomes import DEADLINE, FIRST_TOKEN, Outcome
+from .records import record
 from .request import ChatRequest
 from .trace import Attempt, Reason
 
@@ -119,7 +120,7 @@ class RouteTable:
 
 def attempt_order(
     table: RouteTable,
-    known: Iterable[str],
+    known: Container[str],
     *,
     fallback_order: Sequence[str] | None = None,
     provider_route: str | None = None,
@@ -128,7 +129,6 @@ def attempt_order(
     """The providers to try for one request, in order (protocol §3): its `fallback_order`, its
     `provider_route`, a route named after its model (or a pattern it matches), the default.
     `RequestError` for a name that does not exist."""
-    known = frozenset(known)
     if fallback_order:
         unknown = [n for n in fallback_order if n not in known]
         if unknown:
@@ -154,7 +154,7 @@ def attempt_order(
 Pick = tuple[str, bool]  # a provider the walk hands out, and whether as a last resort
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Expired:
     """The request's deadline is spent: these providers were not reached (each is recorded
     as `timeout`, detail "deadline")."""
@@ -272,7 +272,7 @@ class Run:
         return self.deadline - now
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Skip:
     """Why a provider is not tried this time; shown in the trace with its reason."""
 

@@ -10,7 +10,7 @@ included).
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
 import orjson
@@ -21,6 +21,7 @@ from .dialects.convert import max_tokens_of
 from .dialects.framing import framer
 from .outcomes import FIRST_TOKEN, Outcome, classify, filtered, mismatch
 from .prepared import PreparedProvider
+from .records import record
 from .request import ChatRequest
 from .stream import STREAM_FAILURES, LiveStream, Stalled
 from .trace import Reason
@@ -30,7 +31,7 @@ from .upstream import Client, Response
 T_co = TypeVar("T_co", covariant=True)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Target:
     """One try's what and where: the request, the provider, the model it is asked for, and
     whether the answer is wanted as the provider gave it (`raw_body`: the request asks for
@@ -72,7 +73,7 @@ class Target:
         return cls(prepared, req, prepared.model_for(req.model), raw, first_token_s, max_output)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Tried(Generic[T_co]):
     """How one try ended: its outcome, what it produced when ok, the raw body when not."""
 

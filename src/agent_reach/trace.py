@@ -5,9 +5,10 @@ Pure values, no I/O. Every face (library, CLI, proxy) reports these same records
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from .records import record
 
 
 class Reason(StrEnum):
@@ -44,7 +45,7 @@ CIRCUIT_FAILURES = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Attempt:
     """One try of one provider for one request; a trace is a list of these."""
 
@@ -86,7 +87,7 @@ def trace_header(trace: list[Attempt]) -> str:
     return ",".join(f"{a.provider}:{a.reason}:{round(a.ms)}" for a in trace)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Result:
     """A successful request: the normalized response, who answered, and every attempt.
 

@@ -28,16 +28,15 @@ is `breaker.record`'s to decide, and whether it counts against its budgets is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from . import breaker
 from .breaker import CircuitState
 from .outcomes import Outcome
+from .records import record
 from .routing import DEFERRABLE, Health, health_verdict, precheck, retry_delay
 from .trace import Reason
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Facts:
     """What the engine knows of a provider before trying it, all free of network cost."""
 
@@ -56,12 +55,12 @@ class Facts:
     input_tokens: int | None = None  # the request's estimated input, when a window is known
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Gather:
     """Collect the provider's `Facts` and `consider` them."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Skip:
     """Not tried this time; recorded with its reason (and the health check's time and status
     when a check ran for it). `counts`: a failed health check that tells the circuit.
@@ -78,12 +77,12 @@ class Skip:
         return self.outcome.reason in DEFERRABLE and not self.final
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Check:
     """Consult the provider's health check (cached, or run now), then `checked`."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Send:
     """Send one try, after taking `lease` (the half-open trial) when there is one; `bare`:
     without the reasoning artifacts of earlier turns (the provider refused them)."""
@@ -92,21 +91,21 @@ class Send:
     bare: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Clamp:
     """Remember that the provider takes at most `tokens` output tokens, then send again."""
 
     tokens: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Sleep:
     """Wait, then `woke` (a retry)."""
 
     seconds: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Done:
     """The turn is over: the provider answered (`ok`), or the walk moves on."""
 

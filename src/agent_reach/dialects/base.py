@@ -18,6 +18,7 @@ import orjson
 
 from .. import completion
 from ..outcomes import ErrorInfo
+from ..records import record
 
 
 class Mismatch(Exception):
@@ -41,7 +42,7 @@ class Shape:
     model_field: str = "model"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Inbound:
     """A client's request in another API (Responses, Messages), read as a chat request.
 
@@ -57,7 +58,7 @@ class Inbound:
     marked: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Context:
     """What a dialect needs to know about one attempt besides the body."""
 

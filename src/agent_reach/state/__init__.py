@@ -17,15 +17,15 @@ once in the log and routing goes on with the in-memory view.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from ..breaker import CircuitPolicy, CircuitState
+from ..records import record
 from ..routing import Health
 from .memory import ANYONE, CircuitChanged, Keep, MemoryStore
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LoggedAttempt:
     """One line of the attempt log (what `agent-reach report` reads)."""
 
