@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from agent_reach import Reason
 from agent_reach.completion import malformed
@@ -215,3 +218,180 @@ def test_a_chunk_that_needs_no_change_keeps_its_bytes() -> None:
         assert malformed(out, chunk=True) is None
     for obj in CHANGED_CHUNKS:
         assert type(_decoded(orjson.dumps(obj))) is not Verbatim, obj
+
+
+# -- whole answers: the plain ones skip the walk -------------------------------------------------
+
+ODD = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**64), 2**64),
+    st.text(max_size=2),
+    st.lists(st.integers(0, 1), max_size=1),
+    st.dictionaries(st.text(max_size=1), st.integers(0, 1), max_size=1),
+)
+
+
+def near(
+    value: st.SearchStrategy[Any], odd: st.SearchStrategy[Any] = ODD
+) -> st.SearchStrategy[Any]:
+    """`value`, or now and then (about one time in eight) `odd`: a value of another type."""
+    return st.integers(0, 7).flatmap(lambda k: odd if k == 3 else value)
+
+
+def more(fields: st.SearchStrategy[dict[str, Any]], key: str) -> st.SearchStrategy[dict[str, Any]]:
+    """`fields`, now and then with `key` too, a field a provider may add of its own."""
+    return near(fields, st.tuples(fields, ODD).map(lambda t: {**t[0], key: t[1]}))
+
+
+EDGES = st.sampled_from([2**63 - 1, 2**63, -(2**63), -(2**63) - 1, True])
+COUNT = near(st.integers(0, 9), ODD | EDGES)
+MESSAGE = st.fixed_dictionaries(
+    {"role": near(st.just("assistant")), "content": near(st.text(max_size=3))},
+    optional={
+        "refusal": near(st.none()),
+        "reasoning_content": near(st.text(min_size=1, max_size=2)),
+    },
+)
+FINISH = st.sampled_from(["stop", "length", "tool_calls", "content_filter", "function_call"])
+CHOICE = st.fixed_dictionaries(
+    {
+        "index": near(st.just(0), ODD | st.just(1)),
+        "message": near(more(MESSAGE, "tool_calls")),
+        "finish_reason": near(FINISH, ODD | st.sampled_from(["STOP", "eos", "end_turn"])),
+    },
+    optional={"logprobs": near(st.none())},
+)
+USAGE = st.fixed_dictionaries(
+    {"prompt_tokens": COUNT, "completion_tokens": COUNT, "total_tokens": COUNT}
+)
+ANSWER = more(
+    st.fixed_dictionaries(
+        {
+            "id": near(st.just("chatcmpl-1")),
+            "object": near(st.just("chat.completion")),
+            "created": near(st.integers(0, 2**31)),
+            "model": near(st.just("m")),
+            "choices": near(
+                st.lists(more(CHOICE, "usage"), min_size=1, max_size=1),
+                ODD | st.lists(more(CHOICE, "usage"), max_size=3),
+            ),
+        },
+        optional={
+            "usage": near(more(USAGE, "prompt_cache_hit_tokens")),
+            "system_fingerprint": near(st.just("fp")),
+        },
+    ),
+    "service_tier",
+)
+OPENAI_SHAPE = Shape("choices", "message.content")
+
+
+def _edge(where: str, value: Any) -> dict[str, Any]:
+    """A plain answer (DeepSeek's, with usage) with one field at `where` set to `value`."""
+    body = completion("hi", "m")
+    *path, key = where.split(".")
+    held: Any = body
+    for part in path:
+        held = held[0] if part == "0" else held[part]
+    held[key] = value
+    return body
+
+
+# The edges a random answer seldom reaches: each must be walked (or be plain, and agree).
+EDGE_CASES = [
+    ("choices.0.message.reasoning_content", ""),
+    ("choices.0.message.reasoning_content", None),
+    ("choices.0.message.refusal", 1),
+    ("choices.0.message.content", [{"type": "text", "text": "hi"}]),
+    ("choices.0.message.role", None),
+    ("choices.0.index", True),
+    ("choices.0.index", 2**63),
+    ("choices.0.finish_reason", "STOP"),
+    ("choices.0.finish_reason", None),
+    ("choices.0.logprobs", {}),
+    ("usage.total_tokens", 2**63),
+    ("usage.prompt_tokens", -(2**63) - 1),
+    ("usage.completion_tokens", True),
+    ("usage.total_tokens", None),
+    ("created", True),
+    ("id", ""),
+    ("model", ""),
+    ("object", None),
+    ("system_fingerprint", None),
+    ("usage", None),
+]
+
+
+def _examples(test: Any) -> Any:
+    for where, value in EDGE_CASES:
+        test = example(_edge(where, value))(test)
+    return test
+
+
+@settings(max_examples=1000, deadline=None)
+@given(ANSWER)
+@_examples
+def test_a_plain_answer_is_what_its_walk_makes_of_it(answer: dict[str, Any]) -> None:
+    """`plain` takes an answer only when the field-by-field normalization makes of it what
+    `plain` does (the same answer with the nulls it lacked), `completion.malformed` passes it,
+    and it says exact only when the answer is that normalization already; any other it leaves
+    as it was."""
+    dialect = openai.OpenAI()
+    given_ = copy.deepcopy(answer)
+    exact = dialect.plain(answer, OPENAI_SHAPE)
+    if exact is None:
+        assert answer == given_
+        return
+    normalized = dialect.normalize(copy.deepcopy(given_), Context("asked", 5, OPENAI_SHAPE))
+    assert answer == normalized
+    assert malformed(normalized) is None
+    assert exact is (normalized == given_)
+
+
+def _openai(content: str, model: str = "m") -> dict[str, Any]:
+    """An answer as OpenAI sends one: with the nulls its schema requires."""
+    body = completion(content, model)
+    body["choices"][0] |= {"logprobs": None}
+    body["choices"][0]["message"] |= {"refusal": None}
+    return body
+
+
+def test_the_answers_providers_send_are_plain() -> None:
+    """OpenAI's own (its nulls given) is exact; DeepSeek's (no `refusal`) and one without
+    `logprobs` get them; a tool call, another shape or a usage with a provider's own counts is
+    normalized field by field."""
+    dialect = openai.OpenAI()
+    full = _openai("hi")
+    assert dialect.plain(copy.deepcopy(full), OPENAI_SHAPE) is True
+    choice = full["choices"][0]
+    message = {"role": "assistant", "content": "hi", "reasoning_content": "think"}
+    deepseek = {**full, "choices": [{**choice, "message": message}]}
+    assert dialect.plain(deepseek, OPENAI_SHAPE) is False
+    assert deepseek["choices"][0]["message"] == {**message, "refusal": None}
+    assert_valid(COMPLETION, deepseek)
+    bare = completion("hi", "m")
+    assert dialect.plain(bare, OPENAI_SHAPE) is False
+    assert bare["choices"][0]["logprobs"] is None
+    assert_valid(COMPLETION, bare)
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    tools = {**full, "choices": [{**choice, "message": {**message, "tool_calls": [call]}}]}
+    cached = {**full, "usage": {**full["usage"], "prompt_cache_hit_tokens": 1}}
+    for other in (tools, cached):
+        assert dialect.plain(other, OPENAI_SHAPE) is None
+    assert dialect.plain(copy.deepcopy(full), Shape("data", "text")) is None
+
+
+async def test_a_plain_answer_passes_as_its_bytes(wire: Wire) -> None:
+    """An answer that is its own normalization reaches the client as the provider's bytes;
+    one that lacks the nulls OpenAI's schema requires gets them (and is valid)."""
+    data = orjson.dumps(_openai("hi", "deepseek-chat"), option=orjson.OPT_INDENT_2)
+    short = completion("hi", "deepseek-chat")
+    for reply, verbatim in ((raw_reply(data), True), (json_reply(short), False)):
+        async with router(provider("p", wire.on(PATH, reply), "openai")) as r:
+            got = (await r.achat(HELLO)).response
+        assert (type(got) is Verbatim) is verbatim
+        if verbatim:
+            assert got.raw == data
+        assert_valid(COMPLETION, dict(got))
+        assert got["choices"][0]["message"]["content"] == "hi"

@@ -91,7 +91,7 @@ class Ledger:
         after = breaker.record(
             before, outcome.reason, now, self.policy, outcome.retry_after, last_resort
         )
-        if after == before:
+        if after is before or after == before:  # most: the same closed circuit
             return
         await self.store.set_circuit(prepared.state_key, after)
         self.changed(prepared.state_key, before, after)

@@ -289,16 +289,21 @@ class PreparedProvider:
         error = self.dialect.error_of(body)
         if error is not None:
             return self._classify(status=status, error=error, now=now), None
-        try:
-            body, normalized = self._transform(body, model, int(now))
-        except HookError as exc:
-            return Outcome(Reason.HOOK_ERROR, status, str(exc)), None
-        except Mismatch as exc:
-            return mismatch(str(exc), status), None
+        # Most answers are plain: their own normalization, nothing in them to walk.
+        exact = None if raw_response or self.has_hooks else self.dialect.plain(body, self.shape)
+        if exact is None:
+            try:
+                body, normalized = self._transform(body, model, int(now))
+            except HookError as exc:
+                return Outcome(Reason.HOOK_ERROR, status, str(exc)), None
+            except Mismatch as exc:
+                return mismatch(str(exc), status), None
+        else:
+            normalized = body
         if completion.filtered(normalized["choices"]):
             return filtered(status), None
         accepted = {m for m in (requested, model) if m}
-        problem = completion.malformed(normalized) or validation.check(
+        problem = (exact is None and completion.malformed(normalized)) or validation.check(
             self.spec.validation, normalized, body, accepted
         )
         if problem:
@@ -307,7 +312,7 @@ class PreparedProvider:
             if not artifacts.may_hold(raw):
                 return Outcome(OK.reason, status), self._verbatim(body, raw)
             return Outcome(OK.reason, status), artifacts.tagged(body, self.origin)
-        if normalized == body:  # the provider's answer is the normalized one already
+        if exact or (exact is None and normalized == body):  # the bytes say it already
             return Outcome(OK.reason, status), self._verbatim(normalized, raw)
         return Outcome(OK.reason, status), normalized
 

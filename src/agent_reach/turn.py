@@ -187,7 +187,7 @@ class Turn:
         if not allowed:
             detail = breaker.opened_detail(circuit, now)
             return Skip(Outcome(Reason.CIRCUIT_OPEN, None, detail), final=_bad_key(self._facts))
-        return Send(leased if leased != circuit else None)
+        return Send(None if leased is circuit or leased == circuit else leased)
 
     def over_budget(self, detail: str, reopens_in: float) -> Skip:
         """A request budget was full when the try came to take its request from it (others

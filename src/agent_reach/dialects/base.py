@@ -251,6 +251,12 @@ class Dialect(ABC):
     def normalize(self, raw: Any, ctx: Context) -> dict[str, Any]:
         """The provider's JSON answer as an OpenAI `chat.completion` (raises `Mismatch`)."""
 
+    def plain(self, raw: Any, shape: Shape) -> bool | None:
+        """For an answer that is its own normalization, read at `shape`, but for nulls OpenAI's
+        schema requires (and with nothing in it `completion.malformed` refuses): those nulls
+        added to it, and whether it lacked none. None for any other answer (`normalize` it)."""
+        return None
+
     @abstractmethod
     def decoder(self, ctx: Context) -> Decoder:
         """A fresh stream decoder for one attempt."""

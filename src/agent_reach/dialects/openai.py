@@ -11,11 +11,13 @@ from typing import Any
 import orjson
 
 from .. import completion
+from ..checks import INT64_MAX
 from .base import (
     Context,
     Decoder,
     Dialect,
     Mismatch,
+    Shape,
     Verbatim,
     loads,
 )
@@ -126,8 +128,75 @@ class OpenAI(Dialect):
             extra=extra,
         )
 
+    def plain(self, raw: Any, shape: Shape) -> bool | None:
+        if shape != _SHAPE or not _plain_answer(raw):
+            return None
+        exact = True
+        for choice in raw["choices"]:
+            msg = choice["message"]
+            if "logprobs" not in choice or "refusal" not in msg:
+                exact = False
+                choice.setdefault("logprobs", None)
+                msg.setdefault("refusal", None)
+        return exact
+
     def decoder(self, ctx: Context) -> Decoder:
         return OpenAIDecoder(ctx, self)
+
+
+_SHAPE = Shape(OpenAI.choices_path, OpenAI.content_path)
+_ANSWER = frozenset({"id", "object", "created", "model", "choices", "usage", "system_fingerprint"})
+_ANSWER_CHOICE = frozenset({"index", "message", "logprobs", "finish_reason"})
+_MESSAGE = frozenset({"role", "content", "refusal", "reasoning_content"})
+_USAGE = frozenset({"prompt_tokens", "completion_tokens", "total_tokens"})
+
+
+def _plain_answer(obj: Any) -> bool:
+    """Whether an answer is its own normalization but for a missing `logprobs` of a choice or
+    `refusal` of a message, with nothing in it to check: `completion.malformed` passes it.
+    Its fields are an OpenAI answer's, of their types; each choice is the assistant's text
+    (or null, and its reasoning), with a finish reason of OpenAI's; its usage the three counts.
+    (Once per answer: written for speed; `plain` is the rest.)"""
+    if type(obj) is not dict or not obj.keys() <= _ANSWER or obj.get("object") != "chat.completion":
+        return False
+    got, model, choices = obj.get("id"), obj.get("model"), obj.get("choices")
+    if (
+        type(got) is not str
+        or not got
+        or type(obj.get("created")) is not int
+        or type(model) is not str
+        or not model
+        or type(obj.get("system_fingerprint", "")) is not str
+        or type(choices) is not list
+        or not choices
+    ):
+        return False
+    if "usage" in obj:
+        usage = obj["usage"]
+        if type(usage) is not dict or usage.keys() != _USAGE:
+            return False
+        for count in usage.values():
+            if type(count) is not int or not -INT64_MAX - 1 <= count <= INT64_MAX:
+                return False
+    for i, choice in enumerate(choices):
+        if type(choice) is not dict or not choice.keys() <= _ANSWER_CHOICE:
+            return False
+        msg, finish = choice.get("message"), choice.get("finish_reason")
+        if choice.get("index") != i or type(choice["index"]) is not int:
+            return False
+        if choice.get("logprobs") is not None or type(finish) is not str:
+            return False
+        if finish not in completion.FINISH_REASONS or type(msg) is not dict:
+            return False
+        if not msg.keys() <= _MESSAGE or msg.get("role") != "assistant" or "content" not in msg:
+            return False
+        content, refusal = msg["content"], msg.get("refusal")
+        reasoning = msg.get("reasoning_content", "x")
+        if not (content is None or type(content) is str) or type(reasoning) is not str:
+            return False
+        if not reasoning or not (refusal is None or type(refusal) is str):
+            return False
+    return True
 
 
 # Fields of an OpenAI chunk kept as they came when they are strings (its schema has them).

@@ -81,11 +81,11 @@ class Problem(NamedTuple):
     path: str
 
 
+_PHRASES = {s.value: s.phrase for s in HTTPStatus}
+
+
 def _reason(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return ""
+    return _PHRASES.get(status, "")
 
 
 class Connection(asyncio.Protocol):

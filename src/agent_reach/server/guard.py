@@ -21,12 +21,10 @@ then the face runs, and what it raises becomes an error body (`errors.error_resp
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import hmac
 import re
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
 
 from multidict import MultiMapping
 
@@ -198,8 +196,7 @@ class Guard:
         if (request.content_length or 0) > self.max_body:
             return _closing(error_response(path, 413, self.too_large))
         try:
-            async with self._body_timer(request):
-                await request.read()
+            await self._whole_body(request)
         except TimeoutError:
             message = f"the request was not received within {self.request_timeout_s:g} s"
             return _closing(error_response(path, 408, f"{message} (server.request_timeout_s)"))
@@ -209,13 +206,15 @@ class Guard:
             return _closing(error_response(path, 400, _payload_problem(exc)))
         return None
 
-    def _body_timer(self, request: Request) -> AbstractAsyncContextManager[object]:
-        """`request_timeout_s` from the request's first byte, for a body still arriving; no
-        timer for one that came whole with the head (most: nothing to wait for)."""
+    async def _whole_body(self, request: Request) -> None:
+        """The body read within `request_timeout_s` from the request's first byte; no timer
+        for one that came whole with the head (most: nothing to wait for)."""
         if request.content is None or request.content.is_eof():
-            return contextlib.nullcontext()
+            await request.read()
+            return
         left = self.request_timeout_s - (asyncio.get_running_loop().time() - request.started)
-        return asyncio.timeout(max(left, 0.0))
+        async with asyncio.timeout(max(left, 0.0)):
+            await request.read()
 
 
 def _closing(response: Response) -> Response:
