@@ -337,6 +337,43 @@ async def test_a_response_never_released_gives_its_slot_back(raw: Callable[[Answ
     await client.close()
 
 
+async def test_at_most_limit_exchanges_run_at_once_the_rest_wait_in_turn() -> None:
+    """`limit` caps the exchanges under way; the others start in the order they came, one as
+    each ends; a waiter whose deadline passes takes no slot with it."""
+    running, most, order = 0, 0, []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal running, most
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            running += 1
+            most = max(most, running)
+            order.append(head.split(b" ")[1].decode())
+            await asyncio.sleep(0.05)
+            running -= 1
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx")
+
+    server = await listen(serve)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+    client = Client("t", limit=2)
+    fetches = []
+    for i in range(6):
+        fetches.append(asyncio.create_task(client.fetch("GET", f"{url}{i}", b"", {}, T)))
+        await asyncio.sleep(0)  # each waits before the next comes
+    hurried = Timeouts(1.0, 1.0, 0.01)
+    with pytest.raises(DeadlineExceeded):
+        await client.fetch("GET", f"{url}late", b"", {}, hurried)
+    answers = await asyncio.gather(*fetches)
+    assert [body for _, body in answers] == [b"x"] * 6
+    assert most == 2
+    assert order == [f"/{i}" for i in range(6)]
+    _, body = await asyncio.wait_for(client.fetch("GET", f"{url}after", b"", {}, T), 2)
+    assert body == b"x"  # both slots came back
+    assert most == 2
+    await client.close()
+    server.close()
+
+
 async def test_bytes_on_an_idle_connection_retire_it() -> None:
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:

@@ -417,6 +417,45 @@ class Response:
             self._client.give_back(self._origin, conn)
 
 
+class _Slots:
+    """At most `limit` exchanges at once; the others wait, the longest waiting first (as with
+    `asyncio.Semaphore`, whose `locked` walks its waiters in Python at every take: here a
+    take while one is free is a subtraction)."""
+
+    __slots__ = ("_free", "_waiters")
+
+    def __init__(self, limit: int) -> None:
+        self._free = limit
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def full(self) -> bool:
+        return self._free <= 0 or bool(self._waiters)
+
+    async def take(self) -> None:
+        if not self.full:
+            self._free -= 1
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter  # `give` hands its slot over
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():  # handed one as it was cancelled
+                self.give()
+            else:
+                self._waiters.remove(waiter)
+            raise
+
+    def give(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free += 1
+
+
 class Client:
     """Pooled HTTP/1.1 connections to upstreams. Use within one running loop."""
 
@@ -426,7 +465,7 @@ class Client:
         ).encode()
         self._idle: dict[Origin, deque[_Connection]] = {}
         self._dns: dict[tuple[str, int], tuple[float, list[Address]]] = {}
-        self._slots = asyncio.Semaphore(limit)
+        self._slots = _Slots(limit)
         self.closed = False
 
     async def request(
@@ -459,7 +498,7 @@ class Client:
         except BaseException:
             if conn is not None:
                 conn.close()
-            self._slots.release()
+            self._slots.give()
             raise
         return Response(self, origin, conn)
 
@@ -493,12 +532,12 @@ class Client:
 
     async def _acquire(self, deadline: float | None) -> None:
         """A slot of the `limit` in use, waited for until `deadline` at most."""
-        if deadline is None or not self._slots.locked():
-            await self._slots.acquire()
+        if deadline is None or not self._slots.full:
+            await self._slots.take()
             return
         try:
             async with asyncio.timeout_at(deadline):
-                await self._slots.acquire()
+                await self._slots.take()
         except TimeoutError:
             raise DeadlineExceeded("deadline") from None
 
@@ -540,7 +579,7 @@ class Client:
 
     def give_back(self, origin: Origin, conn: _Connection) -> None:
         """A connection whose answer is done: pooled when reusable, else closed."""
-        self._slots.release()
+        self._slots.give()
         conn.disarm()
         if self.closed or not conn.reusable():
             conn.close()
