@@ -43,10 +43,7 @@ class Proxy:
         names = [p.name for p in self.config.providers]
         self.metrics = Metrics(names)
         self.recent = RecentAttempts()
-        router.subscribe(self.metrics)
-        router.subscribe(self.recent)
-        router.subscribe(log.observe)
-        router.subscribe(self._debug)
+        self._observe(router)
         self.dumped: set[str] = set()  # providers whose config `_debug` has logged
         self.guard = Guard(api_keys, self.config.server, host)
         self.logins = status_page.Logins()  # wrong keys sent to the status page's form
@@ -61,10 +58,7 @@ class Proxy:
         """Serve new requests with `router`, made from a reloaded config; requests in flight
         finish with the router they started with (protocol §12.1)."""
         router.adopt(self.router)
-        router.subscribe(self.metrics)
-        router.subscribe(self.recent)
-        router.subscribe(log.observe)
-        router.subscribe(self._debug)
+        self._observe(router)
         self.dumped = set()
         self.router, self.config = router, router.config
         self.api_keys = api_keys
@@ -107,6 +101,14 @@ class Proxy:
 
     def valid_key(self, token: str) -> bool:
         return self.guard.keys.valid(token)
+
+    def _observe(self, router: Router) -> None:
+        """The proxy's observers of `router`'s events; `_debug` only when a provider has
+        `debug_mode` on (it is called for every event)."""
+        for observer in (self.metrics, self.recent, log.observe):
+            router.subscribe(observer)
+        if any(p.schema_compatibility.debug_mode for p in router.config.providers):
+            router.subscribe(self._debug)
 
     def _debug(self, event: Event) -> None:
         """A provider's `schema_compatibility.debug_mode`: a log line per failed attempt of its
