@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import logging
+import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -20,6 +22,7 @@ from agent_reach.upstream import (
     RECEIVE_BUFFER,
     Client,
     ConnectFailed,
+    ConnectTimeout,
     DeadlineExceeded,
     Disconnected,
     Malformed,
@@ -324,6 +327,38 @@ async def test_a_server_that_closes_without_answering() -> None:
         await client.fetch("GET", f"http://127.0.0.1:{port}/", b"", {}, T)
     await client.close()
     server.close()
+
+
+async def test_a_connect_nobody_answers_times_out_and_leaves_nothing_behind(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A listener whose accept queue is full drops the SYN: the connect waits, then fails as a
+    connect timeout within `connect_s`, nothing is logged when the listener goes away after it,
+    and a connect refused then is told as refused."""
+    full = socket.socket()
+    full.bind(("127.0.0.1", 0))
+    full.listen(0)
+    port = full.getsockname()[1]
+    held = []
+    for _ in range(3):  # fill the queue (Linux takes backlog + 1), never accepted
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", port))
+        held.append(s)
+    client = Client("t")
+    caplog.set_level(logging.DEBUG, logger="asyncio")
+    start = time.monotonic()
+    with pytest.raises(ConnectTimeout):
+        await client.fetch("GET", f"http://127.0.0.1:{port}/", b"", {}, Timeouts(0.3, 1, 5))
+    assert 0.25 < time.monotonic() - start < 2
+    full.close()  # what was waited on is reset now
+    await asyncio.sleep(0.1)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    with pytest.raises(ConnectFailed, match="connection refused"):
+        await client.fetch("GET", f"http://127.0.0.1:{port}/", b"", {}, T)
+    for s in held:
+        s.close()
+    await client.close()
 
 
 async def test_a_response_never_released_gives_its_slot_back(raw: Callable[[Answer], Raw]) -> None:
