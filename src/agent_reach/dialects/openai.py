@@ -151,25 +151,40 @@ _MESSAGE = frozenset({"role", "content", "refusal", "reasoning_content"})
 _USAGE = frozenset({"prompt_tokens", "completion_tokens", "total_tokens"})
 
 
-def _plain_answer(obj: Any) -> bool:
-    """Whether an answer is its own normalization but for a missing `logprobs` of a choice or
-    `refusal` of a message, with nothing in it to check: `completion.malformed` passes it.
-    Its fields are an OpenAI answer's, of their types; each choice is the assistant's text
-    (or null, and its reasoning), with a finish reason of OpenAI's; its usage the three counts.
-    (Once per answer: written for speed; `plain` is the rest.)"""
-    if type(obj) is not dict or not obj.keys() <= _ANSWER or obj.get("object") != "chat.completion":
+# Fields of an OpenAI answer or chunk kept as they came when they are strings (its schema has
+# them; an answer keeps only the first).
+_KEPT = ("system_fingerprint", "service_tier", "obfuscation")
+
+
+def _plain_around(obj: dict[str, Any], kind: str, fields: frozenset[str]) -> bool:
+    """Whether what is around an answer's or a chunk's choices is plain: none but `fields`,
+    `object` `kind`, a non-empty string id and model, an integer `created`, the kept fields
+    strings, and a list of choices."""
+    if not obj.keys() <= fields or obj.get("object") != kind:
         return False
-    got, model, choices = obj.get("id"), obj.get("model"), obj.get("choices")
+    got, model = obj.get("id"), obj.get("model")
     if (
         type(got) is not str
         or not got
         or type(obj.get("created")) is not int
         or type(model) is not str
         or not model
-        or type(obj.get("system_fingerprint", "")) is not str
-        or type(choices) is not list
-        or not choices
+        or type(obj.get("choices")) is not list
     ):
+        return False
+    return all(type(obj.get(key, "")) is str for key in _KEPT)
+
+
+def _plain_answer(obj: Any) -> bool:
+    """Whether an answer is its own normalization but for a missing `logprobs` of a choice or
+    `refusal` of a message, with nothing in it to check: `completion.malformed` passes it.
+    Its fields are an OpenAI answer's, of their types; each choice is the assistant's text
+    (or null, and its reasoning), with a finish reason of OpenAI's; its usage the three counts.
+    (Once per answer: written for speed; `plain` is the rest.)"""
+    if type(obj) is not dict or not _plain_around(obj, "chat.completion", _ANSWER):
+        return False
+    choices = obj["choices"]
+    if not choices:
         return False
     if "usage" in obj:
         usage = obj["usage"]
@@ -199,8 +214,6 @@ def _plain_answer(obj: Any) -> bool:
     return True
 
 
-# Fields of an OpenAI chunk kept as they came when they are strings (its schema has them).
-_KEPT = ("system_fingerprint", "service_tier", "obfuscation")
 _PLAIN = frozenset({"id", "object", "created", "model", "choices", *_KEPT})
 _PLAIN_CHOICE = frozenset({"index", "delta", "logprobs", "finish_reason"})
 _PLAIN_DELTA = frozenset({"role", "content"})
@@ -212,22 +225,9 @@ def _plain(obj: dict[str, Any]) -> bool:
     makes of it is itself, and `completion.malformed` passes it. Its fields are an OpenAI
     chunk's, of their types; each choice is text, a role or a finish reason of OpenAI's.
     (Once per chunk of a stream: written for speed.)"""
-    if not obj.keys() <= _PLAIN or obj.get("object") != "chat.completion.chunk":
+    if not _plain_around(obj, "chat.completion.chunk", _PLAIN):
         return False
-    got, model, choices = obj.get("id"), obj.get("model"), obj.get("choices")
-    if (
-        type(got) is not str
-        or not got
-        or type(obj.get("created")) is not int
-        or type(model) is not str
-        or not model
-        or type(choices) is not list
-    ):
-        return False
-    for key in _KEPT:
-        if type(obj.get(key, "")) is not str:
-            return False
-    for i, choice in enumerate(choices):
+    for i, choice in enumerate(obj["choices"]):
         if type(choice) is not dict or choice.keys() != _PLAIN_CHOICE:
             return False
         delta, finish, index = choice["delta"], choice["finish_reason"], choice["index"]
