@@ -58,6 +58,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "parts",
         (
             "prepared",
+            "outbox",
             "upstream",
             "transport",
             "health",

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from .outbox import Outbox
 from .proxies import Proxy
 
 # What one upstream answer may hold in memory while its reader does not take it (protocol
@@ -466,6 +467,7 @@ class Client:
         self._idle: dict[Origin, deque[_Connection]] = {}
         self._dns: dict[tuple[str, int], tuple[float, list[Address]]] = {}
         self._slots = _Slots(limit)
+        self._outbox = Outbox()
         self.closed = False
 
     async def request(
@@ -492,7 +494,7 @@ class Client:
             conn.deadline = deadline
             conn.head_only = method == "HEAD"
             assert conn.transport is not None
-            conn.transport.write(head + body if body else head)
+            self._outbox.write(conn.transport, head + body if body else head)
             while not conn.head:
                 await conn.wait()
         except BaseException:

@@ -40,6 +40,7 @@ from multidict import CIMultiDict
 
 from ..config import ServerConfig
 from ..errors import escaped
+from ..outbox import Outbox
 from . import log
 from .descriptors import Refusals
 from .errors import error_body
@@ -94,6 +95,7 @@ class Connection(asyncio.Protocol):
     def __init__(self, server: Server) -> None:
         self._server = server
         self._limits = server.limits
+        self._outbox = server.outbox  # every byte to the client goes through it
         self._loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self._parser = httptools.HttpRequestParser(self)
@@ -284,7 +286,7 @@ class Connection(asyncio.Protocol):
 
     def _continue(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(_CONTINUE)
+            self._outbox.write(self.transport, _CONTINUE)
 
     # -- answering -----------------------------------------------------------------------------
 
@@ -356,12 +358,12 @@ class Connection(asyncio.Protocol):
             return False
         if request.responded:  # a stream: its end
             if self._chunked and request.method != "HEAD":
-                transport.write(b"0\r\n\r\n")
+                self._outbox.write(transport, b"0\r\n\r\n")
             close = close or not self._chunked
         else:
             body = response.body if isinstance(response, Response) else b""
             head = _head(request.version, response, f"Content-Length: {len(body)}\r\n", close)
-            transport.write(head if request.method == "HEAD" else head + body)
+            self._outbox.write(transport, head if request.method == "HEAD" else head + body)
         if server.access is not None and server.access.enabled:
             server.access.log(request, response.status, self._loop.time() - start)
         if close:
@@ -376,7 +378,7 @@ class Connection(asyncio.Protocol):
         self._chunked = request.version == "1.1"
         framing = "Transfer-Encoding: chunked\r\n" if self._chunked else ""
         close = response.closing or not self._chunked or not _keeps_alive(request)
-        transport.write(_head(request.version, response, framing, close))
+        self._outbox.write(transport, _head(request.version, response, framing, close))
         request.responded = True
 
     async def send_piece(self, data: bytes) -> None:
@@ -384,9 +386,9 @@ class Connection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             raise ConnectionResetError("the client went away")
         if self._chunked:
-            transport.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self._outbox.write(transport, b"%x\r\n%s\r\n" % (len(data), data))
         else:
-            transport.write(data)
+            self._outbox.write(transport, data)
         if self._paused:
             await self._drain()
 
@@ -404,7 +406,7 @@ class Connection(asyncio.Protocol):
             f"Content-Length: {len(body)}\r\nConnection: close\r\n"
             "X-Content-Type-Options: nosniff\r\n\r\n"
         )
-        transport.write(head.encode() + body)
+        self._outbox.write(transport, head.encode() + body)
         self.close()
 
     def close(self, *, linger: bool = False) -> None:
@@ -414,6 +416,7 @@ class Connection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         self._dead = True
+        self._outbox.flush()
         if linger and transport.can_write_eof():
             transport.write_eof()
             self._loop.call_later(LINGER_S, transport.close)
@@ -507,6 +510,7 @@ class Server:
         self.access = access
         self.connections: set[Connection] = set()
         self.refusals = Refusals(log.server_log)
+        self.outbox = Outbox()
         self.requests_count = 0
         self.closing = False
         self._listening: list[asyncio.Server] = []

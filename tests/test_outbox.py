@@ -1,0 +1,79 @@
+"""The outbox (`agent_reach.outbox`): writes of one turn of the loop go out together at its end,
+in order, on real sockets (socket pairs: the far end is read without the loop)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+
+import pytest
+
+from agent_reach.outbox import Outbox
+
+Ends = list[tuple[asyncio.WriteTransport, socket.socket]]
+
+
+@pytest.fixture
+async def ends() -> AsyncIterator[Ends]:
+    """Three transports, each with the raw socket at its far end (non-blocking)."""
+    loop = asyncio.get_running_loop()
+    made: Ends = []
+    for _ in range(3):
+        near, far = socket.socketpair()
+        far.setblocking(False)
+        transport, _ = await loop.create_connection(asyncio.Protocol, sock=near)
+        made.append((transport, far))
+    yield made
+    for transport, far in made:
+        transport.close()
+        far.close()
+
+
+def received(far: socket.socket) -> bytes:
+    try:
+        return far.recv(65536)
+    except BlockingIOError:
+        return b""
+
+
+async def test_the_writes_of_one_turn_go_out_at_its_end_in_the_order_given(ends: Ends) -> None:
+    outbox = Outbox()
+    (one, one_far), (two, two_far), _ = ends
+    outbox.write(one, b"first ")
+    outbox.write(two, b"other")
+    outbox.write(one, b"second")
+    assert received(one_far) == received(two_far) == b""  # nothing before the turn ends
+    await asyncio.sleep(0)
+    assert received(one_far) == b"first second"
+    assert received(two_far) == b"other"
+    outbox.write(two, b"next turn")  # a new turn's writes are sent at its own end
+    await asyncio.sleep(0)
+    assert received(two_far) == b"next turn"
+
+
+async def test_flush_sends_what_is_pending_at_once(ends: Ends) -> None:
+    outbox = Outbox()
+    (one, one_far), (two, two_far), _ = ends
+    outbox.write(one, b"before a close")
+    outbox.write(two, b"too")
+    outbox.flush()  # what `Connection.close` does first
+    assert received(one_far) == b"before a close"
+    assert received(two_far) == b"too"
+    await asyncio.sleep(0)  # the end of the turn finds nothing left
+    assert received(one_far) == received(two_far) == b""
+
+
+async def test_a_transport_closed_before_the_end_of_the_turn_gets_nothing(
+    ends: Ends, caplog: pytest.LogCaptureFixture
+) -> None:
+    outbox = Outbox()
+    (one, one_far), (two, two_far), _ = ends
+    for _ in range(6):  # asyncio warns of writes to a lost connection from the fifth on
+        outbox.write(one, b"dropped")
+    outbox.write(two, b"sent")
+    one.close()  # say the client went away: what was for it is neither written nor warned of
+    await asyncio.sleep(0)
+    assert received(one_far) == b""  # the end of the stream: nothing came before it
+    assert received(two_far) == b"sent"
+    assert not caplog.records
