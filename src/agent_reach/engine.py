@@ -261,8 +261,10 @@ class Engine:
         prepared = self.prepared[pick[0]]
         turn = Turn(prepared.name, pick[1], prepared.spec.retries)
         first_token_s = run.first_token_s(prepared.spec.first_token_ms)
-        cap = await self._output_cap(prepared, prepared.model_for(run.req.model))
-        target = Target.of(prepared, run.req, first_token_s, self.origins, cap)
+        model = prepared.model_for(run.req.model)
+        configured, window = prepared.spec.limits(model)
+        cap = await self._output_cap(prepared, model, configured)
+        target = Target.of(prepared, run.req, model, window, first_token_s, self.origins, cap)
         action: Action = turn.begin()
         while True:
             if isinstance(action, Gather):
@@ -304,12 +306,15 @@ class Engine:
                 assert isinstance(action, Done)
                 return None
 
-    async def _output_cap(self, prepared: PreparedProvider, model: str) -> int | None:
-        """The output cap a provider's model takes: the config's, or the lower one it stated
-        in a refusal (remembered in the store), whichever is lower."""
-        configured = prepared.spec.limits(model)[0]
+    async def _output_cap(
+        self, prepared: PreparedProvider, model: str, configured: int | None
+    ) -> int | None:
+        """The output cap a provider's model takes: the config's (`configured`), or the lower
+        one it stated in a refusal (remembered in the store), whichever is lower."""
         learned = await self.store.cap(prepared.cap_key(model))
-        return min((c for c in (configured, learned) if c is not None), default=None)
+        if learned is None or configured is None:
+            return configured if learned is None else learned
+        return min(configured, learned)
 
     async def _facts(self, run: Run, prepared: PreparedProvider, target: Target) -> Facts:
         """The free facts a turn considers: model, circuit, budgets, key, health check, and
@@ -317,7 +322,7 @@ class Engine:
         now = self.clock()
         lease = (prepared.connect_s + prepared.read_s) * (prepared.spec.retries + 1)
         exhausted = await self.ledger.exhausted(prepared, now)
-        window = prepared.spec.limits(target.model)[1]
+        window = target.window
         if window is not None and run.input_tokens is None:
             run.input_tokens = input_tokens(run.req.body)
         return Facts(
@@ -359,9 +364,7 @@ class Engine:
             raise
         ms = (self.monotonic() - start) * 1000
         outcome = tried.outcome
-        note = run.walk.refused(
-            outcome.reason, prepared.spec.limits(target.model)[1], run.policy.stop_on_blocked
-        )
+        note = run.walk.refused(outcome.reason, target.window, run.policy.stop_on_blocked)
         if outcome.reason is Reason.OK and run.req.continuing is not None:
             note = "continued the answer cut mid-stream"
         noted = replace(outcome, detail=outcome.detail + note) if note else outcome

@@ -240,12 +240,13 @@ class PreparedProvider:
         translation to chat leaves out `translated` (for `X-Agent-Reach-Dropped`): those,
         unless the request goes natively or `cache_control` goes with its marks; what its
         native body leaves out; a `tool_choice` its model refuses (`drop_tool_choice`)."""
-        if self.speaks(req):
+        speaks = self.speaks(req)
+        if speaks:
             names = list(self.dialect.left_out(req.native or {}))
         else:
             marked = req.marked is not None and self.spec.cache_control
             names = [n for n in translated if not (marked and n == "cache_control")]
-        sent = req.native if self.speaks(req) else req.body
+        sent = req.native if speaks else req.body
         if "tool_choice" in (sent or {}) and self.no_tool_choice.get(self.model_for(req.model)):
             names.append("tool_choice")
         return tuple(names)

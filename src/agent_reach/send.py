@@ -40,6 +40,7 @@ class Target:
     prepared: PreparedProvider
     req: ChatRequest
     model: str
+    window: int | None = None  # the model's context window, when known
     raw_body: bool = False
     first_token_s: float | None = None  # a stream's first content must come within this
     max_output: int | None = None  # the output cap it takes (configured or learned)
@@ -58,19 +59,23 @@ class Target:
         cls,
         prepared: PreparedProvider,
         req: ChatRequest,
+        model: str,
+        window: int | None = None,
         first_token_s: float | None = None,
         origins: artifacts.Origins | None = None,
         max_output: int | None = None,
     ) -> Target:
-        """The try of `req` on `prepared`, capped at `max_output`; `origins`: who wrote the
+        """The try of `req` on `prepared`, asked for `model` (`prepared.model_for`, whose
+        context window is `window`), capped at `max_output`; `origins`: who wrote the
         reasoning of its earlier turns, so that another provider's is left out."""
-        raw = req.raw_response or prepared.speaks(req)
+        speaks = prepared.speaks(req)
         messages = req.body.get("messages")
-        if origins and isinstance(messages, list) and not prepared.speaks(req):
+        if origins and isinstance(messages, list) and not speaks:
             homed = artifacts.home_reasoning(messages, prepared.origin, origins)
             if homed is not messages:
                 req = replace(req, body={**req.body, "messages": homed})
-        return cls(prepared, req, prepared.model_for(req.model), raw, first_token_s, max_output)
+        raw = req.raw_response or speaks
+        return cls(prepared, req, model, window, raw, first_token_s, max_output)
 
 
 @record

@@ -98,7 +98,7 @@ class Metrics:
     def __call__(self, event: Event) -> None:
         if isinstance(event, AttemptEvent):
             a = event.attempt
-            self._count(self.attempts, a.provider, a.reason.value)
+            self._count(self.attempts, a.provider, str(a.reason))
             if a.ms and a.reason not in _SKIPS:
                 self._seconds.append((a.provider, a.ms / 1000))
                 if len(self._seconds) >= FLUSH_AT:
@@ -113,7 +113,7 @@ class Metrics:
             trace = event.trace
             for prev, nxt in itertools.pairwise(trace):
                 if not prev.ok and prev.provider != nxt.provider:
-                    self._count(self.failovers, prev.provider, nxt.provider, prev.reason.value)
+                    self._count(self.failovers, prev.provider, nxt.provider, str(prev.reason))
         elif isinstance(event, CircuitEvent):
             self._values[(self.circuit_open, (event.provider,))] = 1 if event.opened else 0
         elif isinstance(event, QuotaEvent):

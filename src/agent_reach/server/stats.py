@@ -35,7 +35,7 @@ class RecentAttempts:
                             "route": event.route,
                             "from": prev.provider,
                             "to": nxt.provider,
-                            "reason": prev.reason.value,
+                            "reason": str(prev.reason),
                         }
                     )
         elif isinstance(event, AttemptEvent) and event.attempt.reason not in _SKIPS:

@@ -28,7 +28,7 @@ class AttemptLog:
                     event.request,
                     event.route,
                     self.keys[a.provider],
-                    a.reason.value,
+                    str(a.reason),
                     a.status,
                     a.ms,
                     a.last_resort,
