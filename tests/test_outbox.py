@@ -12,6 +12,7 @@ import pytest
 from agent_reach.outbox import Outbox
 
 Ends = list[tuple[asyncio.WriteTransport, socket.socket]]
+MOST = 2**16
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def received(far: socket.socket) -> bytes:
 
 
 async def test_the_writes_of_one_turn_go_out_at_its_end_in_the_order_given(ends: Ends) -> None:
-    outbox = Outbox()
+    outbox = Outbox(MOST)
     (one, one_far), (two, two_far), _ = ends
     outbox.write(one, b"first ")
     outbox.write(two, b"other")
@@ -53,7 +54,7 @@ async def test_the_writes_of_one_turn_go_out_at_its_end_in_the_order_given(ends:
 
 
 async def test_flush_sends_what_is_pending_at_once(ends: Ends) -> None:
-    outbox = Outbox()
+    outbox = Outbox(MOST)
     (one, one_far), (two, two_far), _ = ends
     outbox.write(one, b"before a close")
     outbox.write(two, b"too")
@@ -67,7 +68,7 @@ async def test_flush_sends_what_is_pending_at_once(ends: Ends) -> None:
 async def test_a_transport_closed_before_the_end_of_the_turn_gets_nothing(
     ends: Ends, caplog: pytest.LogCaptureFixture
 ) -> None:
-    outbox = Outbox()
+    outbox = Outbox(MOST)
     (one, one_far), (two, two_far), _ = ends
     for _ in range(6):  # asyncio warns of writes to a lost connection from the fifth on
         outbox.write(one, b"dropped")
@@ -77,3 +78,62 @@ async def test_a_transport_closed_before_the_end_of_the_turn_gets_nothing(
     assert received(one_far) == b""  # the end of the stream: nothing came before it
     assert received(two_far) == b"sent"
     assert not caplog.records
+
+
+class _Paused(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.paused = False
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+
+async def test_a_transport_whose_reader_is_behind_is_written_at_once_and_pauses_then() -> None:
+    near, far = socket.socketpair()
+    far.setblocking(False)
+    near.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    transport, protocol = await asyncio.get_running_loop().create_connection(_Paused, sock=near)
+    transport.set_write_buffer_limits(high=64 * 1024)
+    try:
+        while not transport.get_write_buffer_size():  # the far end reads nothing: fill it
+            transport.write(b"x" * 4096)
+        outbox = Outbox(MOST)
+        other_near, other_far = socket.socketpair()
+        other_far.setblocking(False)
+        other, _ = await asyncio.get_running_loop().create_connection(
+            asyncio.Protocol, sock=other_near
+        )
+        outbox.write(other, b"pending")  # a healthy reader's: held to the end of the turn
+        held = transport.get_write_buffer_size()
+        outbox.write(transport, b"y" * 128 * 1024)
+        assert transport.get_write_buffer_size() == held + 128 * 1024  # written now
+        assert protocol.paused  # over its high-water mark: paused now, not at the turn's end
+        assert received(other_far) == b"pending"  # what was pending went first
+        other.close()
+        other_far.close()
+    finally:
+        transport.abort()
+        far.close()
+
+
+async def test_a_write_past_most_held_for_its_transport_goes_at_once_after_the_rest(
+    ends: Ends,
+) -> None:
+    outbox = Outbox(MOST)
+    (one, one_far), (two, two_far), _ = ends
+    outbox.write(two, b"other")
+    outbox.write(one, b"a" * (MOST - 1))
+    outbox.write(one, b"b")  # exactly `most` held: still held
+    assert received(one_far) == received(two_far) == b""
+    outbox.write(one, b"c")  # one byte more: what is held goes, then this
+    assert received(two_far) == b"other"
+    got = b""
+    while len(got) < MOST + 1:
+        more = received(one_far)
+        assert more
+        got += more
+    assert got == b"a" * (MOST - 1) + b"bc"
+    outbox.write(one, b"d")  # held again: what went was counted off
+    assert received(one_far) == b""
+    await asyncio.sleep(0)
+    assert received(one_far) == b"d"
