@@ -38,26 +38,38 @@ def received(far: socket.socket) -> bytes:
         return b""
 
 
-async def test_the_writes_of_one_turn_go_out_at_its_end_in_the_order_given(ends: Ends) -> None:
+async def test_the_turns_first_write_goes_at_once_the_rest_at_its_end_in_order(ends: Ends) -> None:
     outbox = Outbox(MOST)
     (one, one_far), (two, two_far), _ = ends
     outbox.write(one, b"first ")
+    assert received(one_far) == b"first "  # the turn's first: at once
     outbox.write(two, b"other")
     outbox.write(one, b"second")
-    assert received(one_far) == received(two_far) == b""  # nothing before the turn ends
+    assert received(one_far) == received(two_far) == b""  # the rest: not before the turn ends
     await asyncio.sleep(0)
-    assert received(one_far) == b"first second"
+    assert received(one_far) == b"second"
     assert received(two_far) == b"other"
-    outbox.write(two, b"next turn")  # a new turn's writes are sent at its own end
-    await asyncio.sleep(0)
+    outbox.write(two, b"next turn")  # a new turn's first
     assert received(two_far) == b"next turn"
+
+
+async def test_what_is_held_waits_for_the_turns_end_even_first(ends: Ends) -> None:
+    outbox = Outbox(MOST)
+    (one, one_far), (two, two_far), _ = ends
+    outbox.hold(one, b"a chunk")
+    outbox.write(two, b"an answer")  # the turn is under way: held behind it
+    outbox.hold(one, b", another")
+    assert received(one_far) == received(two_far) == b""
+    await asyncio.sleep(0)
+    assert received(one_far) == b"a chunk, another"
+    assert received(two_far) == b"an answer"
 
 
 async def test_flush_sends_what_is_pending_at_once(ends: Ends) -> None:
     outbox = Outbox(MOST)
     (one, one_far), (two, two_far), _ = ends
-    outbox.write(one, b"before a close")
-    outbox.write(two, b"too")
+    outbox.hold(one, b"before a close")
+    outbox.hold(two, b"too")
     outbox.flush()  # what `Connection.close` does first
     assert received(one_far) == b"before a close"
     assert received(two_far) == b"too"
@@ -71,8 +83,8 @@ async def test_a_transport_closed_before_the_end_of_the_turn_gets_nothing(
     outbox = Outbox(MOST)
     (one, one_far), (two, two_far), _ = ends
     for _ in range(6):  # asyncio warns of writes to a lost connection from the fifth on
-        outbox.write(one, b"dropped")
-    outbox.write(two, b"sent")
+        outbox.hold(one, b"dropped")
+    outbox.hold(two, b"sent")
     one.close()  # say the client went away: what was for it is neither written nor warned of
     await asyncio.sleep(0)
     assert received(one_far) == b""  # the end of the stream: nothing came before it
@@ -103,7 +115,7 @@ async def test_a_transport_whose_reader_is_behind_is_written_at_once_and_pauses_
         other, _ = await asyncio.get_running_loop().create_connection(
             asyncio.Protocol, sock=other_near
         )
-        outbox.write(other, b"pending")  # a healthy reader's: held to the end of the turn
+        outbox.hold(other, b"pending")  # a healthy reader's: held to the end of the turn
         held = transport.get_write_buffer_size()
         outbox.write(transport, b"y" * 128 * 1024)
         assert transport.get_write_buffer_size() == held + 128 * 1024  # written now
@@ -121,11 +133,11 @@ async def test_a_write_past_most_held_for_its_transport_goes_at_once_after_the_r
 ) -> None:
     outbox = Outbox(MOST)
     (one, one_far), (two, two_far), _ = ends
-    outbox.write(two, b"other")
-    outbox.write(one, b"a" * (MOST - 1))
-    outbox.write(one, b"b")  # exactly `most` held: still held
+    outbox.hold(two, b"other")
+    outbox.hold(one, b"a" * (MOST - 1))
+    outbox.hold(one, b"b")  # exactly `most` held: still held
     assert received(one_far) == received(two_far) == b""
-    outbox.write(one, b"c")  # one byte more: what is held goes, then this
+    outbox.hold(one, b"c")  # one byte more: what is held goes, then this
     assert received(two_far) == b"other"
     got = b""
     while len(got) < MOST + 1:
@@ -133,7 +145,7 @@ async def test_a_write_past_most_held_for_its_transport_goes_at_once_after_the_r
         assert more
         got += more
     assert got == b"a" * (MOST - 1) + b"bc"
-    outbox.write(one, b"d")  # held again: what went was counted off
+    outbox.hold(one, b"d")  # held again: what went was counted off
     assert received(one_far) == b""
     await asyncio.sleep(0)
     assert received(one_far) == b"d"

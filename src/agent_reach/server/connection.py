@@ -358,7 +358,7 @@ class Connection(asyncio.Protocol):
             return False
         if request.responded:  # a stream: its end
             if self._chunked and request.method != "HEAD":
-                self._outbox.write(transport, b"0\r\n\r\n")
+                self._outbox.hold(transport, b"0\r\n\r\n")
             close = close or not self._chunked
         else:
             body = response.body if isinstance(response, Response) else b""
@@ -378,7 +378,7 @@ class Connection(asyncio.Protocol):
         self._chunked = request.version == "1.1"
         framing = "Transfer-Encoding: chunked\r\n" if self._chunked else ""
         close = response.closing or not self._chunked or not _keeps_alive(request)
-        self._outbox.write(transport, _head(request.version, response, framing, close))
+        self._outbox.hold(transport, _head(request.version, response, framing, close))
         request.responded = True
 
     async def send_piece(self, data: bytes) -> None:
@@ -386,9 +386,9 @@ class Connection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             raise ConnectionResetError("the client went away")
         if self._chunked:
-            self._outbox.write(transport, b"%x\r\n%s\r\n" % (len(data), data))
+            self._outbox.hold(transport, b"%x\r\n%s\r\n" % (len(data), data))
         else:
-            self._outbox.write(transport, data)
+            self._outbox.hold(transport, data)
         if self._paused:
             await self._drain()
 
