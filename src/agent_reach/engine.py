@@ -312,9 +312,9 @@ class Engine:
         """The output cap a provider's model takes: the config's (`configured`), or the lower
         one it stated in a refusal (remembered in the store), whichever is lower."""
         learned = await self.store.cap(prepared.cap_key(model))
-        if learned is None or configured is None:
-            return configured if learned is None else learned
-        return min(configured, learned)
+        if learned is None:
+            return configured
+        return learned if configured is None else min(configured, learned)
 
     async def _facts(self, run: Run, prepared: PreparedProvider, target: Target) -> Facts:
         """The free facts a turn considers: model, circuit, budgets, key, health check, and
