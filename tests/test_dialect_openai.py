@@ -158,7 +158,7 @@ NOT_TEXTS = [
 @pytest.mark.parametrize("spaced", [False, True])
 @pytest.mark.parametrize("inside", TEXTS + NOT_TEXTS)
 def test_a_chunk_around_the_same_bytes_is_judged_as_alone(inside: bytes, spaced: bool) -> None:
-    """After a plain text chunk, one with the same bytes around its text (`openai._alike`),
+    """After a plain text chunk, one with the same bytes around its text (`OpenAIDecoder`),
     fed alone or taken with others without the field-by-field check (`repeats`): whatever
     stands between them, the decoder makes of it what a fresh one does, and it is `Verbatim`
     only when it is plain text."""

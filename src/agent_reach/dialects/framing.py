@@ -40,9 +40,14 @@ class SSEFrames:
         out = []
         data = self._data
         for raw in lines:
-            if raw[:6] == b"data: " and raw[-1:] != b"\r":
+            if not raw:  # the frame's end (`flush`, inline: one per frame)
+                if data:
+                    out.append((self._event, data[0] if len(data) == 1 else b"\n".join(data)))
+                    data.clear()
+                self._event = None
+            elif raw[-1] != 0x0D and raw[:6] == b"data: ":
                 data.append(raw[6:])
-            elif (frame := self._line(raw) if raw else self.flush()) is not None:
+            elif (frame := self._line(raw)) is not None:
                 out.append(frame)
         return out
 

@@ -274,21 +274,6 @@ def _around_text(chunk: dict[str, Any], data: bytes) -> tuple[bytes, bytes] | No
             return data[: start + 1], data[end:]
 
 
-def _alike(data: bytes, head: bytes, tail: bytes) -> bool:
-    """Whether `data` is `head`, the inside of a string, `tail` (`_around_text`'s parts of a
-    plain chunk): no quote in between (so the string ends where that one's did) nor a
-    backslash before the end (escaping it). Then, when that inside parses as a string's, it
-    is that chunk with that text."""
-    end = len(data) - len(tail)
-    return (
-        end >= len(head)
-        and data.startswith(head)
-        and data.endswith(tail)
-        and data.find(b'"', len(head)) == end
-        and data[end - 1] != 0x5C
-    )
-
-
 class OpenAIDecoder(Decoder):
     def __init__(self, ctx: Context, dialect: Dialect) -> None:
         super().__init__(ctx, dialect)
@@ -299,23 +284,38 @@ class OpenAIDecoder(Decoder):
     def repeats(
         self, frames: list[tuple[str | None, bytes]], at: int, out: list[dict[str, Any]]
     ) -> int:
-        """The frames from `at` on that are the first plain text chunk with another text
-        (`_alike`), as `Verbatim` chunks: each what `feed` makes of it, without its walk or a
-        call per frame."""
+        """The frames from `at` on that are the first plain text chunk with another text, as
+        `Verbatim` chunks: each what `feed` makes of it, without its walk or a call per frame
+        (a call, a concatenation or a dict merge less per frame: 202,258 → 242,208 chunks per
+        CPU-second, docs/decisions.md)."""
         if self._first is None:
             return at
         head, tail, like = self._first
         choice = like["choices"][0]
+        start, after = len(head), len(tail)
         for i in range(at, len(frames)):
             event, data = frames[i]
-            if event is not None or not _alike(data, head, tail):
+            end = len(data) - after
+            # `head`, the inside of a string, `tail`: no quote in between (so the string ends
+            # where the first one's did) nor a backslash before its end (escaping it). Then,
+            # when that inside parses as a string's, this is the first chunk with that text.
+            if (
+                event is not None
+                or end < start
+                or not data.startswith(head)
+                or not data.endswith(tail)
+                or data.find(b'"', start) != end
+                or data[end - 1] == 0x5C
+            ):
                 return i
-            try:  # the text alone: the rest is the first one's
-                text = orjson.loads(b'"' + data[len(head) : len(data) - len(tail)] + b'"')
+            try:  # the text alone, between the quotes that end `head` and begin `tail`
+                text = orjson.loads(data[start - 1 : end + 1])
             except orjson.JSONDecodeError:
                 return i  # `feed` tells why
+            made = choice.copy()
+            made["delta"] = {"content": text}
             chunk = Verbatim(like)
-            chunk["choices"] = [{**choice, "delta": {"content": text}}]
+            chunk["choices"] = [made]
             chunk.raw = data
             out.append(chunk)
         return len(frames)
