@@ -932,16 +932,27 @@ class StreamOut:
         item, index = self.open, len(self.output)
         assert item is not None
         self.text.append(text)
-        ids = {"item_id": item["id"], "output_index": index}
+        seq, self.seq = self.seq, self.seq + 1  # `_event`'s, without its keywords' dicts
         if kind == "message":
-            delta = self._event(
-                "response.output_text.delta", **ids, content_index=0, delta=text, logprobs=[]
-            )
+            event = {
+                "type": "response.output_text.delta",
+                "sequence_number": seq,
+                "item_id": item["id"],
+                "output_index": index,
+                "content_index": 0,
+                "delta": text,
+                "logprobs": [],
+            }
         else:
-            delta = self._event(
-                "response.reasoning_summary_text.delta", **ids, summary_index=0, delta=text
-            )
-        out.append(delta)
+            event = {
+                "type": "response.reasoning_summary_text.delta",
+                "sequence_number": seq,
+                "item_id": item["id"],
+                "output_index": index,
+                "summary_index": 0,
+                "delta": text,
+            }
+        out.append((event["type"], event))
         return out
 
     def _open(self, kind: str) -> list[tuple[str, dict[str, Any]]]:

@@ -107,8 +107,9 @@ def dropped_header(names: tuple[str, ...]) -> dict[str, str]:
 def sse(event: str | None, data: bytes) -> bytes:
     """One server-sent event: `event: NAME` (when named) and its `data:` line (lines, when
     a provider's frame had several)."""
-    head = b"event: " + event.encode() + b"\n" if event else b""
-    return head + b"data: " + data.replace(b"\n", b"\ndata: ") + b"\n\n"
+    if event:
+        return b"event: %s\ndata: %s\n\n" % (event.encode(), data.replace(b"\n", b"\ndata: "))
+    return b"data: %s\n\n" % data.replace(b"\n", b"\ndata: ")
 
 
 def json_response(body: Any, headers: dict[str, str] | None = None) -> Response:
