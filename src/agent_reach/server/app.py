@@ -9,6 +9,7 @@ the engine builds every upstream request from the provider's config alone.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import time
 from collections.abc import Awaitable, Callable
@@ -125,12 +126,9 @@ class Proxy:
             log.server_log.warning("debug_mode: %s config: %s", a.provider, orjson.dumps(config))
 
     def _face(self, handler: Face) -> Handler:
-        """The route handler of one API face's handler function."""
-
-        async def handle(request: Request) -> StreamResponse:
-            return await handler(self, request)
-
-        return handle
+        """The route handler of one API face's handler function (its coroutine, with no
+        coroutine of its own around it)."""
+        return functools.partial(handler, self)
 
     # -- the rest ------------------------------------------------------------------------------
 
