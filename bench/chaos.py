@@ -34,6 +34,7 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -76,11 +77,21 @@ class Simulated:
         self.mode = "ok"
         self.port = 0
         self.cuts = 0  # streams it cut after their first chunk
+        # Its spells in `cut` mode: (streams cut, seconds from the switch to the last cut).
+        self.since = time.monotonic()
+        self.spell: tuple[int, float] = (0, 0.0)
+        self.spells: list[tuple[int, float]] = []
         # When it last answered 401 (its circuit opens for `auth_cooldown_s`), when the first
         # request after that cooldown (the circuit's half-open trial) came, and was answered.
         self.refused_at: float | None = None
         self.trial_at: float | None = None
         self.released_at: float | None = None
+
+    def switch(self, mode: str) -> None:
+        """Answer as `mode` from now on; a spell in `cut` mode that cut streams is kept."""
+        if self.mode == "cut" and self.spell[0]:
+            self.spells.append(self.spell)
+        self.mode, self.since, self.spell = mode, time.monotonic(), (0, 0.0)
 
     def out(self, start: float) -> bool:
         """Whether a request from `start` until now may have found it put aside for a refused
@@ -136,6 +147,7 @@ class Simulated:
         if mode == "cut":
             assert request.transport is not None
             self.cuts += 1
+            self.spell = (self.spell[0] + 1, time.monotonic() - self.since)
             request.transport.close()
             return resp
         await resp.write(_chunk("ng"))
@@ -188,10 +200,11 @@ class Providers:
 
     def shuffle(self, rng: random.Random) -> None:
         """New modes for all; most of the time at least one provider stays healthy."""
-        for sim in self.sims:
-            sim.mode = rng.choice(BROKEN + HEALTHY)
-        if rng.random() < 0.85 and not any(s.mode in HEALTHY for s in self.sims):
-            rng.choice(self.sims).mode = rng.choice(HEALTHY)
+        modes = [rng.choice(BROKEN + HEALTHY) for _ in self.sims]
+        if rng.random() < 0.85 and not any(mode in HEALTHY for mode in modes):
+            modes[rng.randrange(len(modes))] = rng.choice(HEALTHY)
+        for sim, mode in zip(self.sims, modes, strict=True):
+            sim.switch(mode)
         self.mark()
 
     def answering(self, start: float, end: float) -> frozenset[str]:
@@ -334,6 +347,20 @@ async def client_loop(
         await client.close()
 
 
+def cut_spells(spells: list[tuple[int, float]]) -> dict[str, Any]:
+    """How the cuts came: in how many spells of a provider in `cut` mode, how many streams
+    each cut (its median) and how long after the switch the last of them came (median,
+    ms). A proxy stops sending streams to a cutting provider only once it knows (a health
+    check, its circuit), so a faster proxy sends more of them in the same time."""
+    if not spells:
+        return {"cut_spells": 0}
+    return {
+        "cut_spells": len(spells),
+        "streams_cut_per_spell_p50": statistics.median(n for n, _ in spells),
+        "last_cut_after_switch_ms_p50": round(statistics.median(s for _, s in spells) * 1000),
+    }
+
+
 def proc_facts(pid: int) -> dict[str, float]:
     return {"rss_mb": round(rss_mb(pid), 1), "open_fds": len(os.listdir(f"/proc/{pid}/fd"))}
 
@@ -389,7 +416,7 @@ async def drive(args: argparse.Namespace, build: Build) -> dict[str, Any]:
                 await asyncio.sleep(args.switch)
                 providers.shuffle(rng)
             for sim in providers.sims:  # end calm, so that idle resources can be compared
-                sim.mode = "ok"
+                sim.switch("ok")
             providers.mark()
 
         await asyncio.gather(
@@ -430,6 +457,7 @@ async def drive(args: argparse.Namespace, build: Build) -> dict[str, Any]:
         "streams_cut_by_a_provider": sum(sim.cuts for sim in providers.sims),
         "visible_midstream_cuts": tally.visible_cuts,
         "visible_cuts_per_100_streams": round(100 * tally.visible_cuts / max(tally.streams, 1), 2),
+        **cut_spells([spell for sim in providers.sims for spell in sim.spells]),
         "silent_truncations": tally.silent_truncations,
         "over_deadline": tally.over_deadline,
         "slowest_ms": round(tally.slowest_ms),
