@@ -32,9 +32,13 @@ from .proxies import Proxy
 
 # What one upstream answer may hold in memory while its reader does not take it (protocol
 # §14, ≤ 256 KB per unread stream): the socket's receive buffer (the kernel doubles it: a
-# 128 KB window, 640 KB/s at 200 ms, above any token rate) and ours before reading pauses.
+# 128 KB window, 640 KB/s at 200 ms, above any token rate) and ours: reading pauses past
+# HIGH_WATER, and one read takes at most READ_SIZE (into the client's one read buffer; the
+# event loop's own reads take all the kernel holds, up to 256 KB: bench/abuse.py measured
+# 170 KB per unread stream then, 130 now).
 RECEIVE_BUFFER = 2**16
 HIGH_WATER = 2**14
+READ_SIZE = 2**15
 MAX_LINE = 2**20  # one line of a stream (an SSE `data:` line) may not be longer
 DNS_TTL_S = 300.0
 IDLE_S = 30.0  # an idle pooled connection is closed after this (below servers' own timers)
@@ -143,11 +147,12 @@ def _default_tls() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(asyncio.BufferedProtocol):
     """One connection to an upstream, and the answer being read on it."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, scratch: memoryview) -> None:
         self.loop = loop
+        self._scratch = scratch
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.closed = False
@@ -179,12 +184,15 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport = cast(asyncio.Transport, transport)  # uvloop's is no subclass
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._scratch  # the client's: a read is parsed before the next one is made
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self.idle:  # bytes nobody asked for: the connection cannot be trusted with a request
             self.close()
             return
         try:
-            self.parser.feed_data(data)
+            self.parser.feed_data(self._scratch[:nbytes])
         except httptools.HttpParserError:
             self._fail(Malformed("malformed HTTP response"))
             return
@@ -468,6 +476,7 @@ class Client:
         self._dns: dict[tuple[str, int], tuple[float, list[Address]]] = {}
         self._slots = _Slots(limit)
         self._outbox = Outbox()
+        self._scratch = memoryview(bytearray(READ_SIZE))
         self.closed = False
 
     async def request(
@@ -621,7 +630,7 @@ class Client:
                     await _tunnel(sock, origin)
                 try:
                     _, conn = await loop.create_connection(
-                        lambda: _Connection(loop),
+                        lambda: _Connection(loop, self._scratch),
                         sock=sock,
                         ssl=origin.tls,
                         server_hostname=origin.host if origin.tls else None,
