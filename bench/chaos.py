@@ -69,6 +69,20 @@ def _chunk(text: str | None, finish: str | None = None) -> bytes:
     return sse_chunk(text, finish, "chaos")
 
 
+@dataclass
+class Spell:
+    """A time a provider spent in one mode: when it began, and in `cut` mode the streams it
+    cut and how long after its start the last of them was."""
+
+    since: float
+    cuts: int = 0
+    last_s: float = 0.0
+
+    def cut(self) -> None:
+        self.cuts += 1
+        self.last_s = time.monotonic() - self.since
+
+
 class Simulated:
     """One misbehaving provider; `mode` says how it answers right now."""
 
@@ -76,11 +90,8 @@ class Simulated:
         self.name = name
         self.mode = "ok"
         self.port = 0
-        self.cuts = 0  # streams it cut after their first chunk
-        # Its spells in `cut` mode: (streams cut, seconds from the switch to the last cut).
-        self.since = time.monotonic()
-        self.spell: tuple[int, float] = (0, 0.0)
-        self.spells: list[tuple[int, float]] = []
+        self.spell = Spell(time.monotonic())  # the current mode's
+        self.spells: list[Spell] = []  # its spells in `cut` mode, ended
         # When it last answered 401 (its circuit opens for `auth_cooldown_s`), when the first
         # request after that cooldown (the circuit's half-open trial) came, and was answered.
         self.refused_at: float | None = None
@@ -88,10 +99,10 @@ class Simulated:
         self.released_at: float | None = None
 
     def switch(self, mode: str) -> None:
-        """Answer as `mode` from now on; a spell in `cut` mode that cut streams is kept."""
-        if self.mode == "cut" and self.spell[0]:
+        """Answer as `mode` from now on; a spell in `cut` mode is kept."""
+        if self.mode == "cut":
             self.spells.append(self.spell)
-        self.mode, self.since, self.spell = mode, time.monotonic(), (0, 0.0)
+        self.mode, self.spell = mode, Spell(time.monotonic())
 
     def out(self, start: float) -> bool:
         """Whether a request from `start` until now may have found it put aside for a refused
@@ -106,20 +117,22 @@ class Simulated:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
-        mode, stream = self.mode, bool(body.get("stream"))
+        mode, spell, stream = self.mode, self.spell, bool(body.get("stream"))
         now, refused = time.monotonic(), self.refused_at
         trial = refused is not None and self.trial_at is None and now >= refused + AUTH_COOLDOWN_S
         if trial:
             self.trial_at = now
         try:
-            return await self._answer(request, mode, stream)
+            return await self._answer(request, mode, stream, spell)
         finally:
             if mode == "401":
                 self.refused_at, self.trial_at, self.released_at = time.monotonic(), None, None
             elif trial:
                 self.released_at = time.monotonic()
 
-    async def _answer(self, request: web.Request, mode: str, stream: bool) -> web.StreamResponse:
+    async def _answer(
+        self, request: web.Request, mode: str, stream: bool, spell: Spell
+    ) -> web.StreamResponse:
         if mode == "reset":
             assert request.transport is not None
             request.transport.close()
@@ -146,8 +159,7 @@ class Simulated:
         await resp.write(_chunk("po"))
         if mode == "cut":
             assert request.transport is not None
-            self.cuts += 1
-            self.spell = (self.spell[0] + 1, time.monotonic() - self.since)
+            spell.cut()  # the spell the request came in, even if the mode switched since
             request.transport.close()
             return resp
         await resp.write(_chunk("ng"))
@@ -347,17 +359,18 @@ async def client_loop(
         await client.close()
 
 
-def cut_spells(spells: list[tuple[int, float]]) -> dict[str, Any]:
-    """How the cuts came: in how many spells of a provider in `cut` mode, how many streams
-    each cut (its median) and how long after the switch the last of them came (median,
+def cut_spells(spells: list[Spell]) -> dict[str, Any]:
+    """How the cuts came: in how many spells of a provider in `cut` mode that cut streams, how
+    many each cut (its median) and how long after the switch the last of them came (median,
     ms). A proxy stops sending streams to a cutting provider only once it knows (a health
     check, its circuit), so a faster proxy sends more of them in the same time."""
-    if not spells:
+    cutting = [spell for spell in spells if spell.cuts]
+    if not cutting:
         return {"cut_spells": 0}
     return {
-        "cut_spells": len(spells),
-        "streams_cut_per_spell_p50": statistics.median(n for n, _ in spells),
-        "last_cut_after_switch_ms_p50": round(statistics.median(s for _, s in spells) * 1000),
+        "cut_spells": len(cutting),
+        "streams_cut_per_spell_p50": statistics.median(s.cuts for s in cutting),
+        "last_cut_after_switch_ms_p50": round(statistics.median(s.last_s for s in cutting) * 1000),
     }
 
 
@@ -443,6 +456,7 @@ async def drive(args: argparse.Namespace, build: Build) -> dict[str, Any]:
     if not unhandled:  # else the proxy's log stays, for a look (its path is in the figures)
         shutil.rmtree(workdir, ignore_errors=True)
     rate = tally.covered_ok / tally.covered if tally.covered else None
+    spells = [spell for sim in providers.sims for spell in sim.spells]  # all ended "ok"
     return {
         "seconds": args.seconds,
         "concurrency": args.concurrency,
@@ -454,10 +468,10 @@ async def drive(args: argparse.Namespace, build: Build) -> dict[str, Any]:
         "success_rate_while_one_healthy": rate,
         "failures_while_one_healthy": tally.covered_failures,
         "streams": tally.streams,
-        "streams_cut_by_a_provider": sum(sim.cuts for sim in providers.sims),
+        "streams_cut_by_a_provider": sum(spell.cuts for spell in spells),
         "visible_midstream_cuts": tally.visible_cuts,
         "visible_cuts_per_100_streams": round(100 * tally.visible_cuts / max(tally.streams, 1), 2),
-        **cut_spells([spell for sim in providers.sims for spell in sim.spells]),
+        **cut_spells(spells),
         "silent_truncations": tally.silent_truncations,
         "over_deadline": tally.over_deadline,
         "slowest_ms": round(tally.slowest_ms),
