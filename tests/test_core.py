@@ -15,8 +15,8 @@ from agent_reach.outcomes import (
     Outcome,
     Transport,
     classify,
-    output_cap,
     parse_retry_after,
+    stated_cap,
 )
 from agent_reach.request import ChatRequest
 from agent_reach.routing import (
@@ -715,42 +715,86 @@ def test_only_a_clients_own_deadline_is_its_doing(own: bool) -> None:
     assert not run.own_limit(Outcome(Reason.TIMEOUT, None, "read timeout"), None)
 
 
+CAP_FIELDS = frozenset({"max_tokens", "max_completion_tokens"})
+
+
 @pytest.mark.parametrize(
-    ("message", "allowed"),
+    ("message", "sent", "allowed"),
     [
-        ("Invalid max_tokens value, the valid range of max_tokens is [1, 8192]", 8192),  # DeepSeek
+        ("Invalid max_tokens value, the valid range of max_tokens is [1, 8192]", 64000, 8192),
         (  # DashScope (Qwen)
             "<400> InternalError.Algo.InvalidParameter: Range of max_tokens should be [1, 65536]",
+            100000,
             65536,
         ),
         (  # OpenAI
             "max_tokens is too large: 6000. This model supports at most 4096 completion tokens, "
             "whereas you provided 6000.",
+            6000,
             4096,
         ),
         (  # Volcengine Ark
             "The parameter max_tokens specified in the request is not valid: integer above "
             "maximum value, expected a value <= 32768, but got 64000 instead.",
+            64000,
             32768,
         ),
-        ("max_tokens must be less than or equal to 16384, the maximum value for max_tokens", 16384),
+        (  # Groq
+            "`max_tokens` must be less than or equal to `16384`, the maximum value for "
+            "`max_tokens` is less than the `context_window` for this model",
+            32000,
+            16384,
+        ),
         (  # Anthropic
             "max_tokens: 16000 > 8192, which is the maximum allowed number of output tokens for "
             "claude-3-5-sonnet-20241022",
+            16000,
             8192,
         ),
-        ("max_tokens: 64000 > 8192, which exceeds the remaining prompt budget", None),
-        ("max_tokens参数非法。请检查文档。", None),  # Zhipu 1214: no number
-        ("temperature must be <= 2", None),  # not about the output cap
-        ("Invalid request: Your request exceeded model token limit: 8192", None),  # Kimi: context
+        ("Invalid max_tokens value, the valid range of max_tokens is [1, 8192]", 8192, None),
+        ("Invalid max_tokens value, the valid range of max_tokens is [1, 100]", 4096, None),
+        ("max_tokens: 64000 > 8192, which exceeds the remaining prompt budget", 64000, None),
+        ("max_tokens参数非法。请检查文档。", 64000, None),  # Zhipu 1214: no number
+        ("temperature must be <= 2", 64000, None),  # not about the output cap
+        ("Invalid request: Your request exceeded model token limit: 8192", 64000, None),  # Kimi
+        ("Invalid top_k value, the valid range of top_k is [1, 8192]", 64000, None),  # not a cap
+        (  # the value sent is not the one the wording repeats
+            "max_tokens: 16000 > 8192, which is the maximum allowed number of output tokens for "
+            "claude-3-5-sonnet-20241022",
+            20000,
+            None,
+        ),
     ],
 )
-def test_output_cap_of_a_refusal(message: str, allowed: int | None) -> None:
-    assert output_cap(message) == allowed
+def test_the_cap_a_refusal_states(message: str, sent: int, allowed: int | None) -> None:
+    outcome = classify(status=400, error=ErrorInfo(message))
+    assert stated_cap(outcome, CAP_FIELDS, sent) == allowed
 
 
-def test_a_refused_output_cap_is_a_bad_request_that_says_the_cap() -> None:
+@pytest.mark.parametrize(
+    "message",
+    [  # issue 40, 1: a client's extra field, echoed by the provider's refusal of it
+        "max_tokens: 2 > 1, which is the maximum allowed: Extra inputs are not permitted",
+        "max_tokens: 5000 > 300, which is the maximum allowed number of output tokens for x: "
+        "Extra inputs are not permitted",
+        "Unrecognized request argument supplied: max_tokens at most 300",
+        "Unrecognized request argument supplied: the valid range of max_tokens is [1, 300]",
+        "Unknown parameter: 'max_tokens must be less than or equal to 300'.",
+        'Invalid JSON payload received. Unknown name "max_tokens at most 300": Cannot find field.',
+        "Invalid max_tokens value, the valid range of max_tokens is [1, 300]: Extra inputs are "
+        "not permitted",
+        "This model supports at most 300 completion tokens",
+        "something about max_tokens <= 300",
+    ],
+)
+def test_a_cap_is_never_read_from_an_echo_of_a_clients_field(message: str) -> None:
+    outcome = classify(status=400, error=ErrorInfo(message))
+    assert stated_cap(outcome, CAP_FIELDS, 5000) is None
+
+
+def test_a_stated_cap_is_only_read_from_a_bad_request() -> None:
     error = ErrorInfo("Invalid max_tokens value, the valid range of max_tokens is [1, 8192]")
-    outcome = classify(status=400, error=error)
-    assert (outcome.reason, outcome.output_cap) == (Reason.BAD_REQUEST, 8192)
-    assert classify(status=500, error=error).output_cap is None
+    assert stated_cap(classify(status=400, error=error), CAP_FIELDS, 64000) == 8192
+    assert stated_cap(classify(status=500, error=error), CAP_FIELDS, 64000) is None
+    assert stated_cap(classify(status=400, error=error), CAP_FIELDS, None) is None
+    assert stated_cap(classify(status=400, error=error), frozenset({"num_predict"}), 64000) is None

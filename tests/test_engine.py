@@ -264,7 +264,7 @@ async def test_an_output_cap_is_learned_from_the_refusal_and_remembered(
     config = {
         "health": {"mode": "off"},
         "state": f"sqlite:///{tmp_path}/state.db",
-        "providers": [prov("ds", up.url("deepseek"))],
+        "providers": [prov("ds", up.url("deepseek"), models=["gpt-test"])],
     }
     async with Router(config, environ={}) as r:
         first = await r.achat({**HELLO, "max_tokens": 64000})
@@ -287,7 +287,20 @@ async def test_a_learned_cap_is_per_model_and_clamps_streams_too(up: Upstream) -
             pass
         other = await r.achat({**HELLO, "model": "other", "max_tokens": 9000})
         assert reasons(other.trace) == ["ds:bad_request", "ds:ok"]  # another model: learned anew
-    assert sent_caps(up, "deepseek") == [9000, 8192, 8192, 9000, 8192]
+        again = await r.achat({**HELLO, "model": "other", "max_tokens": 9000})
+        assert reasons(again.trace) == ["ds:bad_request", "ds:ok"]  # a client's name: not kept
+    assert sent_caps(up, "deepseek") == [9000, 8192, 8192, 9000, 8192, 9000, 8192]
+
+
+async def test_a_configured_cap_is_not_lowered_by_a_refusal(up: Upstream) -> None:
+    """The operator's `max_output_tokens` wins: a refusal below it lowers that one request's
+    cap, and nothing is kept."""
+    ds = prov("ds", up.url("deepseek"), models=["gpt-test"], max_output_tokens=16384)
+    async with router(ds) as r:
+        for _ in range(2):
+            result = await r.achat({**HELLO, "max_tokens": 64000})
+            assert reasons(result.trace) == ["ds:bad_request", "ds:ok"]
+    assert sent_caps(up, "deepseek") == [16384, 8192, 16384, 8192]
 
 
 async def test_an_input_larger_than_the_context_window_is_never_sent(up: Upstream) -> None:

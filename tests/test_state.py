@@ -17,9 +17,9 @@ from agent_reach import Router
 from agent_reach.breaker import CLOSED, CircuitState
 from agent_reach.outcomes import Outcome
 from agent_reach.routing import Health
-from agent_reach.state import Keep, LoggedAttempt, MemoryStore, open_store
+from agent_reach.state import Keep, LearnedCap, LoggedAttempt, MemoryStore, open_store
 from agent_reach.state.cached import CachedStore
-from agent_reach.state.memory import Kept, overflow
+from agent_reach.state.memory import MAX_CAPS, Kept, overflow
 from agent_reach.state.redis import RedisStore
 from agent_reach.state.sqlite import SQLiteStore
 from agent_reach.trace import Reason
@@ -77,17 +77,47 @@ async def test_circuits_are_shared(make: Factory) -> None:
 
 async def test_learned_output_caps_are_shared_and_only_go_down(make: Factory) -> None:
     a, b = make(), make()
-    assert await b.cap("ds@x|deepseek-chat") is None
-    await a.set_cap("ds@x|deepseek-chat", 8192)
+    key, day = "ds@x|deepseek-chat", NOW + 86400
+    assert await b.cap(key, NOW) is None
+    assert await a.set_cap(key, LearnedCap(8192, day), NOW) is None
     await settle(a)
     await b.refresh()
-    assert await b.cap("ds@x|deepseek-chat") == 8192
-    await b.set_cap("ds@x|deepseek-chat", 16384)  # a higher one does not replace it
-    await b.set_cap("ds@x|deepseek-chat", 4096)
+    assert await b.cap(key, NOW) == 8192
+    assert await b.set_cap(key, LearnedCap(16384, day), NOW) == 8192  # a higher one: not kept
+    await b.set_cap(key, LearnedCap(4096, day), NOW)
     await settle(b)
     await a.refresh()
-    assert await a.cap("ds@x|deepseek-chat") == 4096
-    assert await make().cap("ds@x|deepseek-chat") == 4096  # a new process reads it
+    assert await a.cap(key, NOW) == 4096
+    assert await make().cap(key, NOW) == 4096  # a new process reads it
+
+
+async def test_learned_output_caps_expire_and_are_forgotten_everywhere(make: Factory) -> None:
+    """Issue 40, 1: a TTL in every store, and `caps --forget` reaching every process."""
+    a, b = make(), make()
+    await a.set_cap("ds@x|m", LearnedCap(8192, time.time() + 0.5), NOW)
+    await a.set_cap("ds@x|n", LearnedCap(4096, NOW + 86400), NOW)
+    await a.set_cap("kimi@y|m", LearnedCap(2048, NOW + 86400), NOW)
+    await settle(a)
+    await b.refresh()
+    assert sorted(await b.learned_caps(NOW)) == ["ds@x|m", "ds@x|n", "kimi@y|m"]
+    await asyncio.sleep(0.6)
+    assert await b.cap("ds@x|m", time.time()) is None  # its day is over
+    assert await make().cap("ds@x|m", time.time()) is None  # and the backend let it go
+    assert await b.forget_caps(time.time(), "ds@") == 1
+    await a.refresh()
+    assert sorted(await a.learned_caps(time.time())) == ["kimi@y|m"]
+    assert await a.forget_caps(time.time()) == 1
+    assert await make().learned_caps(time.time()) == {}
+
+
+async def test_a_store_keeps_a_bounded_number_of_learned_caps() -> None:
+    store = MemoryStore()
+    for i in range(MAX_CAPS + 50):
+        await store.set_cap(f"p@x|model-{i}", LearnedCap(4096, NOW + 86400 + i), NOW)
+    kept = await store.learned_caps(NOW)
+    assert len(kept) == MAX_CAPS
+    assert "p@x|model-0" not in kept  # the one to expire first went first
+    assert f"p@x|model-{MAX_CAPS + 49}" in kept
 
 
 async def test_usage_counters_are_shared(make: Factory) -> None:

@@ -168,8 +168,9 @@ def test_what_is_never_retried() -> None:
 
 
 REFUSED_CAP = Outcome(
-    Reason.BAD_REQUEST, 400, "the valid range of max_tokens is [1, 8192]", None, 8192
+    Reason.BAD_REQUEST, 400, "Invalid max_tokens value, the valid range of max_tokens is [1, 8192]"
 )
+FIELDS = frozenset({"max_tokens"})
 
 
 @pytest.mark.parametrize(
@@ -179,16 +180,17 @@ REFUSED_CAP = Outcome(
         (REFUSED_CAP, 8192, 10.0, False),  # it went out at the cap it states: nothing to lower
         (REFUSED_CAP, None, 10.0, False),  # the request set no cap
         (REFUSED_CAP, 64000, 0.0, False),  # no time left
-        (replace(REFUSED_CAP, output_cap=None), 64000, 10.0, False),  # Zhipu: no number given
+        (replace(REFUSED_CAP, detail="max_tokens参数非法。请检查文档。"), 64000, 10.0, False),
     ],
 )
 def test_a_refused_output_cap_is_clamped_once(
     outcome: Outcome, sent_cap: int | None, left_s: float, clamps: bool
 ) -> None:
     turn = Turn("p", False, 0)
-    action = turn.sent(outcome, left_s, sent_cap)
+    action = turn.sent(outcome, left_s, sent_cap, FIELDS)
     assert action == (Clamp(8192) if clamps else Done(False))
-    assert turn.sent(outcome, left_s, sent_cap) == Done(False)  # once per turn
+    assert turn.clamped == (8192 if clamps else None)  # what the engine keeps once answered
+    assert turn.sent(outcome, left_s, sent_cap, FIELDS) == Done(False)  # once per turn
 
 
 def test_an_estimated_input_over_the_context_window_is_skipped() -> None:

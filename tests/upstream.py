@@ -37,6 +37,40 @@ VERIFIER_BLOB = "verifier-own-blob"  # the only encrypted reasoning `verifier` t
 KEYED_GOOD = "sk-keyed-good-5e6f7a8b"  # the one key the `keyed` scenario accepts
 # DeepSeek's own 400 for `max_tokens` above what `deepseek-chat` allows (docs/providers.md).
 DEEPSEEK_MAX_TOKENS = 8192
+# The fields the `strict` scenario knows, in each API (any other is refused by name).
+STRICT_CHAT = frozenset(
+    {
+        "model",
+        "messages",
+        "max_tokens",
+        "max_completion_tokens",
+        "stream",
+        "stream_options",
+        "temperature",
+        "tools",
+        "tool_choice",
+        "top_p",
+        "stop",
+        "user",
+    }
+)
+STRICT_ANTHROPIC = frozenset(
+    {
+        "model",
+        "messages",
+        "max_tokens",
+        "system",
+        "stream",
+        "temperature",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "metadata",
+        "stop_sequences",
+        "top_p",
+        "top_k",
+    }
+)
 DEEPSEEK_RANGE = "Invalid max_tokens value, the valid range of max_tokens is [1, 8192]"
 
 
@@ -1180,6 +1214,34 @@ class Upstream:
                     }
                     return web.json_response({"type": "error", "error": error}, status=400)
         return await self._claude(request, body, stream, cut=False, thinking=MINTER_THINKING)
+
+    async def s_strict(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A provider as strict as the real APIs: a field it does not know is refused with its
+        name echoed (OpenAI's wording, or Anthropic's on /v1/messages), and an output cap above
+        8192 in its API's wording; else the answer in its API."""
+        anthropic = request.path.endswith("/v1/messages")
+        known = STRICT_ANTHROPIC if anthropic else STRICT_CHAT
+        unknown = [k for k in body if k not in known]
+        cap = body.get("max_tokens")
+        if unknown:
+            message = (
+                f"{unknown[0]}: Extra inputs are not permitted"
+                if anthropic
+                else f"Unrecognized request argument supplied: {unknown[0]}"
+            )
+        elif isinstance(cap, int) and cap > DEEPSEEK_MAX_TOKENS:
+            message = (
+                f"max_tokens: {cap} > {DEEPSEEK_MAX_TOKENS}, which is the maximum allowed number"
+                f" of output tokens for {body.get('model')}"
+                if anthropic
+                else DEEPSEEK_RANGE
+            )
+        elif anthropic:
+            return await self._claude(request, body, stream, cut=False)
+        else:
+            return await self.s_ok(request, body, stream)
+        error = {"type": "invalid_request_error", "message": message}
+        return web.json_response({"type": "error", "error": error}, status=400)
 
     async def s_claudecut(
         self, request: web.Request, body: Any, stream: bool

@@ -26,7 +26,7 @@ from .config import Config
 from .dialects import Mismatch, artifacts
 from .dialects.tokens import input_tokens
 from .errors import AllProvidersFailed
-from .events import AttemptEvent, Event, Observer, RequestEvent
+from .events import AttemptEvent, CapEvent, Event, Observer, RequestEvent
 from .health import CheckResult, HealthMonitor, check_provider
 from .hedge import HEDGE_LOST
 from .ledger import Ledger, Reserved
@@ -35,7 +35,7 @@ from .prepared import PreparedProvider
 from .request import ChatRequest
 from .routing import Expired, Pick, Run, Walk, attempt_order
 from .send import Target, Tried, count_at, fetch, open_stream, stream_failure
-from .state import StateStore, open_store
+from .state import LearnedCap, StateStore, open_store
 from .state.log import AttemptLog
 from .stream import ChatStream, LiveStream
 from .trace import Attempt, Reason, Result
@@ -47,6 +47,7 @@ T = TypeVar("T")
 Sender = Callable[[Client, Target, float, float], Awaitable[Tried[T]]]
 log = logging.getLogger("agent_reach")
 LOST = Outcome(Reason.TIMEOUT, None, "hedged: cancelled, another provider answered first")
+CAP_KEEP_S = 86400.0  # a learned output cap is kept a day, then learned again if still true
 
 
 class Engine:
@@ -263,7 +264,8 @@ class Engine:
         first_token_s = run.first_token_s(prepared.spec.first_token_ms)
         model = prepared.model_for(run.req.model)
         configured, window = prepared.spec.limits(model)
-        cap = await self._output_cap(prepared, model, configured)
+        learned = await self.store.cap(prepared.cap_key(model), self.clock())
+        cap = configured if learned is None else min(learned, configured or learned)
         target = Target.of(prepared, run.req, model, window, first_token_s, self.origins, cap)
         action: Action = turn.begin()
         while True:
@@ -293,10 +295,12 @@ class Engine:
                     target = replace(target, bare=True)
                 tried = await self._try(run, target, send, pick[1], taken)
                 if tried.outcome.reason is Reason.OK:
+                    if turn.clamped is not None and configured is None:
+                        await self._learn(prepared, model, turn.clamped)
                     return tried.payload
-                action = turn.sent(tried.outcome, run.left(self.monotonic()), target.sent_cap)
+                left = run.left(self.monotonic())
+                action = turn.sent(tried.outcome, left, target.sent_cap, prepared.cap_fields)
             elif isinstance(action, Clamp):
-                await self.store.set_cap(prepared.cap_key(target.model), action.tokens)
                 target = replace(target, max_output=action.tokens)
                 action = Send(bare=turn.bare)
             elif isinstance(action, Sleep):
@@ -306,15 +310,17 @@ class Engine:
                 assert isinstance(action, Done)
                 return None
 
-    async def _output_cap(
-        self, prepared: PreparedProvider, model: str, configured: int | None
-    ) -> int | None:
-        """The output cap a provider's model takes: the config's (`configured`), or the lower
-        one it stated in a refusal (remembered in the store), whichever is lower."""
-        learned = await self.store.cap(prepared.cap_key(model))
-        if learned is None:
-            return configured
-        return learned if configured is None else min(configured, learned)
+    async def _learn(self, prepared: PreparedProvider, model: str, tokens: int) -> None:
+        """Keep the output cap a provider's refusal stated, once the request sent again with
+        it was answered: for a model the config names (never a client's own string), when
+        the config sets none for it (the operator's word wins), for `CAP_KEEP_S`; told once."""
+        if not prepared.names_model(model):
+            return
+        now = self.clock()
+        cap = LearnedCap(tokens, now + CAP_KEEP_S)
+        before = await self.store.set_cap(prepared.cap_key(model), cap, now)
+        if before is None or before > tokens:
+            self._emit(CapEvent(prepared.name, model, before, tokens, CAP_KEEP_S))
 
     async def _facts(self, run: Run, prepared: PreparedProvider, target: Target) -> Facts:
         """The free facts a turn considers: model, circuit, budgets, key, health check, and

@@ -62,5 +62,18 @@ class CircuitEvent:
     state: CircuitState
 
 
-Event = AttemptEvent | RequestEvent | CircuitEvent | QuotaEvent
+@record
+class CapEvent:
+    """A provider's model was found to take at most `tokens` output tokens (its refusal said
+    so and the request sent again with that cap was answered), kept for `keep_s`; `before`:
+    the cap kept until now, if any (protocol §4)."""
+
+    provider: str
+    model: str
+    before: int | None
+    tokens: int
+    keep_s: float
+
+
+Event = AttemptEvent | RequestEvent | CircuitEvent | QuotaEvent | CapEvent
 Observer = Callable[[Event], None]

@@ -139,6 +139,20 @@ class PreparedProvider:
         """Where the output cap this provider's `model` stated is remembered (by identity)."""
         return f"{self.state_key}|{model}"
 
+    @property
+    def cap_fields(self) -> frozenset[str]:
+        """The names its refusals may give the output cap it was sent: its format's field, the
+        configured `max_tokens_field`, and chat's two (every OpenAI-compatible API's)."""
+        own = (self.dialect.max_tokens_field, self.spec.max_tokens_field or "max_tokens")
+        return frozenset((*own, *_CHAT_CAPS))
+
+    def names_model(self, model: str) -> bool:
+        """Whether `model` is one the config names for this provider (`models`, a `model_map`
+        target, `model_limits`), not only a client's choice passed on as it came."""
+        spec = self.spec
+        named = model in (spec.models or ()) or model in spec.model_limits
+        return named or model in spec.model_map.values()
+
     def model_for(self, requested: str | None) -> str:
         """The model name this provider is asked for (protocol §3): `model_map` (a key with
         `*` wildcards for the models it matches, `"*"` for any model the map does not name),

@@ -148,6 +148,21 @@ class Router:
 
         return await status.quota_use(self.engine, name)
 
+    async def learned_caps(self) -> list[dict[str, Any]]:
+        """Every learned output cap in the store (see `status.learned_caps`)."""
+        from . import status
+
+        await self.engine.store.refresh()
+        return await status.learned_caps(self.engine)
+
+    async def forget_caps(self, provider: str | None = None) -> int:
+        """Forget the learned output caps (of every identity named `provider`, or all), in
+        every process sharing the store; how many were kept."""
+        from .identity import SEP
+
+        prefix = "" if provider is None else f"{provider}{SEP}"
+        return await self.engine.store.forget_caps(self.now(), prefix)
+
     async def attempt_log(self, since: float, everything: bool = False) -> list[LoggedAttempt]:
         """The attempt log since `since` (see `status.logged`)."""
         from . import status

@@ -79,9 +79,38 @@ async def provider(engine: Engine, name: str, borrowed: str | None = None) -> di
         "fingerprint": identity.split(state_key)[1],
         "circuit": (await engine.store.circuit(state_key)).view(now, engine.config.tz),
         "quota": await quota_use(engine, name),
+        "learned_caps": [
+            {k: v for k, v in row.items() if k in ("model", "tokens", "expires_in_s")}
+            for row in await learned_caps(engine)
+            if row["key"].startswith(f"{state_key}|")
+        ],
         "latency_p95_ms": prepared.spec.metadata.get("latency_p95_ms"),
         **note,
     }
+
+
+async def learned_caps(engine: Engine) -> list[dict[str, Any]]:
+    """Every learned output cap the store keeps (protocol §4): its provider (by name, with its
+    fingerprint), model, tokens and the seconds until it expires, and whether the provider's
+    identity is this config's."""
+    now = engine.clock()
+    mine = {p.state_key: name for name, p in engine.prepared.items()}
+    rows = []
+    for key, cap in sorted((await engine.store.learned_caps(now)).items()):
+        state_key, _, model = key.partition("|")
+        name, fp = identity.split(state_key)
+        rows.append(
+            {
+                "key": key,
+                "provider": mine.get(state_key, name),
+                "fingerprint": fp,
+                "model": model,
+                "tokens": cap.tokens,
+                "expires_in_s": round(cap.until - now),
+                "in_config": state_key in mine,
+            }
+        )
+    return rows
 
 
 async def elsewhere(engine: Engine, borrowed: frozenset[str] = frozenset()) -> list[dict[str, Any]]:

@@ -13,13 +13,15 @@ in as arguments, so the machine is tested by tables of cases, stepping time by h
     checked(health, checked_now, now) -> Skip | Send          (its health check, cached or run now)
     over_budget(detail, reopens_in) -> Skip              (a budget filled up just before sending)
     lease_lost()               -> Skip                   (another instance holds the trial)
-    sent(outcome, left_s, cap) -> Clamp | Sleep | Send | Done   (a retry; once with a lower
-                                                          cap; once without refused reasoning
-                                                          artifacts; or the end of the turn)
+    sent(outcome, left_s, cap, fields) -> Clamp | Sleep | Send | Done
+                                                         (a retry; once with a lower cap; once
+                                                          without refused reasoning artifacts;
+                                                          or the end of the turn)
     woke(left_s)               -> Send | Skip            (after the retry's wait)
 
-A refusal that states the provider's output cap, below the cap that was sent (`cap`), is a
-`Clamp`: the engine remembers the cap and sends once more with it (protocol §4, output caps).
+A refusal that states the provider's output cap in its known wording for the field sent
+(`fields`), below the cap that was sent (`cap`), is a `Clamp`: the engine sends once more with
+it, and remembers it only once that try answered (`clamped`; protocol §4, output caps).
 A `Send` carries the half-open lease to take first, when the circuit's cooldown has passed
 (the one trial, protocol §5: `breaker.admit`). What a sent outcome does to the provider's circuit
 is `breaker.record`'s to decide, and whether it counts against its budgets is
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 from . import breaker
 from .breaker import CircuitState
-from .outcomes import Outcome
+from .outcomes import Outcome, stated_cap
 from .records import record
 from .routing import DEFERRABLE, Health, health_verdict, precheck, retry_delay
 from .trace import Reason
@@ -93,7 +95,7 @@ class Send:
 
 @record
 class Clamp:
-    """Remember that the provider takes at most `tokens` output tokens, then send again."""
+    """Send again with at most `tokens` output tokens, the most the provider said it takes."""
 
     tokens: int
 
@@ -131,7 +133,7 @@ class Turn:
         self.last_resort = last_resort
         self.retries = retries
         self.tries = 0
-        self.clamped = False
+        self.clamped: int | None = None  # the cap a `Clamp` lowered the try to
         self.bare = False  # its reasoning artifacts were refused and are left out
         self._facts: Facts | None = None
 
@@ -203,18 +205,24 @@ class Turn:
         return Skip(Outcome(reason, None, detail))
 
     def sent(
-        self, outcome: Outcome, left_s: float, cap: int | None = None
+        self,
+        outcome: Outcome,
+        left_s: float,
+        cap: int | None = None,
+        fields: frozenset[str] = frozenset(),
     ) -> Clamp | Sleep | Send | Done:
         """After a try: done when it answered; once per turn a `Clamp` when it refused the
-        output cap sent (`cap`) and said what it takes; once a `Send` without the reasoning
-        artifacts it refused; a retry when its `retries` allow one and the wait leaves time
-        before the deadline; else the walk moves on at once."""
+        output cap sent (`cap`, in one of `fields`) and said what it takes
+        (`outcomes.stated_cap`); once a `Send` without the reasoning artifacts it refused; a
+        retry when its `retries` allow one and the wait leaves time before the deadline; else
+        the walk moves on at once."""
         if outcome.reason is Reason.OK:
             return Done(True)
-        allowed = outcome.output_cap  # lowers only a cap that was sent
-        if allowed is not None and allowed < (cap or 0) and left_s > 0 and not self.clamped:
-            self.clamped = True
-            return Clamp(allowed)
+        if self.clamped is None and left_s > 0:
+            allowed = stated_cap(outcome, fields, cap)
+            if allowed is not None:
+                self.clamped = allowed
+                return Clamp(allowed)
         if outcome.reason is Reason.ARTIFACT_REJECTED and not self.bare:
             self.bare = True  # once: the same provider, without what it refused
             return Send(bare=True)

@@ -443,3 +443,24 @@ def test_still_answering_after_all_that(served: Served) -> None:
     reply = exchange(served.port, chat({"messages": MSG}))
     assert reply.status == 200
     assert reply.json()["choices"][0]["message"]["content"] == "hello from ok"
+
+
+def test_a_request_refused_before_its_body_closes_its_connection_soon(served: Served) -> None:
+    """Issue 40, 2: a 401 decided on the head while a body within `max_body_bytes` is announced
+    and comes a byte at a time: the connection closes after the linger (the trickle dropped),
+    it does not stay alive reading the body into memory, holding a connection slot."""
+    head = request("POST", CHAT, JSON, ("Content-Length", "15000"), key="wrong")
+    with connect(served.port) as sock:
+        sock.sendall(head + b"{")
+        assert read_reply(sock).status == 401
+        start = time.monotonic()
+        closed = None
+        while closed is None and time.monotonic() - start < 5.0:
+            try:
+                sock.sendall(b" ")
+            except OSError:  # closed under the trickle
+                closed = time.monotonic() - start
+                break
+            closed = closed_within(sock, 0.2)
+    assert closed is not None, "still open after 5 s of trickling"
+    assert closed < 3.0, closed

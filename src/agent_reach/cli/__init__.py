@@ -161,6 +161,7 @@ def _register() -> None:
         serve.serve,
         report.report,
         report.status,
+        report.caps,
         run.run,
         setup.setup,
     ):

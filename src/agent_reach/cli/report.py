@@ -1,4 +1,5 @@
-"""`agent-reach report` and `agent-reach status`: what the state store remembers."""
+"""`agent-reach report`, `agent-reach status` and `agent-reach caps`: what the state store
+remembers."""
 
 from __future__ import annotations
 
@@ -178,7 +179,7 @@ def status(obj: dict[str, Any], as_json: bool, everything: bool) -> None:
 
     from .render import print_table
 
-    table = Table("provider", "fingerprint", "circuit", "failures", "cause", "quota")
+    table = Table("provider", "fingerprint", "circuit", "failures", "cause", "quota", "caps")
     for r in rows:
         c = r.get("circuit") or {"state": "–", "failures": "–", "cause": None}
         state = c["state"] if c["state"] != "open" else f"[red]open {c['open_for_s']:.0f} s[/]"
@@ -187,11 +188,70 @@ def status(obj: dict[str, Any], as_json: bool, everything: bool) -> None:
         quota = "; ".join(_quota_cell(q) for q in r.get("quota", ())) or "–"
         name = r["provider"] if r["in_config"] else f"[dim]{r['provider']} (not in {source})[/]"
         fp = r["fingerprint"] or "(old)"
-        table.add_row(name, fp, state, str(c["failures"]), c["cause"] or "–", quota)
+        learned = "; ".join(f"{k['model']}: {k['tokens']}" for k in r.get("learned_caps", ()))
+        cells = (state, str(c["failures"]), c["cause"] or "–", quota, learned or "–")
+        table.add_row(name, fp, *cells)
     print_table(table)
     for r in rows:
         if r.get("note"):
             click.echo(f"{r['provider']}: {r['note']}", err=True)
+
+
+@click.command()
+@click.option("--forget", is_flag=True, help="Forget them (in every process sharing the store).")
+@click.option("--provider", "only", help="Only this provider's.")
+@click.option("--json", "as_json", is_flag=True, help="Print them as JSON.")
+@click.pass_obj
+@expected_errors
+def caps(obj: dict[str, Any], forget: bool, only: str | None, as_json: bool) -> None:
+    """The output caps learned from providers' refusals (kept a day each), or --forget them."""
+    import asyncio
+
+    router = _router(obj)
+    if forget:
+        count = asyncio.run(_forget(router, only))
+        if as_json:
+            from .render import print_json
+
+            print_json({"forgotten": count})
+        else:
+            click.echo(f"forgot {count} learned output cap{'' if count == 1 else 's'}", err=True)
+        return
+    rows = asyncio.run(_caps(router))
+    rows = [r for r in rows if only is None or r["provider"] == only]
+    if as_json:
+        from .render import print_json
+
+        print_json([{k: v for k, v in r.items() if k != "key"} for r in rows])
+        return
+    if not rows:
+        click.echo("no learned output caps", err=True)
+        return
+    from rich.table import Table
+
+    from .render import print_table
+
+    table = Table("provider", "fingerprint", "model", "tokens", "expires in")
+    source = _source(router)
+    for r in rows:
+        name = r["provider"] if r["in_config"] else f"[dim]{r['provider']} (not in {source})[/]"
+        left = f"{r['expires_in_s'] / 3600:.1f} h"
+        table.add_row(name, r["fingerprint"] or "(old)", r["model"], str(r["tokens"]), left)
+    print_table(table)
+
+
+async def _caps(router: Router) -> list[dict[str, Any]]:
+    try:
+        return await router.learned_caps()
+    finally:
+        await router.aclose()
+
+
+async def _forget(router: Router, only: str | None) -> int:
+    try:
+        return await router.forget_caps(only)
+    finally:
+        await router.aclose()
 
 
 def _quota_cell(q: dict[str, Any]) -> str:

@@ -21,8 +21,9 @@ the connection closed. The limits:
   - `keepalive_timeout_s` for an idle connection, new or between requests: then closed;
   - `max_connections` open at once (clamped to the descriptors there are, `descriptors`): the
     next one is answered 503 and closed, with one log line per episode of refusals.
-After an answer that closes the connection before its body was read (413, 408), what still
-comes is read and dropped for at most `LINGER_S`, so that the client reads the answer.
+An answer sent before its request's body was read to the end (a 401 or 403 decided on the head,
+a 413, a 408) closes the connection: what still comes is read and dropped, never kept, for at
+most `LINGER_S`, so that the client reads the answer and a refused client holds no slot.
 """
 
 from __future__ import annotations
@@ -349,7 +350,7 @@ class Connection(asyncio.Protocol):
             or (self._dead and not self._queue)  # what follows, if anything, is a `Problem`
             or server.closing
             or not _keeps_alive(request)
-            or (content is not None and content.expect is not None and not content.is_eof())
+            or (content is not None and not content.is_eof())  # its body unread: never read
         )
         transport = self.transport
         if transport is None or transport.is_closing():  # the client left before the end

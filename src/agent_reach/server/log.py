@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from ..errors import escaped
-from ..events import AttemptEvent, Event, RequestEvent
+from ..events import AttemptEvent, CapEvent, Event, RequestEvent
 from .wire import Request
 
 server_log = logging.getLogger("agent_reach.server")
@@ -63,7 +63,19 @@ def track(request: Request) -> None:
 
 
 def observe(event: Event) -> None:
-    """An engine observer: counts the current request's attempts and notes who answered."""
+    """An engine observer: counts the current request's attempts and notes who answered; a
+    learned output cap is a line of its own."""
+    if isinstance(event, CapEvent):
+        before = "none" if event.before is None else event.before
+        server_log.info(
+            "learned output cap: %s model %s: %s → %d tokens (kept %g h; agent-reach caps)",
+            event.provider,
+            escaped(event.model, 100),
+            before,
+            event.tokens,
+            event.keep_s / 3600,
+        )
+        return
     served = _current.get()
     if served is None:
         return

@@ -22,7 +22,7 @@ from typing import Protocol
 from ..breaker import CircuitPolicy, CircuitState
 from ..records import record
 from ..routing import Health
-from .memory import ANYONE, CircuitChanged, Keep, MemoryStore
+from .memory import ANYONE, CircuitChanged, Keep, LearnedCap, MemoryStore
 
 
 @record
@@ -85,13 +85,23 @@ class StateStore(Protocol):
     async def release(self, provider: str, key: str, ttl_s: float) -> None:
         """Give back one request `reserve` counted (its try sent nothing), in the same way."""
 
-    async def cap(self, key: str) -> int | None:
+    async def cap(self, key: str, now: float) -> int | None:
         """The output cap a provider's model stated in a refusal (`PreparedProvider.cap_key`),
-        if one was learned."""
+        if one was learned and has not expired."""
         ...
 
-    async def set_cap(self, key: str, tokens: int) -> None:
-        """Remember a learned output cap; of two, the lower is kept."""
+    async def set_cap(self, key: str, cap: LearnedCap, now: float) -> int | None:
+        """Remember a learned output cap until `cap.until` (of two live ones, the lower is
+        kept; at most `memory.MAX_CAPS`); the one kept before, if any."""
+        ...
+
+    async def learned_caps(self, now: float) -> dict[str, LearnedCap]:
+        """Every learned output cap not yet expired, by key (for `status` and `caps`)."""
+        ...
+
+    async def forget_caps(self, now: float, prefix: str = "") -> int:
+        """Forget the learned output caps whose keys start with `prefix` (all, by default),
+        everywhere the store is shared; how many had not expired."""
         ...
 
     async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
@@ -150,4 +160,12 @@ def open_store(url: str, *, retention_s: float = 7 * 86400) -> StateStore:
     return MemoryStore()
 
 
-__all__ = ["CircuitChanged", "Keep", "LoggedAttempt", "MemoryStore", "StateStore", "open_store"]
+__all__ = [
+    "CircuitChanged",
+    "Keep",
+    "LearnedCap",
+    "LoggedAttempt",
+    "MemoryStore",
+    "StateStore",
+    "open_store",
+]

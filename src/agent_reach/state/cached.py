@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 from ..breaker import CLOSED, CircuitState
 from ..routing import Health
 from . import LoggedAttempt
-from .memory import ANYONE, Keep, MemoryStore
+from .memory import ANYONE, Keep, LearnedCap, MemoryStore
 
 log = logging.getLogger("agent_reach")
 Work = Callable[[], Awaitable[Any]]
@@ -63,7 +63,7 @@ class Snapshot(NamedTuple):
     circuits: dict[str, CircuitState]
     health: dict[str, Health]
     used: dict[tuple[str, str], int]
-    caps: dict[str, int]
+    caps: dict[str, LearnedCap]  # those not expired
 
 
 class CachedStore(MemoryStore, ABC):
@@ -82,6 +82,7 @@ class CachedStore(MemoryStore, ABC):
         self._refreshing: asyncio.Task[None] | None = None
         self._lanes: dict[str, Lane] = {}
         self._dirty: dict[str, int] = {}  # circuits with writes in flight
+        self._caps_pending: dict[str, int] = {}  # learned caps with writes in flight
         self._buffer: list[LoggedAttempt] = []
         self._increments: dict[tuple[str, str], tuple[int, float]] = {}  # amount, ttl
         self._flusher: asyncio.TimerHandle | None = None
@@ -106,8 +107,12 @@ class CachedStore(MemoryStore, ABC):
         """Add to a counter; its new total."""
 
     @abstractmethod
-    async def _save_cap(self, key: str, tokens: int) -> None:
-        """Keep a learned output cap (the lower of it and the one kept)."""
+    async def _save_cap(self, key: str, cap: LearnedCap) -> None:
+        """Keep a learned output cap until it expires (the lower of it and a live one kept)."""
+
+    @abstractmethod
+    async def _forget_caps(self, now: float, prefix: str) -> int:
+        """Delete the learned caps whose keys start with `prefix`; how many had not expired."""
 
     @abstractmethod
     async def _append(self, records: list[LoggedAttempt]) -> None: ...
@@ -191,8 +196,9 @@ class CachedStore(MemoryStore, ABC):
                 self.healths[name] = result
         for key, total in used.items():
             self.used[key] = max(total, self.used.get(key, 0))
-        for key, tokens in caps.items():
-            await MemoryStore.set_cap(self, key, tokens)
+        # The backend's caps replace the view's (a `caps --forget` elsewhere reaches this
+        # process), but for those whose write has not landed yet.
+        self.caps = {**caps, **{k: self.caps[k] for k in self._caps_pending if k in self.caps}}
 
     def _pinned(self, provider: str) -> bool:
         """Whether a refresh must leave this circuit's view alone (its write is in flight)."""
@@ -210,9 +216,13 @@ class CachedStore(MemoryStore, ABC):
         await self._sync()
         return await super().usage(provider, key)
 
-    async def cap(self, key: str) -> int | None:
+    async def cap(self, key: str, now: float) -> int | None:
         await self._sync()
-        return await super().cap(key)
+        return await super().cap(key, now)
+
+    async def learned_caps(self, now: float) -> dict[str, LearnedCap]:
+        await self._sync()
+        return await super().learned_caps(now)
 
     async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
         await self._sync()
@@ -243,28 +253,23 @@ class CachedStore(MemoryStore, ABC):
 
     def _write_circuit(self, provider: str, work: Work) -> None:
         """Queue a circuit's write; until it has landed, refreshes leave its view alone."""
-        self._dirty[provider] = self._dirty.get(provider, 0) + 1
-
-        async def write() -> None:
-            try:
-                await work()
-            finally:
-                left = self._dirty.get(provider, 1) - 1
-                if left:
-                    self._dirty[provider] = left
-                else:
-                    self._dirty.pop(provider, None)
-
-        self._enqueue(write, "circuits")
+        self._enqueue(_pending(self._dirty, provider, work), "circuits")
 
     async def set_health(self, provider: str, health: Health, ttl_s: float) -> None:
         await super().set_health(provider, health, ttl_s)
         self._enqueue(lambda: self._save_health(provider, health, ttl_s))
 
-    async def set_cap(self, key: str, tokens: int) -> None:
-        await super().set_cap(key, tokens)
-        kept = self.caps[key]
-        self._enqueue(lambda: self._save_cap(key, kept))
+    async def set_cap(self, key: str, cap: LearnedCap, now: float) -> int | None:
+        before = await super().set_cap(key, cap, now)
+        if self.caps.get(key) is cap:  # kept: refreshes leave it alone until it has landed
+            self._enqueue(_pending(self._caps_pending, key, lambda: self._save_cap(key, cap)))
+        return before
+
+    async def forget_caps(self, now: float, prefix: str = "") -> int:
+        """Forget them in the view and, at once, in the backend (a CLI run ends right after)."""
+        here = await super().forget_caps(now, prefix)
+        there = await self._safe(self._forget_caps(now, prefix))
+        return here if there is None else int(there)
 
     async def add_usage(self, provider: str, key: str, amount: int, ttl_s: float) -> int:
         total = await super().add_usage(provider, key, amount, ttl_s)
@@ -368,3 +373,18 @@ class CachedStore(MemoryStore, ABC):
         await self.flush()
         with contextlib.suppress(Exception):
             await self._close()
+
+
+def _pending(counts: dict[str, int], key: str, work: Work) -> Work:
+    """`work`, counted in `counts[key]` from now until it has run (a write in flight)."""
+    counts[key] = counts.get(key, 0) + 1
+
+    async def write() -> None:
+        try:
+            await work()
+        finally:
+            left = counts.pop(key, 1) - 1
+            if left:
+                counts[key] = left
+
+    return write

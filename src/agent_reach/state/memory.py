@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..breaker import CLOSED, CircuitPolicy, CircuitState
+from ..records import record
 
 if TYPE_CHECKING:
     from ..routing import Health
@@ -30,6 +31,29 @@ class Keep:
 
 
 ANYONE = Keep()  # no owner, the default caps
+MAX_CAPS = 1_000  # learned output caps a store keeps: past it, the one to expire first goes
+
+
+@record
+class LearnedCap:
+    """An output cap a provider's model stated in a refusal (protocol §4), kept until `until`
+    (wall-clock seconds)."""
+
+    tokens: int
+    until: float
+
+
+def keep_cap(caps: dict[str, LearnedCap], key: str, cap: LearnedCap, now: float) -> None:
+    """Keep `cap` for `key` in `caps` unless a lower one is kept that has not expired (of two,
+    the lower; an equal one is renewed), within `MAX_CAPS`."""
+    kept = caps.get(key)
+    if kept is not None and kept.until > now and kept.tokens < cap.tokens:
+        return
+    if kept is None and len(caps) >= MAX_CAPS:
+        expired = [k for k, c in caps.items() if c.until <= now]
+        for old in expired or [min(caps, key=lambda k: caps[k].until)]:
+            del caps[old]
+    caps[key] = cap
 
 
 def overflow(rows: Iterable[tuple[str, str, int]], keep: Keep) -> list[str]:
@@ -128,7 +152,7 @@ class MemoryStore:
         self.circuits: dict[str, CircuitState] = {}
         self.healths: dict[str, Health] = {}
         self.used: dict[tuple[str, str], int] = {}
-        self.caps: dict[str, int] = {}
+        self.caps: dict[str, LearnedCap] = {}
         self.claims: dict[str, float] = {}
         self.log: deque[LoggedAttempt] = deque(maxlen=log_size)
         self.responses = Kept()
@@ -175,11 +199,21 @@ class MemoryStore:
         self.used[(provider, key)] = total
         return total
 
-    async def cap(self, key: str) -> int | None:
-        return self.caps.get(key)
+    async def cap(self, key: str, now: float) -> int | None:
+        kept = self.caps.get(key)
+        return kept.tokens if kept is not None and kept.until > now else None
 
-    async def set_cap(self, key: str, tokens: int) -> None:
-        self.caps[key] = min(tokens, self.caps.get(key, tokens))
+    async def set_cap(self, key: str, cap: LearnedCap, now: float) -> int | None:
+        before = await MemoryStore.cap(self, key, now)
+        keep_cap(self.caps, key, cap, now)
+        return before
+
+    async def learned_caps(self, now: float) -> dict[str, LearnedCap]:
+        return {k: c for k, c in self.caps.items() if c.until > now}
+
+    async def forget_caps(self, now: float, prefix: str = "") -> int:
+        gone = [k for k in self.caps if k.startswith(prefix)]
+        return sum(self.caps.pop(k).until > now for k in gone)
 
     async def entries(self) -> tuple[dict[str, CircuitState], dict[tuple[str, str], int]]:
         return dict(self.circuits), dict(self.used)

@@ -28,12 +28,22 @@ from ..breaker import CLOSED, CircuitState
 from ..routing import Health
 from . import LoggedAttempt
 from .cached import CachedStore, Snapshot
-from .memory import Keep, MemoryStore, overflow
-from .redis_wire import CHANNEL, CLAIM_TRIAL, PREFIX, fields, message, parse, public_url
+from .memory import Keep, LearnedCap, MemoryStore, overflow
+from .redis_wire import (
+    CHANNEL,
+    CLAIM_TRIAL,
+    PREFIX,
+    cap_of,
+    cap_value,
+    fields,
+    glob_escaped,
+    message,
+    parse,
+    public_url,
+)
 
 _LOG_CAP = 100_000
 _KEEP_S = 3600  # circuit records and failure counts outlive their last change by an hour
-_CAP_KEEP_S = 30 * 86400  # a learned output cap, from when it was learned
 
 
 class RedisStore(CachedStore):
@@ -84,7 +94,7 @@ class RedisStore(CachedStore):
         health = {
             name: Health.from_dict(json.loads(v)) for name, v in await self._values("health:")
         }
-        caps = {name: int(v) for name, v in await self._values("cap:")}
+        caps = {name: c for name, v in await self._values("cap:") if (c := cap_of(v))}
         return Snapshot(circuits, health, used, caps)
 
     async def _values(self, kind: str) -> list[tuple[str, str]]:
@@ -253,8 +263,15 @@ class RedisStore(CachedStore):
                 await self._listener  # its subscription is closed on the way out
             self._listener = None
 
-    async def _save_cap(self, key: str, tokens: int) -> None:
-        await self.redis.set(f"{PREFIX}cap:{key}", tokens, ex=_CAP_KEEP_S)
+    async def _save_cap(self, key: str, cap: LearnedCap) -> None:
+        keep_ms = int((cap.until - time.time()) * 1000)
+        if keep_ms > 0:
+            await self.redis.set(f"{PREFIX}cap:{key}", cap_value(cap), px=keep_ms)
+
+    async def _forget_caps(self, now: float, prefix: str) -> int:
+        match = f"{PREFIX}cap:{glob_escaped(prefix)}*"
+        keys = [k async for k in self.redis.scan_iter(match=match, count=500)]
+        return int(await self.redis.delete(*keys)) if keys else 0
 
     async def _incr(self, provider: str, key: str, amount: int, ttl_s: float) -> int:
         name = f"{PREFIX}usage:{provider}|{key}"

@@ -7,7 +7,8 @@ Keys (all under `agent-reach:`), each with a TTL so nothing grows without bound:
 - `fails:{key}`          the fleet's count of consecutive failures (INCR), reset by a success,
                          expiring an hour after the last failure.
 - `usage:{key}|{window}` a budget counter (INCRBY), expiring when its window ends.
-- `cap:{key}|{model}`    an output cap learned from a provider's refusal, kept 30 days.
+- `cap:{key}|{model}`    an output cap learned from a provider's refusal, `tokens until`,
+                         expiring at `until` (a day after it was learned).
 - `claim:{key}`          SET NX PX: the first instance to claim an alert sends it.
 - `response:{id}`        a stored Responses-API response (JSON), expiring after
                          `server.responses_ttl_s`.
@@ -23,10 +24,12 @@ of the cached view stays as the fallback for what a dropped subscription missed.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..breaker import CircuitState
+from .memory import LearnedCap
 
 PREFIX = "agent-reach:"
 CHANNEL = f"{PREFIX}circuits"
@@ -72,6 +75,26 @@ def fields(state: CircuitState) -> dict[str, Any]:
         "trial": int(state.trial),
         "cause": state.cause,
     }
+
+
+def cap_value(cap: LearnedCap) -> str:
+    """A learned cap as its `cap:` key's value."""
+    return f"{cap.tokens} {cap.until!r}"
+
+
+def cap_of(value: str) -> LearnedCap | None:
+    """The learned cap of a `cap:` key's value; None for one that is not (an older version's
+    plain number, or anything else)."""
+    tokens, _, until = value.partition(" ")
+    try:
+        return LearnedCap(int(tokens), float(until))
+    except ValueError:
+        return None
+
+
+def glob_escaped(text: str) -> str:
+    """`text` matched literally in a SCAN pattern."""
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
 
 
 def public_url(url: str) -> str:

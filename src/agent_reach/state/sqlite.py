@@ -24,7 +24,7 @@ from ..breaker import CLOSED, CircuitState
 from ..routing import Health
 from . import LoggedAttempt
 from .cached import CachedStore, Snapshot
-from .memory import Keep, overflow
+from .memory import MAX_CAPS, Keep, LearnedCap, overflow
 
 T = TypeVar("T")
 
@@ -35,7 +35,10 @@ CREATE TABLE IF NOT EXISTS circuits (
 CREATE TABLE IF NOT EXISTS usage (
     provider TEXT NOT NULL, key TEXT NOT NULL, amount INTEGER NOT NULL, expires REAL NOT NULL,
     PRIMARY KEY (provider, key));
-CREATE TABLE IF NOT EXISTS caps (key TEXT PRIMARY KEY, tokens INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS learned_caps (
+    key TEXT PRIMARY KEY, tokens INTEGER NOT NULL, until REAL NOT NULL);
+-- caps of versions before issue 40 were kept forever, whatever a refusal's text said: dropped
+DROP TABLE IF EXISTS caps;
 CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, until REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS health (
     provider TEXT PRIMARY KEY, result TEXT NOT NULL, expires REAL NOT NULL);
@@ -110,7 +113,12 @@ class SQLiteStore(CachedStore):
                     "SELECT provider, key, amount FROM usage WHERE expires > ?", (now,)
                 )
             }
-            caps = dict(db.execute("SELECT key, tokens FROM caps").fetchall())
+            caps = {
+                k: LearnedCap(t, u)
+                for k, t, u in db.execute(
+                    "SELECT key, tokens, until FROM learned_caps WHERE until > ?", (now,)
+                )
+            }
             return Snapshot(circuits, health, used, caps)
 
         return await self._run(load)
@@ -136,15 +144,34 @@ class SQLiteStore(CachedStore):
 
         await self._run(save)
 
-    async def _save_cap(self, key: str, tokens: int) -> None:
+    async def _save_cap(self, key: str, cap: LearnedCap) -> None:
         def save() -> None:
-            self._db().execute(
-                "INSERT INTO caps VALUES (?, ?) ON CONFLICT (key) "
-                "DO UPDATE SET tokens = min(tokens, excluded.tokens)",
-                (key, tokens),
+            db = self._db()
+            now = time.time()
+            db.execute(
+                "INSERT INTO learned_caps VALUES (?, ?, ?) ON CONFLICT (key) "
+                "DO UPDATE SET tokens = excluded.tokens, until = excluded.until "
+                "WHERE excluded.tokens <= learned_caps.tokens OR learned_caps.until <= ?",
+                (key, cap.tokens, cap.until, now),
+            )
+            db.execute("DELETE FROM learned_caps WHERE until <= ?", (now,))
+            db.execute(
+                "DELETE FROM learned_caps WHERE key NOT IN "
+                "(SELECT key FROM learned_caps ORDER BY until DESC LIMIT ?)",
+                (MAX_CAPS,),
             )
 
         await self._run(save)
+
+    async def _forget_caps(self, now: float, prefix: str) -> int:
+        def forget() -> int:
+            rows = self._db().execute(
+                "DELETE FROM learned_caps WHERE substr(key, 1, ?) = ? RETURNING until",
+                (len(prefix), prefix),
+            )
+            return sum(until > now for (until,) in rows.fetchall())
+
+        return await self._run(forget)
 
     async def _incr(self, provider: str, key: str, amount: int, ttl_s: float) -> int:
         def incr() -> int:
