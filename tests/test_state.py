@@ -161,12 +161,12 @@ async def test_attempt_log_is_batched_and_read_back(make: Factory) -> None:
     a = make()
     now = time.time()
     for i in range(5):
-        a.record(LoggedAttempt(now - 5 + i, f"r{i}", "default", "p", "ok", 200, 1.5 * i))
+        a.record(LoggedAttempt(now - 5 + i, f"r{i}", "default", "p", "ok", 200, 1.5 * i, True))
     await asyncio.sleep(a.flush_s + 0.3)  # the batch is written without anyone asking
     b = make()
     got = await b.attempts(now - 4)
     assert [x.request for x in got] == ["r1", "r2", "r3", "r4"]
-    assert got[0] == LoggedAttempt(now - 4, "r1", "default", "p", "ok", 200, 1.5)
+    assert got[0] == LoggedAttempt(now - 4, "r1", "default", "p", "ok", 200, 1.5, True)
 
 
 async def test_health_results_are_shared_until_they_expire(make: Factory) -> None:
@@ -197,7 +197,7 @@ async def test_memory_store_has_the_same_interface() -> None:
     assert await m.add_usage("p", "k", 2, 10) == 2
     assert await m.claim("c", NOW + 5, NOW)
     assert not await m.claim("c", NOW + 5, NOW)
-    m.record(LoggedAttempt(NOW, "r", "default", "p", "ok", 200, 1.0))
+    m.record(LoggedAttempt(NOW, "r", "default", "p", "ok", 200, 1.0, True))
     assert len(await m.attempts(NOW - 1)) == 1
 
 

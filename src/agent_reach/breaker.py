@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 from typing import Protocol
 
-from .trace import CIRCUIT_FAILURES, Reason
+from .trace import EFFECTS, Circuit, Reason
 
 
 class CircuitPolicy(Protocol):
@@ -113,13 +113,14 @@ def record(
     """The state after an attempt that reached the provider ended with `reason`. A 401/403 to
     a request that reached an open circuit only as last resort leaves its cooldown as it was
     (a wrong key does not heal; asking again must not push the trial further away)."""
-    if reason is Reason.OK:
+    effect = EFFECTS[reason].circuit
+    if effect is Circuit.CLOSES:
         return CLOSED
-    if reason is Reason.AUTH_FAILED:
+    if effect is Circuit.OPENS:
         if last_resort and not state.closed:
             return state
         return CircuitState(state.failures + 1, now + policy.auth_cooldown_s, False, reason)
-    if reason in (Reason.RATE_LIMITED, Reason.QUOTA_EXHAUSTED_UPSTREAM):
+    if effect is Circuit.WAITS:
         if retry_after is not None:
             wait = retry_after
         elif reason is Reason.RATE_LIMITED:
@@ -127,7 +128,7 @@ def record(
         else:
             wait = policy.quota_cooldown_s
         return CircuitState(state.failures + 1, now + wait, False, reason)
-    if reason in CIRCUIT_FAILURES:
+    if effect is Circuit.COUNTS:
         failures = state.failures + 1
         if state.trial or failures >= policy.failures:
             return CircuitState(failures, now + policy.cooldown_s, False, reason)

@@ -366,7 +366,7 @@ class Engine:
         except asyncio.CancelledError as exc:
             if exc.args[:1] == (HEDGE_LOST,):  # honest about the try that lost the race
                 ms = (self.monotonic() - start) * 1000
-                self._record(run, self._attempt(prepared, LOST, ms, last_resort))
+                self._record(run, self._attempt(prepared, LOST, ms, last_resort, sent=True))
             raise
         ms = (self.monotonic() - start) * 1000
         outcome = tried.outcome

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .trace import Attempt, Reason
+from .trace import EFFECTS, Attempt, Reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,11 +36,6 @@ class Fault:
     message: str  # "" to use the failure's own summary
     param: str | None = None
     retry_after: float | None = None  # seconds, for a 429
-
-
-# "come back later"
-_QUOTA = frozenset({Reason.RATE_LIMITED, Reason.QUOTA_EXHAUSTED, Reason.QUOTA_EXHAUSTED_UPSTREAM})
-_QUOTA_SKIPS = frozenset({Reason.QUOTA_EXHAUSTED, Reason.QUOTA_EXHAUSTED_UPSTREAM})
 
 
 def fault_of(attempts: Sequence[Attempt], stopped: bool = False, model: str | None = None) -> Fault:
@@ -61,12 +56,17 @@ def fault_of(attempts: Sequence[Attempt], stopped: bool = False, model: str | No
         return Fault(400, "context_length_exceeded", _said(attempts[0]))
     if real and all(a.reason is Reason.BAD_REQUEST for a in real):
         return Fault(400, "bad_request", _said(real[0]))
-    considered = real + [a for a in attempts if a.reason in _QUOTA_SKIPS and not a.sent]
-    if considered and all(a.reason in _QUOTA for a in considered):
+    considered = real + [a for a in attempts if not a.sent and _later(a.reason)]
+    if considered and all(_later(a.reason) for a in considered):
         waits = [a.retry_after for a in considered if a.retry_after is not None]
         message = "every provider is rate limited or out of quota"
         return Fault(429, "rate_limited", message, retry_after=min(waits) if waits else None)
     return Fault(502, "all_providers_failed", "")
+
+
+def _later(reason: Reason) -> bool:
+    """A "come back later" reason: a rate limit, or a used-up quota (its status is 429)."""
+    return EFFECTS[reason].status == 429
 
 
 def _unserved(model: str | None) -> str:

@@ -19,7 +19,7 @@ from .outcomes import Transport, classify
 from .prepared import PreparedProvider
 from .routing import Health, model_listed
 from .state import StateStore
-from .trace import Reason
+from .trace import EFFECTS, Reason
 from .transport import CLIENT_ERRORS, past_deadline, transport_failure, whole
 from .upstream import Client
 
@@ -66,7 +66,7 @@ async def check_provider(
         detail = "" if reachable else f"no TCP connection to its endpoint{named}"
         return result(reachable, "none", detail, None, ms)
     health = await run_check(session, prepared, now, prepared.connect_s + prepared.read_s)
-    reached = health.outcome.reason not in (Reason.CONNECT_FAILED, Reason.TIMEOUT)
+    reached = not EFFECTS[health.outcome.reason].transport
     status = health.outcome.status
     listed = sorted(health.models) if health.models is not None else None
     if prepared.missing_key:

@@ -17,7 +17,7 @@ from email.utils import parsedate_to_datetime
 from enum import StrEnum
 
 from .records import record
-from .trace import Reason
+from .trace import EFFECTS, Circuit, Reason
 
 
 class Transport(StrEnum):
@@ -409,7 +409,7 @@ def classify(
         reason = _status_reason(status, error, headers)
         if reason is Reason.BAD_REQUEST:
             return Outcome(reason, status, message or f"HTTP {status}")
-        limited = reason in (Reason.RATE_LIMITED, Reason.QUOTA_EXHAUSTED_UPSTREAM)
+        limited = EFFECTS[reason].circuit is Circuit.WAITS
         wait = stated_wait(headers, error if limited else None, now)
         return Outcome(_windowed(reason, wait, window_s), status, message or f"HTTP {status}", wait)
     if error is None:

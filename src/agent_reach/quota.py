@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
-from .trace import Reason
+from .trace import EFFECTS, Reason
 
 _BUDGET = re.compile(r"^\s*(\d+)\s*(req|requests?|tok|tokens?)\s*/\s*(min|minute|hour|h|day|d)\s*$")
 _WINDOWS = {"min": "min", "minute": "min", "hour": "hour", "h": "hour", "day": "day", "d": "day"}
@@ -77,7 +77,7 @@ class Windows:
 def counts(reason: Reason) -> bool:
     """Whether an attempt that ended with `reason` counts against the provider's budgets: a
     request that was sent does (whatever came back); a refused connection sent nothing."""
-    return reason is not Reason.CONNECT_FAILED
+    return EFFECTS[reason].budget
 
 
 def spent(budget: Budget, response: Any) -> int:

@@ -21,13 +21,6 @@ from typing import Any
 
 from .state import LoggedAttempt
 
-SKIPS = frozenset({"circuit_open", "unhealthy", "quota_exhausted"})
-
-
-def reached(a: LoggedAttempt) -> bool:
-    """Whether an attempt sent anything to the provider (skips and unset keys did not)."""
-    return a.reason not in SKIPS and not (a.status is None and a.ms == 0)
-
 
 def percentile(values: list[float], q: float) -> float | None:
     if not values:
@@ -88,7 +81,7 @@ def build(
     for a in log:
         row = rows.setdefault(a.provider, ProviderReport(a.provider))
         by_request[a.request].append(a)
-        if not reached(a):
+        if not a.sent:
             row.skips += 1
             row.skipped[a.reason] = row.skipped.get(a.reason, 0) + 1
             continue
@@ -101,7 +94,7 @@ def build(
             row.failures += 1
     for trace in by_request.values():
         for prev, nxt in itertools.pairwise(trace):
-            if reached(prev) and prev.reason != "ok" and prev.provider != nxt.provider:
+            if prev.sent and prev.reason != "ok" and prev.provider != nxt.provider:
                 rows[prev.provider].failovers += 1
     for name, row in rows.items():
         if row.requests:
@@ -137,7 +130,7 @@ def _series(
     width = (until - since) / buckets
     cells: dict[str, dict[int, list[LoggedAttempt]]] = defaultdict(lambda: defaultdict(list))
     for a in log:
-        if reached(a):
+        if a.sent:
             cells[a.provider][max(0, min(buckets - 1, int((a.ts - since) // width)))].append(a)
     series: dict[str, list[dict[str, Any]]] = {}
     for name, by_bucket in cells.items():

@@ -35,19 +35,7 @@ from .errors import RequestError, quoted
 from .outcomes import DEADLINE, FIRST_TOKEN, Outcome
 from .records import record
 from .request import ChatRequest
-from .trace import Attempt, Reason
-
-DEFERRABLE = frozenset({Reason.CIRCUIT_OPEN, Reason.UNHEALTHY})
-RETRYABLE = frozenset(
-    {
-        Reason.CONNECT_FAILED,
-        Reason.TIMEOUT,
-        Reason.SERVER_ERROR,
-        Reason.RATE_LIMITED,
-        Reason.SCHEMA_MISMATCH,
-    }
-)
-
+from .trace import EFFECTS, Attempt, Reason
 
 T = TypeVar("T")
 
@@ -281,7 +269,7 @@ class Skip:
 
     @property
     def deferrable(self) -> bool:
-        return self.reason in DEFERRABLE
+        return EFFECTS[self.reason].deferred
 
 
 def precheck(
@@ -354,11 +342,6 @@ def model_listed(model: str, models: frozenset[str]) -> bool:
     return model.endswith(":latest") and model[: -len(":latest")] in models
 
 
-# Failures of a health check that say as much as a failed request would: reported as the
-# attempt's own reason when the check ran for this request.
-_AS_ATTEMPT = frozenset({Reason.CONNECT_FAILED, Reason.TIMEOUT, Reason.AUTH_FAILED})
-
-
 def health_verdict(health: Health, *, model: str, checked_now: bool, now: float) -> Outcome | None:
     """What a health result means for this attempt: None to go on, else a failed `Outcome`.
 
@@ -367,7 +350,7 @@ def health_verdict(health: Health, *, model: str, checked_now: bool, now: float)
     list lacks the model is a `model_unavailable` skip.
     """
     if not health.ok:
-        if checked_now and health.outcome.reason in _AS_ATTEMPT:
+        if checked_now and _as_attempt(health.outcome.reason):
             return health.outcome
         age = "" if checked_now else f" {max(0.0, now - health.checked_at):.0f} s ago"
         why = f"{health.outcome.reason} ({health.outcome.detail})"
@@ -379,6 +362,13 @@ def health_verdict(health: Health, *, model: str, checked_now: bool, now: float)
     return None
 
 
+def _as_attempt(reason: Reason) -> bool:
+    """Whether a failed health check says as much as a failed request would (its provider
+    could not be reached, or refused the key): the attempt's own reason when the check ran
+    for this request."""
+    return EFFECTS[reason].transport or reason is Reason.AUTH_FAILED
+
+
 def retry_delay(outcome: Outcome, *, tries: int, retries: int, remaining_s: float) -> float | None:
     """Seconds to wait before trying the same provider again, or None to move on.
 
@@ -386,7 +376,7 @@ def retry_delay(outcome: Outcome, *, tries: int, retries: int, remaining_s: floa
     (0.1 s, 0.2 s, … capped at 2 s) or the provider's `Retry-After`, and only if the wait
     leaves time before the deadline.
     """
-    if tries >= retries or outcome.reason not in RETRYABLE:
+    if tries >= retries or not EFFECTS[outcome.reason].retried:
         return None
     delay = outcome.retry_after if outcome.retry_after is not None else min(0.1 * 2**tries, 2.0)
     return delay if delay < remaining_s else None

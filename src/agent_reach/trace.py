@@ -33,16 +33,57 @@ class Reason(StrEnum):
     QUOTA_EXHAUSTED = "quota_exhausted"
 
 
-# Reasons that count toward a provider's circuit (protocol §5, "effect on the provider").
-CIRCUIT_FAILURES = frozenset(
-    {
-        Reason.CONNECT_FAILED,
-        Reason.TIMEOUT,
-        Reason.SERVER_ERROR,
-        Reason.SCHEMA_MISMATCH,
-        Reason.HOOK_ERROR,
-    }
-)
+class Circuit(StrEnum):
+    """What an attempt's reason does to its provider's circuit (protocol §5, `breaker.record`)."""
+
+    CLOSES = "closes"  # the provider answered: the circuit closes
+    COUNTS = "counts"  # one failure toward `circuit.failures` (a half-open trial's reopens it)
+    OPENS = "opens"  # opens at once for `auth_cooldown_s` (a bad key does not heal by itself)
+    WAITS = "waits"  # opens for the wait the provider gave, else its cooldown (a usage limit)
+    KEEPS = "keeps"  # leaves it as it is: the provider answered, the request was at fault
+
+
+@record
+class Effect:
+    """What one reason does, everywhere it matters (protocol §5, §5.1): its effect on the
+    circuit; whether the same provider is `retried` (when its `retries` allow); whether it
+    is `deferred` (a skip for remembered state, tried again as last resort, §4.2); whether a
+    request sent with it counts toward the provider's `budget`s; whether it is always a
+    `skip` when nothing was sent (the provider passed over, not a try that failed before it
+    was sent: a missing key, a health check made for the request; `Attempt.sent` says which
+    an attempt was); whether it is a failure below HTTP (`transport`: nothing of the
+    provider's API answered); and the `status` the client gets when it is the last word
+    (`fault.fault_of`)."""
+
+    circuit: Circuit
+    retried: bool = False
+    deferred: bool = False
+    budget: bool = True
+    skip: bool = False
+    transport: bool = False
+    status: int = 502
+
+
+# The one table of what each reason does: every module that decides reads it.
+EFFECTS: dict[Reason, Effect] = {
+    Reason.OK: Effect(Circuit.CLOSES, status=200),
+    Reason.CONNECT_FAILED: Effect(Circuit.COUNTS, retried=True, budget=False, transport=True),
+    Reason.TIMEOUT: Effect(Circuit.COUNTS, retried=True, transport=True),
+    Reason.SERVER_ERROR: Effect(Circuit.COUNTS, retried=True),
+    Reason.AUTH_FAILED: Effect(Circuit.OPENS),
+    Reason.RATE_LIMITED: Effect(Circuit.WAITS, retried=True, status=429),
+    Reason.QUOTA_EXHAUSTED_UPSTREAM: Effect(Circuit.WAITS, skip=True, status=429),
+    Reason.CONTEXT_EXCEEDED: Effect(Circuit.KEEPS, status=400),
+    Reason.CONTENT_BLOCKED: Effect(Circuit.KEEPS, status=400),
+    Reason.BAD_REQUEST: Effect(Circuit.KEEPS, status=400),
+    Reason.ARTIFACT_REJECTED: Effect(Circuit.KEEPS),
+    Reason.SCHEMA_MISMATCH: Effect(Circuit.COUNTS, retried=True),
+    Reason.HOOK_ERROR: Effect(Circuit.COUNTS),
+    Reason.UNHEALTHY: Effect(Circuit.KEEPS, deferred=True, budget=False, skip=True),
+    Reason.MODEL_UNAVAILABLE: Effect(Circuit.KEEPS, skip=True, status=404),
+    Reason.CIRCUIT_OPEN: Effect(Circuit.KEEPS, deferred=True, budget=False, skip=True),
+    Reason.QUOTA_EXHAUSTED: Effect(Circuit.KEEPS, budget=False, skip=True, status=429),
+}
 
 
 @record
@@ -61,6 +102,11 @@ class Attempt:
     @property
     def ok(self) -> bool:
         return self.reason is Reason.OK
+
+    @property
+    def skipped(self) -> bool:
+        """Passed over without a request (not a try that failed before it was sent)."""
+        return not self.sent and EFFECTS[self.reason].skip
 
     @property
     def label(self) -> str:

@@ -34,8 +34,8 @@ from . import breaker
 from .breaker import CircuitState
 from .outcomes import Outcome, stated_cap
 from .records import record
-from .routing import DEFERRABLE, Health, health_verdict, precheck, retry_delay
-from .trace import Reason
+from .routing import Health, health_verdict, precheck, retry_delay
+from .trace import EFFECTS, Reason
 
 
 @record
@@ -76,7 +76,7 @@ class Skip:
     @property
     def deferrable(self) -> bool:
         """Skipped only for remembered state: tried again as last resort (protocol §4.2)."""
-        return self.outcome.reason in DEFERRABLE and not self.final
+        return EFFECTS[self.outcome.reason].deferred and not self.final
 
 
 @record

@@ -10,8 +10,6 @@ if TYPE_CHECKING:
     from ..errors import AllProvidersFailed
     from ..trace import Attempt
 
-_SKIPS = frozenset({"circuit_open", "unhealthy", "quota_exhausted"})
-
 
 def _short(text: str, limit: int = 160) -> str:
     text = " ".join(text.split())
@@ -44,8 +42,7 @@ class TraceLines:
         if a.ok:
             sep = "…" if verb in ("Connecting to", "Retrying") else ","
             return f"{verb} {a.provider}{sep} success! ({ms})"
-        skipped = a.reason in _SKIPS or (a.reason == "quota_exhausted_upstream" and not a.sent)
-        if skipped or (a.reason == "model_unavailable" and a.status is None):
+        if a.skipped:
             return f"Skipping {a.provider}: {a.reason}" + (
                 f" — {_short(a.detail)}" if a.detail else ""
             )

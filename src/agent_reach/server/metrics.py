@@ -14,10 +14,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from ..events import AttemptEvent, CircuitEvent, Event, QuotaEvent, RequestEvent
-from ..trace import CIRCUIT_FAILURES, Reason
+from ..trace import EFFECTS, Circuit
 
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
-_SKIPS = frozenset({Reason.CIRCUIT_OPEN, Reason.UNHEALTHY, Reason.QUOTA_EXHAUSTED})
 FLUSH_AT = 10_000  # durations held before they are observed, /metrics read or not
 Labels = tuple[Any, tuple[str, ...]]  # a metric and its label values
 
@@ -99,13 +98,13 @@ class Metrics:
         if isinstance(event, AttemptEvent):
             a = event.attempt
             self._count(self.attempts, a.provider, str(a.reason))
-            if a.ms and a.reason not in _SKIPS:
+            if a.sent:
                 self._seconds.append((a.provider, a.ms / 1000))
                 if len(self._seconds) >= FLUSH_AT:
                     self.flush()
             if a.ok:
                 self._values[(self.provider_up, (a.provider,))] = 1
-            elif a.reason in CIRCUIT_FAILURES or a.reason is Reason.AUTH_FAILED:
+            elif EFFECTS[a.reason].circuit in (Circuit.COUNTS, Circuit.OPENS):
                 self._values[(self.provider_up, (a.provider,))] = 0
         elif isinstance(event, RequestEvent):
             outcome = "ok" if event.provider else "failed"

@@ -9,11 +9,6 @@ from collections import deque
 from typing import Any
 
 from ..events import AttemptEvent, Event, RequestEvent
-from ..trace import Reason
-
-_SKIPS = frozenset(
-    {Reason.CIRCUIT_OPEN, Reason.UNHEALTHY, Reason.QUOTA_EXHAUSTED, Reason.MODEL_UNAVAILABLE}
-)
 
 
 class RecentAttempts:
@@ -38,10 +33,8 @@ class RecentAttempts:
                             "reason": str(prev.reason),
                         }
                     )
-        elif isinstance(event, AttemptEvent) and event.attempt.reason not in _SKIPS:
+        elif isinstance(event, AttemptEvent) and event.attempt.sent:
             a = event.attempt
-            if a.status is None and a.ms == 0:  # e.g. a missing key: nothing was sent
-                return
             ring = self.by_provider.get(a.provider)
             if ring is None:
                 ring = self.by_provider[a.provider] = deque(maxlen=self.window)

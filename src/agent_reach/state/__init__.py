@@ -36,6 +36,7 @@ class LoggedAttempt:
     reason: str
     status: int | None
     ms: float
+    sent: bool  # a request went to the provider (a skip sent nothing)
     last_resort: bool = False
 
 

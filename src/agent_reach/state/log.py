@@ -31,6 +31,7 @@ class AttemptLog:
                     str(a.reason),
                     a.status,
                     a.ms,
+                    a.sent,
                     a.last_resort,
                 )
             )

@@ -294,6 +294,7 @@ class RedisStore(CachedStore):
                     "reason": r.reason,
                     "status": "" if r.status is None else r.status,
                     "ms": r.ms,
+                    "sent": int(r.sent),
                     "last_resort": int(r.last_resort),
                 }
                 pipe.xadd(stream, fields, maxlen=_LOG_CAP, approximate=True)
@@ -312,6 +313,7 @@ class RedisStore(CachedStore):
                 f["reason"],
                 int(f["status"]) if f["status"] else None,
                 float(f["ms"]),
+                f.get("sent", "1") == "1",
                 f["last_resort"] == "1",
             )
             for _, f in rows

@@ -44,7 +44,8 @@ CREATE TABLE IF NOT EXISTS health (
     provider TEXT PRIMARY KEY, result TEXT NOT NULL, expires REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS attempts (
     ts REAL NOT NULL, request TEXT NOT NULL, route TEXT NOT NULL, provider TEXT NOT NULL,
-    reason TEXT NOT NULL, status INTEGER, ms REAL NOT NULL, last_resort INTEGER NOT NULL);
+    reason TEXT NOT NULL, status INTEGER, ms REAL NOT NULL, last_resort INTEGER NOT NULL,
+    sent INTEGER NOT NULL DEFAULT 1);
 CREATE INDEX IF NOT EXISTS attempts_ts ON attempts (ts);
 CREATE TABLE IF NOT EXISTS responses (
     id TEXT PRIMARY KEY, data TEXT NOT NULL, expires REAL NOT NULL);
@@ -199,9 +200,19 @@ class SQLiteStore(CachedStore):
             db = self._db()
             db.execute("BEGIN")
             db.executemany(
-                "INSERT INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (r.ts, r.request, r.route, r.provider, r.reason, r.status, r.ms, r.last_resort)
+                    (
+                        r.ts,
+                        r.request,
+                        r.route,
+                        r.provider,
+                        r.reason,
+                        r.status,
+                        r.ms,
+                        r.last_resort,
+                        r.sent,
+                    )
                     for r in records
                 ],
             )
@@ -220,13 +231,15 @@ class SQLiteStore(CachedStore):
     async def _read(self, since: float) -> list[LoggedAttempt]:
         def read() -> list[LoggedAttempt]:
             rows = self._db().execute(
-                "SELECT ts, request, route, provider, reason, status, ms, last_resort "
+                "SELECT ts, request, route, provider, reason, status, ms, sent, last_resort "
                 "FROM attempts WHERE ts >= ? ORDER BY ts",
                 (since,),
             )
             return [
-                LoggedAttempt(ts, request, route, provider, reason, status, ms, bool(last))
-                for ts, request, route, provider, reason, status, ms, last in rows
+                LoggedAttempt(
+                    ts, request, route, provider, reason, status, ms, bool(sent), bool(last)
+                )
+                for ts, request, route, provider, reason, status, ms, sent, last in rows
             ]
 
         return await self._run(read)
