@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from ..breaker import CLOSED, CircuitState
 from ..routing import Health
+from ..trace import EFFECTS
 from . import LoggedAttempt
 from .cached import CachedStore, Snapshot
 from .memory import MAX_CAPS, Keep, LearnedCap, overflow
@@ -87,6 +88,7 @@ class SQLiteStore(CachedStore):
             _patiently(lambda: conn.execute("PRAGMA journal_mode=WAL"))
             conn.execute("PRAGMA synchronous=NORMAL")
             _patiently(lambda: conn.executescript(_SCHEMA))
+            _patiently(lambda: _add_sent(conn))
             self._conn = conn
         return self._conn
 
@@ -301,6 +303,25 @@ class SQLiteStore(CachedStore):
 
         await self._run(close)
         self._executor.shutdown(wait=True)
+
+
+def _add_sent(conn: sqlite3.Connection) -> None:
+    """An attempt log written before attempts said whether they were sent gets the column:
+    its lines are taken as sent but those with no status and no time, or of a skip reason."""
+    conn.execute("BEGIN IMMEDIATE")  # another process may be adding it too
+    try:
+        if "sent" not in {row[1] for row in conn.execute("PRAGMA table_info(attempts)")}:
+            skips = [str(r) for r, effect in EFFECTS.items() if effect.skip]
+            conn.execute("ALTER TABLE attempts ADD COLUMN sent INTEGER NOT NULL DEFAULT 1")
+            conn.execute(
+                "UPDATE attempts SET sent = 0 WHERE status IS NULL "
+                f"AND (ms = 0 OR reason IN ({', '.join('?' * len(skips))}))",
+                skips,
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def _patiently(step: Callable[[], object], tries: int = 5) -> None:
