@@ -34,8 +34,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from agent_reach.breaker import CircuitState
 from agent_reach.config import CircuitConfig
+from agent_reach.core.breaker import CircuitState
 from agent_reach.state import LoggedAttempt, open_store
 from agent_reach.state.redis import RedisStore
 from common import RESULTS, Processes, agent_reach_serve, free_port, machine, pct

@@ -6,6 +6,7 @@
     python scripts/import_graph.py --markdown      # a mermaid chart and a table, for GitHub
     python scripts/import_graph.py --update-docs   # the same, written into docs/architecture.md
     python scripts/import_graph.py --check         # exit 1, naming each import that points up
+                                                   # and each circle of imports between modules
 
 A unit is a top-level module or subpackage of `agent_reach`. Units sit in layers (`LAYERS`,
 bottom first); a unit may import units of its own layer or of a layer below, never above.
@@ -27,58 +28,33 @@ DOC = REPO / "docs" / "architecture.md"
 BEGIN = "<!-- import-graph: begin (python scripts/import_graph.py --update-docs) -->"
 END = "<!-- import-graph: end -->"
 
-# Bottom first. The words of the protocol and the pure decisions; the wire formats and the
-# config; the parts that do I/O; the one loop; the library's front door; the faces.
+# Bottom first, each unit a folder (but the front door, the version and the package's own
+# files): the words of the protocol and the pure decisions; the middle's request and answer
+# types; the wire formats and the config; what does I/O below the engine (sockets, stored
+# state, our HTTP/1.1 server, which knows no API); the one loop; the views and listeners over
+# it; the library's front door; the faces.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (
-        "core",
-        (
-            "version",
-            "records",
-            "trace",
-            "errors",
-            "outcomes",
-            "breaker",
-            "paths",
-            "completion",
-            "quota",
-            "checks",
-            "request",
-            "routing",
-            "validation",
-            "events",
-            "identity",
-            "proxies",
-            "turn",
-            "fault",
-        ),
-    ),
-    ("formats", ("dialects", "hooks", "config", "catalog")),
-    (
-        "parts",
-        (
-            "prepared",
-            "outbox",
-            "upstream",
-            "transport",
-            "health",
-            "state",
-            "ledger",
-            "alerts",
-            "report",
-            "tracing",
-        ),
-    ),
-    ("engine", ("stream", "send", "hedge", "engine")),
-    ("front door", ("status", "router", "probe")),
+    ("core", ("core", "version")),
+    ("chat", ("chat",)),
+    ("formats", ("dialects", "config", "catalog")),
+    ("io", ("net", "state", "server.http11")),
+    ("engine", ("engine",)),
+    ("observe", ("observe",)),
+    ("front door", ("router",)),
     ("faces", ("server", "cli", "__init__", "__main__")),
 )
+# A folder inside a unit that is a unit of its own, in a lower layer.
+_NESTED = ("server.http11",)
 
 
 def unit_of(module: str) -> str:
-    """`agent_reach.x.y` → `x`; the package itself → `__init__`."""
+    """`agent_reach.x.y` → `x` (`server.http11` for what is in that folder); the package
+    itself → `__init__`."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "__init__"
+    if len(parts) == 1:
+        return "__init__"
+    nested = ".".join(parts[1:3])
+    return nested if nested in _NESTED else parts[1]
 
 
 def imports(root: Path = ROOT) -> dict[str, set[str]]:
@@ -102,6 +78,67 @@ def imports(root: Path = ROOT) -> dict[str, set[str]]:
                 if target.split(".")[0] == "agent_reach" and unit_of(target) != unit_of(module):
                     edges[unit_of(module)].add(unit_of(target))
     return dict(edges)
+
+
+def module_imports(root: Path = ROOT) -> dict[str, set[str]]:
+    """module → the modules of the package it imports (`from . import x` of a module `x`
+    names that module; lazy and `TYPE_CHECKING` imports count)."""
+    files = {".".join(_parts(f, root)): f for f in sorted(root.rglob("*.py"))}
+    edges: dict[str, set[str]] = defaultdict(set)
+    for module, file in files.items():
+        package = module if file.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                subs = [f"{base}.{a.name}" for a in node.names]
+                targets = [t for t in subs if t in files] or [base]
+                if len(targets) < len(subs) and base in files:
+                    targets.append(base)
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            edges[module].update(t for t in targets if t in files and t != module)
+    return dict(edges)
+
+
+def _parts(file: Path, root: Path) -> tuple[str, ...]:
+    parts = file.relative_to(root.parent).with_suffix("").parts
+    return parts[:-1] if parts[-1] == "__init__" else parts
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The circles of imports (strongly connected sets of two modules or more), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's algorithm
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(edges.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return sorted(found)
 
 
 def layer_of(unit: str) -> int:
@@ -195,6 +232,7 @@ def main(argv: list[str]) -> int:
     edges = imports()
     if "--check" in argv:
         problems = violations(edges)
+        problems += [f"a circle of imports: {' -> '.join(c)}" for c in circles(module_imports())]
         for problem in problems:
             print(problem, file=sys.stderr)
         return 1 if problems else 0

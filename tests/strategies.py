@@ -7,7 +7,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from agent_reach import completion
+from agent_reach.chat import completion
 
 TEXT = st.text(
     st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=12

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_reach import completion
+from agent_reach.chat import completion
 from agent_reach.dialects import anthropic
 from agent_reach.dialects import responses as wire
 

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agent_reach.chat.request import ChatRequest
 from agent_reach.config import Provider
 from agent_reach.dialects import Context, Shape, anthropic, get, responses
-from agent_reach.prepared import PreparedProvider
-from agent_reach.request import ChatRequest
+from agent_reach.engine.prepared import PreparedProvider
 
 MODEL = "claude-sonnet-4-5"
 MARK = {"type": "ephemeral"}

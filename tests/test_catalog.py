@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from agent_reach import catalog, paths
+from agent_reach import catalog
 from agent_reach.catalog import Entry
+from agent_reach.chat import paths
 from agent_reach.config import config_from_data
 from agent_reach.config.write import to_yaml
 

@@ -6,11 +6,13 @@ from typing import Any
 
 import pytest
 
-from agent_reach import paths
-from agent_reach.breaker import CLOSED, CircuitState, admit, counted, fleet_count, record
+from agent_reach.chat import paths
+from agent_reach.chat.request import ChatRequest
+from agent_reach.chat.validation import Level, check
 from agent_reach.config import CircuitConfig
-from agent_reach.errors import RequestError
-from agent_reach.outcomes import (
+from agent_reach.core.breaker import CLOSED, CircuitState, admit, counted, fleet_count, record
+from agent_reach.core.errors import RequestError
+from agent_reach.core.outcomes import (
     ErrorInfo,
     Outcome,
     Transport,
@@ -18,13 +20,11 @@ from agent_reach.outcomes import (
     parse_retry_after,
     stated_cap,
 )
-from agent_reach.request import ChatRequest
-from agent_reach.routing import (
+from agent_reach.core.routing import (
     Expired,
     Health,
     Policy,
     RouteTable,
-    Run,
     Walk,
     attempt_order,
     health_verdict,
@@ -32,8 +32,8 @@ from agent_reach.routing import (
     precheck,
     retry_delay,
 )
-from agent_reach.trace import Reason
-from agent_reach.validation import Level, check
+from agent_reach.core.trace import Reason
+from agent_reach.engine.run import Run
 
 BODY = {"choices": [{"message": {"content": "hi"}}], "output": {"choices": [{"x": 1}]}, "a/b": 2}
 
@@ -639,7 +639,7 @@ def test_model_map_star(
     serves: bool,
 ) -> None:
     from agent_reach.config import Provider
-    from agent_reach.prepared import PreparedProvider
+    from agent_reach.engine.prepared import PreparedProvider
 
     spec = Provider(
         name="p", endpoint="http://h/v1/chat/completions", model_map=model_map, models=models

@@ -13,7 +13,9 @@ from anthropic.types import Message, RawMessageStreamEvent
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_reach import Reason, RequestError, StreamInterrupted, completion
+from agent_reach import Reason, RequestError, StreamInterrupted
+from agent_reach.chat import completion
+from agent_reach.chat.request import ChatRequest
 from agent_reach.dialects import Context, Shape, get
 from agent_reach.dialects.anthropic import (
     DIALECT,
@@ -24,13 +26,7 @@ from agent_reach.dialects.anthropic import (
     stop_reason,
     tool_use_id,
 )
-from agent_reach.dialects.tokens import (
-    ATTACHMENT_TOKENS,
-    MESSAGE_TOKENS,
-    input_tokens,
-    text_tokens,
-)
-from agent_reach.request import ChatRequest
+from agent_reach.dialects.tokens import ATTACHMENT_TOKENS, MESSAGE_TOKENS, input_tokens, text_tokens
 
 from .conftest import CHUNK, COMPLETION, assert_valid
 from .strategies import ARGS, CALL_ID, IMAGE, NAME, TEXT, chat_stream

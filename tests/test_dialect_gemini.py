@@ -11,13 +11,14 @@ from google.genai import types as genai_types
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_reach import Reason, StreamInterrupted, completion
+from agent_reach import Reason, StreamInterrupted
+from agent_reach.chat import completion
+from agent_reach.chat.request import ChatRequest
+from agent_reach.core.errors import RequestError
 from agent_reach.dialects import get
 from agent_reach.dialects.base import Context, Shape
 from agent_reach.dialects.gemini import ResponseChunks, estimate_tokens, read_request, response_of
 from agent_reach.dialects.tokens import MESSAGE_TOKENS, input_tokens
-from agent_reach.errors import RequestError
-from agent_reach.request import ChatRequest
 
 from .conftest import CHUNK, COMPLETION, assert_valid
 from .strategies import ARGS, IMAGE, NAME, TEXT, chat_stream

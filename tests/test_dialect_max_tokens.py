@@ -14,9 +14,9 @@ import orjson
 import pytest
 
 from agent_reach import dialects
+from agent_reach.chat.request import ChatRequest
 from agent_reach.config import Provider
-from agent_reach.prepared import PreparedProvider
-from agent_reach.request import ChatRequest
+from agent_reach.engine.prepared import PreparedProvider
 
 HELLO = {"messages": [{"role": "user", "content": "hi"}]}
 CAP = 777  # a value no body carries by itself

@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agent_reach import Reason
-from agent_reach.completion import malformed
+from agent_reach.chat.completion import malformed
 from agent_reach.dialects import Context, Shape, Verbatim, openai
 
 from .conftest import CHUNK, COMPLETION, assert_valid

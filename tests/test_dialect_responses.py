@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_reach import Reason
+from agent_reach.chat.request import ChatRequest
+from agent_reach.core.errors import RequestError
 from agent_reach.dialects import Context, Shape
 from agent_reach.dialects import responses as wire_format
 from agent_reach.dialects.responses import DIALECT, StreamOut, answer_out, request_in, tool_map
-from agent_reach.errors import RequestError
-from agent_reach.request import ChatRequest
 
 from .conftest import COMPLETION, RESPONSE, assert_valid, assert_valid_event
 from .upstream import responses_answer, responses_events

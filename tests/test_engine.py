@@ -712,7 +712,7 @@ async def test_leaving_a_stream_early_closes_it(up: Upstream) -> None:
 
 
 def test_error_body_shape_is_valid() -> None:
-    from agent_reach import completion
+    from agent_reach.chat import completion
 
     assert_valid(
         ERROR, completion.error("all providers failed", "all_providers_failed", attempts=[])
@@ -821,8 +821,8 @@ async def test_count_tokens_asks_the_first_native_provider_whose_circuit_is_clos
 ) -> None:
     from dataclasses import replace
 
-    from agent_reach.breaker import CircuitState
-    from agent_reach.request import ChatRequest
+    from agent_reach.chat.request import ChatRequest
+    from agent_reach.core.breaker import CircuitState
 
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     req = replace(ChatRequest.checked(body), api="messages", native=body)

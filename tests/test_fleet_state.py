@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from agent_reach.breaker import CLOSED, CircuitState, admit, record
 from agent_reach.config import CircuitConfig
+from agent_reach.core.breaker import CLOSED, CircuitState, admit, record
+from agent_reach.core.trace import Reason
 from agent_reach.state.redis import RedisStore
-from agent_reach.trace import Reason
 
 POLICY = CircuitConfig(failures=4, cooldown_s=30, auth_cooldown_s=300)
 KEY = "p@0123456789ab"

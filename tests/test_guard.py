@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from agent_reach import dialects
-from agent_reach.errors import RequestError, escaped, quoted
-from agent_reach.request import CHAT_FIELDS, ChatRequest
+from agent_reach.chat.request import CHAT_FIELDS, ChatRequest
+from agent_reach.core.errors import RequestError, escaped, quoted
+from agent_reach.server.faces.relay import MAX_DEPTH, BadBody, check_depth
 from agent_reach.server.guard import Keys
-from agent_reach.server.http import MAX_DEPTH, BadBody, check_depth
 
 MSG = [{"role": "user", "content": "hi"}]
 

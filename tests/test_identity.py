@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent_reach.identity import at_endpoint, quota_key, split, state_key
+from agent_reach.core.identity import at_endpoint, quota_key, split, state_key
 
 KEY = "sk-very-secret-123456"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from agent_reach.completion import random_hex
+from agent_reach.chat.completion import random_hex
 
 
 def test_ids_are_fresh_across_many_pools() -> None:

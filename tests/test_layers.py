@@ -40,7 +40,7 @@ def test_an_import_pointing_up_is_caught(tmp_path: Path) -> None:
     (package / "dialects" / "__init__.py").write_text("")
     # A dialect that reaches up into the engine, inside a function: still a dependency.
     (package / "dialects" / "openai.py").write_text("def f():\n    from ..engine import Engine\n")
-    (package / "gadget.py").write_text("import agent_reach.trace\n")
+    (package / "gadget.py").write_text("import agent_reach.core.trace\n")
     problems = g.violations(g.imports(package))
     assert problems == [
         "gadget: in no layer (add it to LAYERS in scripts/import_graph.py)",
@@ -62,11 +62,36 @@ def test_the_graph_is_written_between_the_markers(tmp_path: Path) -> None:
     g = graph()
     doc = tmp_path / "architecture.md"
     doc.write_text(f"# Map\n\n{g.BEGIN}\nold graph\n{g.END}\n\nafter\n")
-    edges = {"router": {"engine"}, "engine": {"trace"}}
+    edges = {"router": {"engine"}, "engine": {"core"}}
     g.update_docs(edges, doc)
     text = doc.read_text()
     assert g.embedded(text) == g.markdown(edges)
     assert text.startswith(f"# Map\n\n{g.BEGIN}\n```mermaid\n")
     assert text.endswith(f"\n{g.END}\n\nafter\n")
-    assert "L4 -->|1| L3" in text  # front door → engine
+    assert "L6 -->|1| L4" in text  # front door → engine
     assert "| front door | `router` | `engine` |" in text
+
+
+def test_no_circle_of_imports_anywhere() -> None:
+    """Between any two modules of `src/agent_reach`, `TYPE_CHECKING` and lazy imports counted,
+    package `__init__`s included (a submodule importing its package's face is one)."""
+    g = graph()
+    edges = g.module_imports()
+    assert "agent_reach.engine.loop" in edges["agent_reach.router"]  # read from the code
+    assert g.circles(edges) == []
+
+
+def test_a_circle_is_caught(tmp_path: Path) -> None:
+    g = graph()
+    package = tmp_path / "agent_reach"
+    (package / "state").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "state" / "__init__.py").write_text("from .memory import Store\n")
+    memory = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import Logged\n"
+    (package / "state" / "memory.py").write_text(memory)
+    (package / "engine.py").write_text("def f():\n    from . import router\n")
+    (package / "router.py").write_text("from .engine import f\n")
+    assert g.circles(g.module_imports(package)) == [
+        ["agent_reach.engine", "agent_reach.router"],
+        ["agent_reach.state", "agent_reach.state.memory"],
+    ]

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agent_reach.outbox import Outbox
+from agent_reach.net.outbox import Outbox
 
 Ends = list[tuple[asyncio.WriteTransport, socket.socket]]
 MOST = 2**16

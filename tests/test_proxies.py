@@ -7,8 +7,8 @@ import base64
 
 import pytest
 
-from agent_reach import proxies
-from agent_reach.proxies import Bypass, Proxy, ProxyEnv, choose
+from agent_reach.core import proxies
+from agent_reach.core.proxies import Bypass, Proxy, ProxyEnv, choose
 
 HTTPS = "https://api.openai.com/v1/chat/completions"
 HTTP = "http://10.1.2.3:11434/api/chat"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from agent_reach.trace import EFFECTS, Circuit, Reason
+from agent_reach.core.trace import EFFECTS, Circuit, Reason
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "agent_reach"
 

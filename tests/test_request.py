@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from agent_reach.checks import INT32_MAX
-from agent_reach.errors import RequestError
-from agent_reach.request import ChatRequest
+from agent_reach.chat.checks import INT32_MAX
+from agent_reach.chat.request import ChatRequest
+from agent_reach.core.errors import RequestError
 
 MSG = [{"role": "user", "content": "hi"}]
 CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}

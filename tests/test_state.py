@@ -14,15 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_reach import Router
-from agent_reach.breaker import CLOSED, CircuitState
-from agent_reach.outcomes import Outcome
-from agent_reach.routing import Health
+from agent_reach.core.breaker import CLOSED, CircuitState
+from agent_reach.core.outcomes import Outcome
+from agent_reach.core.routing import Health
+from agent_reach.core.trace import Reason
 from agent_reach.state import Keep, LearnedCap, LoggedAttempt, MemoryStore, open_store
 from agent_reach.state.cached import CachedStore
 from agent_reach.state.memory import MAX_CAPS, Kept, overflow
 from agent_reach.state.redis import RedisStore
 from agent_reach.state.sqlite import SQLiteStore
-from agent_reach.trace import Reason
 
 from .services import RedisServer
 from .upstream import Upstream

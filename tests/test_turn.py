@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from agent_reach.breaker import CLOSED, CircuitState
-from agent_reach.outcomes import Outcome
-from agent_reach.routing import Health
-from agent_reach.trace import Reason
-from agent_reach.turn import Check, Clamp, Done, Facts, Gather, Send, Skip, Sleep, Turn
+from agent_reach.core.breaker import CLOSED, CircuitState
+from agent_reach.core.outcomes import Outcome
+from agent_reach.core.routing import Health
+from agent_reach.core.trace import Reason
+from agent_reach.core.turn import Check, Clamp, Done, Facts, Gather, Send, Skip, Sleep, Turn
 
 NOW = 1_900_000_000.0
 FACTS = Facts(

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import pytest
 import trustme
 
-from agent_reach.proxies import Proxy
-from agent_reach.upstream import (
+from agent_reach.core.proxies import Proxy
+from agent_reach.net.upstream import (
     HIGH_WATER,
     READ_SIZE,
     Client,

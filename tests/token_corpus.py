@@ -52,7 +52,7 @@ def _log(lines: int) -> str:
 
 def _session() -> list[dict[str, Any]]:
     """An agent's turns: a task, tool calls with their inputs, results with code and logs."""
-    code = _read("src/agent_reach/routing.py", 0, 6000)
+    code = _read("src/agent_reach/core/routing.py", 0, 6000)
     return [
         {"role": "user", "content": [{"type": "text", "text": "Why does test_walk fail? Fix it."}]},
         {
@@ -103,7 +103,9 @@ def corpus() -> dict[str, dict[str, Any]]:
         "hello": {"messages": [{"role": "user", "content": "hi"}]},
         "english prose": {"messages": [{"role": "user", "content": _read("README.md", 2000)}]},
         "python": {
-            "messages": [{"role": "user", "content": _read("src/agent_reach/engine.py", 0, 9000)}]
+            "messages": [
+                {"role": "user", "content": _read("src/agent_reach/engine/loop.py", 0, 9000)}
+            ]
         },
         "chinese prose": {
             "messages": [{"role": "user", "content": _read("README.zh-CN.md", 1200, 4000)}]
@@ -121,7 +123,7 @@ def corpus() -> dict[str, dict[str, Any]]:
             "messages": [
                 {"role": "user", "content": _read("README.zh-CN.md", 9000, 3000)},
                 {"role": "assistant", "content": "好的，我先看一下代码。"},
-                {"role": "user", "content": _read("src/agent_reach/breaker.py", 0, 5000)},
+                {"role": "user", "content": _read("src/agent_reach/core/breaker.py", 0, 5000)},
             ],
         },
     }

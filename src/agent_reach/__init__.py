@@ -17,16 +17,16 @@ from .version import __version__
 
 if TYPE_CHECKING:
     from .config import Config
-    from .errors import (
+    from .core.errors import (
         AgentReachError,
         AllProvidersFailed,
         ConfigError,
         RequestError,
         StreamInterrupted,
     )
+    from .core.trace import Attempt, Reason, Result
+    from .engine.stream import ChatStream
     from .router import Router
-    from .stream import ChatStream
-    from .trace import Attempt, Reason, Result
 
 __all__ = [
     "AgentReachError",
@@ -45,16 +45,16 @@ __all__ = [
 
 _HOMES = {
     "Router": "router",
-    "ChatStream": "stream",
+    "ChatStream": "engine.stream",
     "Config": "config",
-    "Attempt": "trace",
-    "Reason": "trace",
-    "Result": "trace",
-    "AgentReachError": "errors",
-    "AllProvidersFailed": "errors",
-    "ConfigError": "errors",
-    "RequestError": "errors",
-    "StreamInterrupted": "errors",
+    "Attempt": "core.trace",
+    "Reason": "core.trace",
+    "Result": "core.trace",
+    "AgentReachError": "core.errors",
+    "AllProvidersFailed": "core.errors",
+    "ConfigError": "core.errors",
+    "RequestError": "core.errors",
+    "StreamInterrupted": "core.errors",
 }
 
 

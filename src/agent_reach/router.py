@@ -8,17 +8,17 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .chat.request import ChatRequest
 from .config import Config, Provider, config_from_data, load_config
-from .engine import Engine
-from .events import Observer
-from .health import CheckResult
-from .request import ChatRequest
+from .core.events import Observer
+from .core.trace import Attempt, Result
+from .engine.health import CheckResult
+from .engine.loop import Engine
+from .engine.stream import ChatStream
 from .state import LoggedAttempt, StateStore
-from .stream import ChatStream
-from .trace import Attempt, Result
 
 if TYPE_CHECKING:
-    from .alerts import Alerts
+    from .observe.alerts import Alerts
 
 
 class Router:
@@ -50,13 +50,13 @@ class Router:
         self.engine = Engine(self.config, **kwargs)
         self.alerts: Alerts | None = None
         if self.config.alerts:
-            from .alerts import Alerts
+            from .observe.alerts import Alerts
 
             self.alerts = Alerts(
                 self.config, self.engine.store, self.engine.clock, environ or os.environ
             )
             self.subscribe(self.alerts)
-        from . import tracing
+        from .observe import tracing
 
         if tracing.wanted(self.config, environ or os.environ):
             spans = tracing.observer(self.config)
@@ -94,7 +94,7 @@ class Router:
         "(not set)"), its proxy's credentials as `***`, and the key's value nowhere."""
         import orjson
 
-        from . import proxies
+        from .core import proxies
 
         prepared = self.engine.prepared[name]
         data = prepared.spec.model_dump(mode="json", exclude_defaults=False)
@@ -138,19 +138,19 @@ class Router:
 
     async def status(self, everything: bool = False) -> list[dict[str, Any]]:
         """Every provider as the status views show it (see `status.providers`)."""
-        from . import status
+        from .observe import status
 
         return await status.providers(self.engine, everything)
 
     async def quota_use(self, name: str) -> list[dict[str, Any]]:
         """Provider `name`'s budgets and their use in the current windows."""
-        from . import status
+        from .observe import status
 
         return await status.quota_use(self.engine, name)
 
     async def learned_caps(self) -> list[dict[str, Any]]:
         """Every learned output cap in the store (see `status.learned_caps`)."""
-        from . import status
+        from .observe import status
 
         await self.engine.store.refresh()
         return await status.learned_caps(self.engine)
@@ -158,14 +158,14 @@ class Router:
     async def forget_caps(self, provider: str | None = None) -> int:
         """Forget the learned output caps (of every identity named `provider`, or all), in
         every process sharing the store; how many were kept."""
-        from .identity import SEP
+        from .core.identity import SEP
 
         prefix = "" if provider is None else f"{provider}{SEP}"
         return await self.engine.store.forget_caps(self.now(), prefix)
 
     async def attempt_log(self, since: float, everything: bool = False) -> list[LoggedAttempt]:
         """The attempt log since `since` (see `status.logged`)."""
-        from . import status
+        from .observe import status
 
         return await status.logged(self.engine, since, everything)
 

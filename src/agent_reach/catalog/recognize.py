@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .. import dialects, paths, validation
+from .. import dialects
+from ..chat import paths, validation
 from ..dialects import Context, Mismatch, Shape
 from .entries import Level
 

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import NDJSON, expected_errors, fail
-from .render import print_json
+from .exits import expected_errors, fail
+from .render import NDJSON, print_json
 
 if TYPE_CHECKING:
-    from ..events import Event
+    from ..core.events import Event
     from ..router import Router
 
 
@@ -123,7 +123,7 @@ class _Narrator:
         self.dumped: set[str] = set()
 
     def __call__(self, event: Event) -> None:
-        from ..events import AttemptEvent
+        from ..core.events import AttemptEvent
 
         if not isinstance(event, AttemptEvent):
             return

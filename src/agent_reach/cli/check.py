@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import expected_errors
+from .exits import expected_errors
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..health import CheckResult
+    from ..engine.health import CheckResult
 
 
 @click.command()

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from . import expected_errors
+from .exits import expected_errors
 
 
 @click.group()

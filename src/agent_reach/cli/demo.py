@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import expected_errors
+from .exits import expected_errors
 
 if TYPE_CHECKING:
-    from ..events import Event
+    from ..core.events import Event
 
 PROMPT = "Explain quantum annealing in one sentence."
 AGENT_PROMPT = "Run echo in the shell and tell me what it printed."
@@ -76,7 +76,7 @@ def demo(serve: bool, port: int) -> None:
         try:
             asyncio.run(_serve(port))
         except OSError as exc:  # e.g. the port is taken
-            from . import fail
+            from .exits import fail
 
             fail(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}", 2)
         return
@@ -198,7 +198,7 @@ async def _demo() -> None:
     lines = TraceLines()
 
     def narrate(event: Event) -> None:
-        from ..events import AttemptEvent
+        from ..core.events import AttemptEvent
 
         if isinstance(event, AttemptEvent):
             click.echo("  " + lines.line(event.attempt))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import expected_errors
+from .exits import expected_errors
 
 if TYPE_CHECKING:
     from ..router import Router
@@ -83,7 +83,7 @@ def drill(obj: dict[str, Any], model: str | None, dry_run: bool, as_json: bool) 
 async def _drill(
     router: Router, routes: dict[str, tuple[str, ...]], model: str | None
 ) -> list[Row]:
-    from ..errors import AllProvidersFailed
+    from ..core.errors import AllProvidersFailed
 
     rows = []
     try:

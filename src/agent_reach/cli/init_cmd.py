@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import expected_errors, fail
+from .exits import expected_errors, fail
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import expected_errors, fail
+from .exits import expected_errors, fail
 from .render import print_json
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ..probe import Report
+    from .discovery import Report
 
 
 @click.command()
@@ -53,7 +53,7 @@ def probe(
     import asyncio
 
     from ..config.write import provider_names, weight_after_last
-    from ..probe import run_probe
+    from .discovery import run_probe
     from .init_cmd import config_target
 
     url = _endpoint(url, fmt)
@@ -96,9 +96,10 @@ def _endpoint(url: str, fmt: str | None) -> str:
 def _checked(url: str, fmt: str | None, model: str | None, key_env: str | None) -> dict[str, str]:
     """Exit 2 on arguments that cannot work; the environment the probe may read (the key,
     and the proxy variables: it goes where the provider would)."""
-    from .. import dialects, proxies
+    from .. import dialects
     from ..catalog import formats_for_url
-    from ..probe import model_in_url
+    from ..core import proxies
+    from .discovery import model_in_url
 
     if not re.match(r"^https?://[^/?#]+", url):
         fail(f"expected a full http(s) URL, got {url!r}", 2)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from . import expected_errors
+from .exits import expected_errors
 
 
 @click.command()

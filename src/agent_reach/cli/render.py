@@ -7,8 +7,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from ..errors import AllProvidersFailed
-    from ..trace import Attempt
+    from ..core.errors import AllProvidersFailed
+    from ..core.trace import Attempt
+
+
+NDJSON = "agent_reach.ndjson"  # ctx.meta: stdout is one JSON value per line
+PRINTED = "agent_reach.printed"  # ctx.meta: something went to stdout already
 
 
 def _short(text: str, limit: int = 160) -> str:
@@ -84,8 +88,6 @@ def print_json(value: object) -> None:
     """`value` as JSON on stdout: indented, or on one line when the command writes NDJSON."""
     import click
     import orjson
-
-    from . import NDJSON, PRINTED
 
     ctx = click.get_current_context(silent=True)
     line = ctx is not None and bool(ctx.meta.get(NDJSON))

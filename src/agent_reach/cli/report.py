@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import expected_errors, fail
+from .exits import expected_errors, fail
 
 if TYPE_CHECKING:
     from ..router import Router
@@ -70,7 +70,7 @@ def report(
     if html_file:
         from pathlib import Path
 
-        from ..report import html
+        from ..observe.report import html
 
         Path(html_file).write_text(html(built), encoding="utf-8")
         click.echo(f"wrote {html_file}", err=True)
@@ -83,7 +83,7 @@ def report(
 
 
 async def _build(router: Router, window: float, everything: bool) -> Any:
-    from ..report import build
+    from ..observe.report import build
 
     try:
         until = router.now()
@@ -114,7 +114,7 @@ def _source(router: Router) -> str:
 def _report_table(built: Any, source: str) -> None:
     from rich.table import Table
 
-    from ..report import cell
+    from ..observe.report import cell
     from .render import print_table
 
     table = Table(

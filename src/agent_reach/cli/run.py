@@ -31,8 +31,9 @@ from typing import IO, Any
 
 import click
 
-from ..events import CircuitEvent, Event, RequestEvent
-from . import agents, expected_errors, fail
+from ..core.events import CircuitEvent, Event, RequestEvent
+from . import agents
+from .exits import expected_errors, fail
 from .render import chain
 
 RUN_LOG = "~/.agent-reach/run.log"  # where the lines go while a full-screen agent runs

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from . import expected_errors
+from .exits import expected_errors
 
 
 @click.command()
@@ -59,7 +59,7 @@ def serve(
     server = router.config.server
     host = host or server.host
     port = server.port if port is None else port
-    from ..server import api_keys
+    from ..server.guard import api_keys
 
     api_keys(server, router.config.source)  # client auth meant but off: refused before serving
     if workers > 1:

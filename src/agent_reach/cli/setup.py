@@ -29,8 +29,8 @@ from typing import Any
 
 import click
 
-from . import expected_errors, fail
 from .agents import GEMINI_AUTH, OPENCODE_MODEL, opencode_provider, with_auth
+from .exits import expected_errors, fail
 
 KEY_VAR = "AGENT_REACH_API_KEY"
 _PROVIDER_TABLE = "[model_providers.agent_reach]"
@@ -107,7 +107,7 @@ def _base_url(config_path: str | None, given: str | None) -> str:
     if given:
         return given.rstrip("/").removesuffix("/v1")
     from ..config import find_config_path, load_config
-    from ..errors import ConfigError
+    from ..core.errors import ConfigError
 
     try:
         find_config_path(config_path)

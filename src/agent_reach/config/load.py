@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 from .describe import describe, did_you_mean, where
 from .model import Config
 from .provider import Provider
@@ -140,7 +140,7 @@ def _masked(text: str, expanded: dict[str, str]) -> str:
 
 def _load_hooks(config: Config, source: str) -> dict[tuple[str, str], Any]:
     """Import every hook once, now, so that a missing one is a config error."""
-    from .. import hooks
+    from . import hooks
 
     base = Path(source).parent if source != "<dict>" else Path.cwd()
     loaded = {}

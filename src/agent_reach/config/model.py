@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from ..routing import Policy, RouteTable
+from ..core.routing import Policy, RouteTable
 from ..version import PROTOCOL_VERSION
 from .describe import did_you_mean
 from .provider import Ms, Name, Provider, Section, http_url

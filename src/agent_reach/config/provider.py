@@ -12,9 +12,10 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .. import dialects, proxies, quota
-from ..trace import Reason
-from ..validation import Level
+from .. import dialects
+from ..chat.validation import Level
+from ..core import proxies, quota
+from ..core.trace import Reason
 
 Ms = Annotated[float, Field(gt=0, description="milliseconds")]
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$", min_length=1)]

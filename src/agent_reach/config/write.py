@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 from ..version import PROTOCOL_VERSION
 
 How = Literal["created", "appended", "rewrote"]

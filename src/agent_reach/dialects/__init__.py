@@ -12,16 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Literal, get_args
 
-from .base import (
-    Context,
-    Decoder,
-    Dialect,
-    Inbound,
-    Mismatch,
-    ProviderError,
-    Shape,
-    Verbatim,
-)
+from .base import Context, Decoder, Dialect, Inbound, Mismatch, ProviderError, Shape, Verbatim
 
 __all__ = [
     "FORMATS",

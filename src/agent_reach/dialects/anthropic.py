@@ -39,8 +39,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from .. import completion
-from ..checks import (
+from ..chat import completion
+from ..chat.checks import (
     BOOLEAN,
     INT32_MAX,
     INT64_MAX,
@@ -59,19 +59,10 @@ from ..checks import (
     shape,
     tagged,
 )
-from ..errors import RequestError
-from ..outcomes import ErrorInfo
+from ..core.errors import RequestError
+from ..core.outcomes import ErrorInfo
 from .artifacts import homed
-from .base import (
-    Context,
-    Decoder,
-    Dialect,
-    Inbound,
-    Mismatch,
-    ProviderError,
-    loads,
-    openai_error,
-)
+from .base import Context, Decoder, Dialect, Inbound, Mismatch, ProviderError, loads, openai_error
 from .convert import (
     arguments_of,
     bounded,

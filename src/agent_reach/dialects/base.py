@@ -16,9 +16,9 @@ from typing import Any, ClassVar, Literal
 
 import orjson
 
-from .. import completion
-from ..outcomes import ErrorInfo
-from ..records import record
+from ..chat import completion
+from ..core.outcomes import ErrorInfo
+from ..core.records import record
 
 
 class Mismatch(Exception):

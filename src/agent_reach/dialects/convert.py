@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 from urllib.parse import quote
 
-from .. import paths
+from ..chat import paths
 from .base import Context, Mismatch, Shape, loads
 
 

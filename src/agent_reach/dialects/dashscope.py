@@ -21,15 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import completion
-from ..outcomes import ErrorInfo
-from .base import (
-    Context,
-    Decoder,
-    Dialect,
-    Mismatch,
-    openai_error,
-)
+from ..chat import completion
+from ..core.outcomes import ErrorInfo
+from .base import Context, Decoder, Dialect, Mismatch, openai_error
 from .convert import (
     content_at,
     is_default_shape,

@@ -24,15 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import completion
-from ..outcomes import ErrorInfo
-from .base import (
-    Context,
-    Decoder,
-    Dialect,
-    Mismatch,
-    openai_error,
-)
+from ..chat import completion
+from ..core.outcomes import ErrorInfo
+from .base import Context, Decoder, Dialect, Mismatch, openai_error
 from .convert import (
     bounded,
     content_at,

@@ -43,8 +43,8 @@ from urllib.parse import quote
 
 import orjson
 
-from .. import completion
-from ..checks import (
+from ..chat import completion
+from ..chat.checks import (
     BOOLEAN,
     INT32_MAX,
     NAME,
@@ -60,18 +60,10 @@ from ..checks import (
     refused,
     shape,
 )
-from ..errors import RequestError
-from ..outcomes import ErrorInfo
-from ..trace import Reason
-from .base import (
-    Context,
-    Decoder,
-    Dialect,
-    Inbound,
-    Mismatch,
-    loads,
-    openai_error,
-)
+from ..core.errors import RequestError
+from ..core.outcomes import ErrorInfo
+from ..core.trace import Reason
+from .base import Context, Decoder, Dialect, Inbound, Mismatch, loads, openai_error
 from .convert import (
     arguments_of,
     bounded,

@@ -31,18 +31,11 @@ import dataclasses
 from typing import Any
 from urllib.parse import urlsplit
 
-from .. import completion
-from ..outcomes import ErrorInfo
-from ..trace import Reason
+from ..chat import completion
+from ..core.outcomes import ErrorInfo
+from ..core.trace import Reason
 from . import openai
-from .base import (
-    Context,
-    Decoder,
-    Dialect,
-    Mismatch,
-    Shape,
-    openai_error,
-)
+from .base import Context, Decoder, Dialect, Mismatch, Shape, openai_error
 from .convert import (
     bounded,
     content_at,

@@ -10,19 +10,9 @@ from typing import Any
 
 import orjson
 
-from .. import completion
-from .base import (
-    Context,
-    Decoder,
-    Dialect,
-)
-from .convert import (
-    content_at,
-    model_of,
-    parts_of,
-    put_max_tokens,
-    text_of,
-)
+from ..chat import completion
+from .base import Context, Decoder, Dialect
+from .convert import content_at, model_of, parts_of, put_max_tokens, text_of
 
 _OPTIONS = ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty", "top_k")
 

@@ -10,25 +10,10 @@ from typing import Any
 
 import orjson
 
-from .. import completion
-from ..checks import INT64_MAX
-from .base import (
-    Context,
-    Decoder,
-    Dialect,
-    Mismatch,
-    Shape,
-    Verbatim,
-    loads,
-)
-from .convert import (
-    content_at,
-    model_of,
-    object_at,
-    put_max_tokens,
-    text_of,
-    turns_last,
-)
+from ..chat import completion
+from ..chat.checks import INT64_MAX
+from .base import Context, Decoder, Dialect, Mismatch, Shape, Verbatim, loads
+from .convert import content_at, model_of, object_at, put_max_tokens, text_of, turns_last
 
 _NOT_FORWARDED = frozenset(
     {"agent_reach", "model", "stream", "stream_options", "max_tokens", "max_completion_tokens"}

@@ -29,8 +29,8 @@ from typing import Any
 
 import orjson
 
-from .. import completion
-from ..checks import (
+from ..chat import completion
+from ..chat.checks import (
     BOOLEAN,
     INT64,
     INT64_MAX,
@@ -49,17 +49,9 @@ from ..checks import (
     shape,
     tagged,
 )
-from ..outcomes import ErrorInfo
+from ..core.outcomes import ErrorInfo
 from .artifacts import homed
-from .base import (
-    Context,
-    Decoder,
-    Dialect,
-    Inbound,
-    Mismatch,
-    ProviderError,
-    openai_error,
-)
+from .base import Context, Decoder, Dialect, Inbound, Mismatch, ProviderError, openai_error
 from .convert import (
     content_at,
     functions_of,

@@ -19,37 +19,18 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import IO, TYPE_CHECKING
 
-from ..config import ServerConfig
-from ..errors import ConfigError
 from ..router import Router
 
 if TYPE_CHECKING:
-    from .app import Proxy
-    from .connection import Server
-    from .wire import App
+    from .app import Gateway
+    from .http11.connection import Server
+    from .http11.wire import App
 
 GC_YOUNG = 20_000  # objects made before the youngest generation is collected (`run`)
 
 
 class CannotServe(Exception):
     """The proxy could not listen (the port is taken, or not allowed)."""
-
-
-def api_keys(server: ServerConfig, source: str) -> frozenset[str]:
-    """The client keys from the variable `server.api_keys_env` names (comma-separated).
-    ConfigError when client auth was meant but would be off: the config names the variable
-    itself, or the variable is set, and it holds no key (`api_keys_env: null` serves without)."""
-    var = server.api_keys_env
-    value = os.environ.get(var) if var else None
-    keys = frozenset(k.strip() for k in (value or "").split(",") if k.strip())
-    if var and not keys and (value is not None or "api_keys_env" in server.model_fields_set):
-        state = "is empty" if value is not None else "is not set"
-        raise ConfigError(
-            f"server.api_keys_env: the variable {var} {state}, so client auth would be off; "
-            "set it to the client keys, or set api_keys_env: null to serve without them",
-            file=source,
-        )
-    return keys
 
 
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -76,22 +57,24 @@ async def run(
 ) -> None:
     """Serve until SIGTERM or SIGINT, then drain in-flight requests and stop. SIGHUP (and,
     with `watch`, a change to the file) reloads the config."""
-    from . import reload
-    from .app import Proxy
+    from . import guard, reload
+    from .app import Gateway
     from .browsers import host_name, loopback
-    from .descriptors import accept_batch
+    from .http11.descriptors import accept_batch
     from .log import configure, server_log
 
     configure(log_level, access_log)
-    proxy = Proxy(router, api_keys=api_keys(router.config.server, router.config.source), host=host)
-    if not proxy.api_keys and not loopback(host_name(host)):
+    gateway = Gateway(
+        router, api_keys=guard.api_keys(router.config.server, router.config.source), host=host
+    )
+    if not gateway.api_keys and not loopback(host_name(host)):
         server_log.warning(
             "agent-reach: client auth is off on %s: anyone who can reach it may use your "
             "providers (set %s to client keys)",
             host,
             router.config.server.api_keys_env or "server.api_keys_env",
         )
-    server = _server(proxy, proxy.app(), access_log=access_log)
+    server = _server(gateway, gateway.app(), access_log=access_log)
     backlog = accept_batch(server.limits.max_connections)
     await server.start(host, port, reuse_port=reuse_port, backlog=backlog)
     # asyncio accepts up to `backlog` connections at once: few, so that a burst cannot take the
@@ -113,9 +96,9 @@ async def run(
     for sig in (signal.SIGTERM, signal.SIGINT):  # before the banner: a stop right after it counts
         loop.add_signal_handler(sig, stop.set)
     # Before the banner too: a SIGHUP sent once it is read reloads, and never kills.
-    stop_reloading = reload.install(proxy, watch=watch)
+    stop_reloading = reload.install(gateway, watch=watch)
     bound = server.addresses[0]
-    auth = "on" if proxy.api_keys else "off"
+    auth = "on" if gateway.api_keys else "off"
     base = f"http://{bound[0]}:{bound[1]}"
     print(
         f"agent-reach: serving on {base} ({len(router.config.providers)} providers, client"
@@ -160,18 +143,18 @@ async def run_with(
     """Serve on 127.0.0.1 (`port`, 0 for a free one) for the one client key `key`, with
     `route` for requests that name none, while `program(base_url)` runs; its result. The
     proxy's log (access lines included) goes to `log`, when given."""
-    from .app import Proxy
-    from .http import DEFAULT_ROUTE
+    from .app import Gateway
+    from .faces.relay import DEFAULT_ROUTE
     from .log import configure
 
     if log is not None:
         configure("info", access=True, stream=log)
 
-    proxy = Proxy(router, api_keys=frozenset({key}))
-    app = proxy.app()
+    gateway = Gateway(router, api_keys=frozenset({key}))
+    app = gateway.app()
     if route:
         app[DEFAULT_ROUTE] = route
-    server = _server(proxy, app, access_log=log is not None)
+    server = _server(gateway, app, access_log=log is not None)
     try:
         await server.start("127.0.0.1", port)
     except OSError as exc:
@@ -184,14 +167,14 @@ async def run_with(
         await server.close(2.0)
 
 
-def _server(proxy: Proxy, app: App, *, access_log: bool) -> Server:
+def _server(gateway: Gateway, app: App, *, access_log: bool) -> Server:
     """The server of `app` with the limits of `server:` (protocol §14) on its connections,
     `max_connections` clamped to the file descriptors the process may open (said when so)."""
-    from .connection import Server
-    from .descriptors import connection_cap, quiet_accept_errors, raise_limit
+    from .http11.connection import Server
+    from .http11.descriptors import connection_cap, quiet_accept_errors, raise_limit
     from .log import access_logger, server_log
 
-    limits = proxy.config.server
+    limits = gateway.config.server
     nofile = raise_limit()
     cap = connection_cap(limits.max_connections, nofile)
     if cap < limits.max_connections:
@@ -204,7 +187,13 @@ def _server(proxy: Proxy, app: App, *, access_log: bool) -> Server:
         )
         limits = limits.model_copy(update={"max_connections": cap})
     quiet_accept_errors(asyncio.get_running_loop(), server_log)
-    return Server(app, limits=limits, screen=proxy.guard.expect, access=access_logger(access_log))
+    return Server(
+        app,
+        limits=limits,
+        screen=gateway.guard.expect,
+        access=access_logger(access_log),
+        error_body=gateway.error_bytes,
+    )
 
 
 def free_port(host: str) -> int:

@@ -17,21 +17,22 @@ from typing import Any
 
 import orjson
 
-from ..errors import escaped
-from ..events import AttemptEvent, Event
+from ..core.errors import escaped
+from ..core.events import AttemptEvent, Event
 from ..router import Router
 from ..version import __version__
-from . import chat, gemini, log, messages, responses, status_page, step
-from .errors import JSON
+from . import log, status_page
+from .errors import JSON, error_body
+from .faces import chat, gemini, messages, responses, step
 from .guard import Guard, Keys
+from .http11.wire import App, Handler, Request, Response, StreamResponse
 from .metrics import Metrics
 from .stats import RecentAttempts
-from .wire import App, Handler, Request, Response, StreamResponse
 
-Face = Callable[["Proxy", Request], Awaitable[StreamResponse]]
+Face = Callable[["Gateway", Request], Awaitable[StreamResponse]]
 
 
-class Proxy:
+class Gateway:
     """The proxy's handlers, metrics and status around one `Router`."""
 
     def __init__(
@@ -94,6 +95,10 @@ class Proxy:
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
         return app
+
+    def error_bytes(self, path: str, status: int, message: str) -> bytes:
+        """An error body for `path`'s API, for the HTTP server to answer outside a request."""
+        return orjson.dumps(error_body(path, status, message))
 
     def authorized(self, request: Request) -> bool:
         """Whether the request carries a client key (for the status page, which asks for one

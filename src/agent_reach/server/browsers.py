@@ -19,8 +19,8 @@ import functools
 import ipaddress
 from urllib.parse import urlsplit
 
-from ..errors import quoted
-from .wire import Request
+from ..core.errors import quoted
+from .http11.wire import Request
 
 _ANY = frozenset({"", "0.0.0.0", "::"})  # listening on every address names no host
 

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .. import completion
+from ..chat import completion
 from ..dialects import gemini
-from .wire import Response
+from .http11.wire import Response
 
 if TYPE_CHECKING:
-    from ..errors import AllProvidersFailed
+    from ..core.errors import AllProvidersFailed
 
 JSON = "application/json"
 _OPENAI_TYPES = {

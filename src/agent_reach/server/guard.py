@@ -23,18 +23,19 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import os
 import re
 from collections.abc import Awaitable, Callable
 
 from multidict import MultiMapping
 
 from ..config import ServerConfig
-from ..errors import RequestError, quoted
+from ..core.errors import ConfigError, RequestError, quoted
 from . import log, status_page
 from .browsers import Browsers
 from .errors import error_response, speaks_gemini
-from .http import BadBody
-from .wire import BodyTooLarge, HTTPError, PayloadError, Request, Response, StreamResponse
+from .faces.relay import BadBody
+from .http11.wire import BodyTooLarge, HTTPError, PayloadError, Request, Response, StreamResponse
 
 Handler = Callable[[Request], Awaitable[StreamResponse]]
 # Answered without a proxy key: the health check, "/" (Claude Code probes it), and the status
@@ -241,3 +242,20 @@ def _payload_problem(exc: PayloadError) -> str:
     if "content-encoding" in text.lower():
         return "the body could not be decoded as its Content-Encoding says"
     return f"the body could not be read: {text or type(cause).__name__}"
+
+
+def api_keys(server: ServerConfig, source: str) -> frozenset[str]:
+    """The client keys from the variable `server.api_keys_env` names (comma-separated).
+    ConfigError when client auth was meant but would be off: the config names the variable
+    itself, or the variable is set, and it holds no key (`api_keys_env: null` serves without)."""
+    var = server.api_keys_env
+    value = os.environ.get(var) if var else None
+    keys = frozenset(k.strip() for k in (value or "").split(",") if k.strip())
+    if var and not keys and (value is not None or "api_keys_env" in server.model_fields_set):
+        state = "is empty" if value is not None else "is not set"
+        raise ConfigError(
+            f"server.api_keys_env: the variable {var} {state}, so client auth would be off; "
+            "set it to the client keys, or set api_keys_env: null to serve without them",
+            file=source,
+        )
+    return keys

@@ -31,9 +31,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import IO
 
-from ..errors import escaped
-from ..events import AttemptEvent, CapEvent, Event, RequestEvent
-from .wire import Request
+from ..core.errors import escaped
+from ..core.events import AttemptEvent, CapEvent, Event, RequestEvent
+from .http11.wire import Request
 
 server_log = logging.getLogger("agent_reach.server")
 access_log = logging.getLogger("agent_reach.access")

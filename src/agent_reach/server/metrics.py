@@ -13,8 +13,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from ..events import AttemptEvent, CircuitEvent, Event, QuotaEvent, RequestEvent
-from ..trace import EFFECTS, Circuit
+from ..core.events import AttemptEvent, CircuitEvent, Event, QuotaEvent, RequestEvent
+from ..core.trace import EFFECTS, Circuit
 
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 FLUSH_AT = 10_000  # durations held before they are observed, /metrics read or not

@@ -22,10 +22,10 @@ import signal
 from collections.abc import Callable
 
 from ..config import Config, load_config
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 from ..router import Router
-from . import api_keys
-from .app import Proxy
+from .app import Gateway
+from .guard import api_keys
 
 log = logging.getLogger("agent_reach.server")
 
@@ -33,7 +33,7 @@ log = logging.getLogger("agent_reach.server")
 class Reloader:
     """Reloads `path` into `proxy`, one reload at a time."""
 
-    def __init__(self, proxy: Proxy, path: str):
+    def __init__(self, proxy: Gateway, path: str):
         self.proxy = proxy
         self.path = path
         self._lock = asyncio.Lock()
@@ -82,7 +82,7 @@ class Reloader:
                 await self.reload()
 
 
-def install(proxy: Proxy, *, watch: bool) -> Callable[[], None]:
+def install(proxy: Gateway, *, watch: bool) -> Callable[[], None]:
     """Reload on SIGHUP (and on file changes with `watch`); the function that stops it."""
     source = proxy.config.source
     if not os.path.isfile(source):

@@ -8,7 +8,7 @@ import time
 from collections import deque
 from typing import Any
 
-from ..events import AttemptEvent, Event, RequestEvent
+from ..core.events import AttemptEvent, Event, RequestEvent
 
 
 class RecentAttempts:

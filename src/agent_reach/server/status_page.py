@@ -19,14 +19,32 @@ import html
 import ipaddress
 import time
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .browsers import host_name
+from .http11.wire import Request, Response
 from .log import server_log
-from .wire import Request, Response
 
 if TYPE_CHECKING:
-    from .app import Proxy
+    from collections.abc import Sequence
+
+
+class Site(Protocol):
+    """What the page and its login need of the gateway: its client keys, and who may log in."""
+
+    @property
+    def api_keys(self) -> frozenset[str]: ...
+
+    @property
+    def logins(self) -> Logins: ...
+
+    @property
+    def trusted_proxies(self) -> Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network]: ...
+
+    def authorized(self, request: Request) -> bool: ...
+
+    def valid_key(self, token: str) -> bool: ...
+
 
 PATH = "/agent-reach/"
 LOGIN = "/agent-reach/login"
@@ -63,9 +81,9 @@ def login_form(problem: str = "", status: int = 401) -> Response:
     return Response(text=text, status=status, content_type="text/html", headers=HEADERS)
 
 
-async def page(proxy: Proxy, request: Request) -> Response:
+async def page(site: Site, request: Request) -> Response:
     """The page, or the login form when the proxy wants a key and the browser has none."""
-    if proxy.api_keys and not proxy.authorized(request):
+    if site.api_keys and not site.authorized(request):
         return login_form()
     return Response(body=PAGE, content_type="text/html", headers=HEADERS)
 
@@ -113,7 +131,7 @@ def _cross_site(request: Request) -> bool:
     return host_name(origin.partition("://")[2].split("/", 1)[0]) != host
 
 
-def _secure(proxy: Proxy, request: Request) -> bool:
+def _secure(site: Site, request: Request) -> bool:
     """Whether the browser reached us over TLS: ours, or a trusted hop's that says so."""
     if request.secure:
         return True
@@ -122,15 +140,15 @@ def _secure(proxy: Proxy, request: Request) -> bool:
         peer = ipaddress.ip_address(request.remote or "")
     except ValueError:
         return False
-    return proto == "https" and any(peer in net for net in proxy.trusted_proxies)
+    return proto == "https" and any(peer in net for net in site.trusted_proxies)
 
 
-async def login(proxy: Proxy, request: Request) -> Response:
+async def login(site: Site, request: Request) -> Response:
     """Check the form's key; a valid one makes the page's cookie."""
     if _cross_site(request):
         return login_form("Log in from this proxy's own page.", 403)
     peer = request.remote or "?"
-    if proxy.logins.blocked(peer):
+    if site.logins.blocked(peer):
         refused = login_form("Too many wrong keys: wait a minute.", 429)
         refused.headers["Retry-After"] = "60"
         return refused
@@ -139,11 +157,11 @@ async def login(proxy: Proxy, request: Request) -> Response:
     except (ValueError, LookupError, AssertionError):  # not UTF-8, a charset unknown, bad multipart
         return login_form("The form could not be read.", 400)
     key = form.get("key")
-    if not isinstance(key, str) or not proxy.valid_key(key):
-        proxy.logins.failed(peer)
+    if not isinstance(key, str) or not site.valid_key(key):
+        site.logins.failed(peer)
         return login_form("That key is not one of this proxy's client keys.")
     resp = Response(status=303, headers={"Location": PATH, **HEADERS})
-    secure = _secure(proxy, request)
+    secure = _secure(site, request)
     resp.set_cookie(
         COOKIE, cookie_of(key), path=PATH, httponly=True, samesite="Strict", secure=secure
     )

@@ -28,10 +28,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
-from ..breaker import CLOSED, CircuitState
-from ..routing import Health
-from . import LoggedAttempt
-from .memory import ANYONE, Keep, LearnedCap, MemoryStore
+from ..core.breaker import CLOSED, CircuitState
+from ..core.routing import Health
+from .memory import MemoryStore
+from .store import ANYONE, Keep, LearnedCap, LoggedAttempt
 
 log = logging.getLogger("agent_reach")
 Work = Callable[[], Awaitable[Any]]

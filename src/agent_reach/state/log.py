@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from ..events import AttemptEvent, Event
-from . import LoggedAttempt, StateStore
+from ..core.events import AttemptEvent, Event
+from .store import LoggedAttempt, StateStore
 
 
 class AttemptLog:

@@ -3,44 +3,16 @@
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..breaker import CLOSED, CircuitPolicy, CircuitState
-from ..records import record
+from ..core.breaker import CLOSED, CircuitPolicy, CircuitState
+from .store import ANYONE, CircuitChanged, Keep, LearnedCap, LoggedAttempt
 
 if TYPE_CHECKING:
-    from ..routing import Health
-    from . import LoggedAttempt
+    from ..core.routing import Health
 
-# Told when a circuit changed without this process deciding it: (key, before, after).
-CircuitChanged = Callable[[str, CircuitState, CircuitState], None]
-
-
-@dataclass(frozen=True, slots=True)
-class Keep:
-    """Whose a stored response is, and how many (and how many bytes of) stored responses the
-    store keeps, in all and of that owner: past either, the oldest are evicted (protocol §10.1)."""
-
-    owner: str = ""
-    max_count: int = 10_000
-    max_bytes: int = 256 * 2**20
-    owner_max_count: int = 1_000
-    owner_max_bytes: int = 64 * 2**20
-
-
-ANYONE = Keep()  # no owner, the default caps
 MAX_CAPS = 1_000  # learned output caps a store keeps: past it, the one to expire first goes
-
-
-@record
-class LearnedCap:
-    """An output cap a provider's model stated in a refusal (protocol §4), kept until `until`
-    (wall-clock seconds)."""
-
-    tokens: int
-    until: float
 
 
 def keep_cap(caps: dict[str, LearnedCap], key: str, cap: LearnedCap, now: float) -> None:

@@ -23,13 +23,12 @@ import os
 import time
 from typing import Any
 
-from .. import breaker
-from ..breaker import CLOSED, CircuitState
-from ..routing import Health
-from . import LoggedAttempt
+from ..core import breaker
+from ..core.breaker import CLOSED, CircuitState
+from ..core.routing import Health
 from .cached import CachedStore, Snapshot
-from .memory import Keep, LearnedCap, MemoryStore, overflow
-from .redis_wire import (
+from .memory import MemoryStore, overflow
+from .redis_layout import (
     CHANNEL,
     CLAIM_TRIAL,
     PREFIX,
@@ -41,6 +40,7 @@ from .redis_wire import (
     parse,
     public_url,
 )
+from .store import Keep, LearnedCap, LoggedAttempt
 
 _LOG_CAP = 100_000
 _KEEP_S = 3600  # circuit records and failure counts outlive their last change by an hour

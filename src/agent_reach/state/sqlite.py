@@ -20,12 +20,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..breaker import CLOSED, CircuitState
-from ..routing import Health
-from ..trace import EFFECTS
-from . import LoggedAttempt
+from ..core.breaker import CLOSED, CircuitState
+from ..core.routing import Health
+from ..core.trace import EFFECTS
 from .cached import CachedStore, Snapshot
-from .memory import MAX_CAPS, Keep, LearnedCap, overflow
+from .memory import MAX_CAPS, overflow
+from .store import Keep, LearnedCap, LoggedAttempt
 
 T = TypeVar("T")
 

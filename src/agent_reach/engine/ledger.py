@@ -1,0 +1,109 @@
+"""What attempts leave behind in remembered state (protocol §5, §12): the providers' circuits and
+budgets, kept in the state store, and the events that tell observers when a circuit opens or
+closes (here, or elsewhere in a fleet) and when a budget grows. The engine calls it; what an
+outcome does is `breaker`'s and `quota`'s to decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..config import Config
+from ..core import breaker, quota
+from ..core.breaker import CircuitState
+from ..core.events import CircuitEvent, Event, Observer, QuotaEvent
+from ..core.outcomes import Outcome
+from ..state import StateStore
+from .prepared import PreparedProvider
+
+Reserved = list[tuple[str, float]]  # the budget windows a try took a request from, with TTLs
+
+
+class Ledger:
+    """Circuits and budgets of one config's providers, by identity (`names`: identity →
+    provider name)."""
+
+    def __init__(
+        self,
+        store: StateStore,
+        config: Config,
+        clock: Callable[[], float],
+        names: Mapping[str, str],
+    ) -> None:
+        self.store = store
+        self.policy = config.circuit
+        self.windows = quota.Windows(config.tz)
+        self.clock = clock
+        self.names = names
+        self.observers: list[Observer] = []  # the engine's
+
+    def emit(self, event: Event) -> None:
+        for observer in self.observers:
+            observer(event)
+
+    async def exhausted(self, prepared: PreparedProvider, now: float) -> tuple[str, float] | None:
+        """Which budget of the provider is used up in its current window, if any, and the
+        seconds until that window ends."""
+        for budget, key, end in self.windows.current(prepared.budgets, now):
+            if await self.store.usage(prepared.quota_key, key) >= budget.limit:
+                return f"{budget} used up until the {budget.window} ends", end - now
+        return None
+
+    async def reserve(self, prepared: PreparedProvider) -> Reserved | tuple[str, float]:
+        """Take one request from each of the provider's request budgets before a try, so that
+        however many requests run at once at most `limit` are sent (protocol §12): what was
+        taken, or which budget is full and the seconds until its window ends."""
+        now = self.clock()
+        taken: Reserved = []
+        for budget, key, end in self.windows.current(prepared.budgets, now):
+            if budget.unit != "req":
+                continue
+            used = await self.store.reserve(prepared.quota_key, key, budget.limit, end - now)
+            if used is None:
+                await self.refund(prepared, taken)
+                return f"{budget} used up until the {budget.window} ends", end - now
+            taken.append((key, end - now))
+            self.emit(QuotaEvent(prepared.name, budget, key, used, now))
+        return taken
+
+    async def refund(self, prepared: PreparedProvider, taken: Reserved) -> None:
+        """Give back what `reserve` took, for a try that sent nothing."""
+        for key, ttl_s in taken:
+            await self.store.release(prepared.quota_key, key, ttl_s)
+
+    async def count(self, prepared: PreparedProvider, response: Any) -> None:
+        """Count an answer's tokens into the provider's token budgets (requests were counted
+        by `reserve`)."""
+        now = self.clock()
+        for budget, key, end in self.windows.current(prepared.budgets, now):
+            amount = quota.spent(budget, response) if budget.unit == "tok" else 0
+            if amount:
+                used = await self.store.add_usage(prepared.quota_key, key, amount, end - now)
+                self.emit(QuotaEvent(prepared.name, budget, key, used, now))
+
+    async def record(
+        self, prepared: PreparedProvider, outcome: Outcome, last_resort: bool = False
+    ) -> None:
+        """What an attempt's outcome does to the provider's circuit."""
+        now = self.clock()
+        before = await self.store.circuit(prepared.state_key)
+        after = breaker.record(
+            before, outcome.reason, now, self.policy, outcome.retry_after, last_resort
+        )
+        if after is before or after == before:  # most: the same closed circuit
+            return
+        await self.store.set_circuit(prepared.state_key, after)
+        self.changed(prepared.state_key, before, after)
+
+    def changed(self, key: str, before: CircuitState, after: CircuitState) -> None:
+        """Tell observers when a circuit opened or closed, here or (through the store)
+        elsewhere in a fleet."""
+        name = self.names.get(key)
+        if name is None:
+            return
+        now = self.clock()
+        if after.is_open(now) and not before.is_open(now):
+            self.emit(CircuitEvent(name, True, after))
+        elif after.closed and not before.closed:
+            self.emit(CircuitEvent(name, False, after))

@@ -1,0 +1,437 @@
+"""The one I/O loop: every request of every face (library, CLI, proxy) runs through `Engine`.
+
+The engine decides nothing itself. It walks the request's providers as `routing.Walk` hands
+them out, and runs each provider's turn as `turn.Turn` says: it gathers the free facts the
+machine asks for (circuit, key, budgets, model), consults the health check, sends (`send`),
+sleeps before a retry, and feeds each outcome back. What an outcome does to the circuit is
+`breaker`'s to decide, and whether it counts against budgets `quota`'s; the engine applies both
+and records an `Attempt`. Timeouts: each try has its provider's connect and read timeouts,
+both capped by what is left of the request's deadline, which is kept on an injectable
+monotonic clock (`monotonic`). Streams fail over until their first content chunk (`stream`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from ..chat.request import ChatRequest
+from ..config import Config
+from ..core import quota
+from ..core.errors import AllProvidersFailed
+from ..core.events import AttemptEvent, CapEvent, Event, Observer, RequestEvent
+from ..core.outcomes import Outcome
+from ..core.routing import Expired, Pick, Walk, attempt_order
+from ..core.trace import Attempt, Reason, Result
+from ..core.turn import DEADLINE, Action, Check, Clamp, Done, Facts, Gather, Send, Skip, Sleep, Turn
+from ..dialects import Mismatch, artifacts
+from ..dialects.tokens import input_tokens
+from ..net.transport import new_session
+from ..net.upstream import Client
+from ..state import LearnedCap, StateStore, open_store
+from ..state.log import AttemptLog
+from . import hedge
+from .health import CheckResult, HealthMonitor, check_provider
+from .hedge import HEDGE_LOST
+from .ledger import Ledger, Reserved
+from .prepared import PreparedProvider
+from .run import Run
+from .send import Target, Tried, count_at, fetch, open_stream, stream_failure
+from .stream import ChatStream, LiveStream
+
+T = TypeVar("T")
+Sender = Callable[[Client, Target, float, float], Awaitable[Tried[T]]]
+log = logging.getLogger("agent_reach")
+LOST = Outcome(Reason.TIMEOUT, None, "hedged: cancelled, another provider answered first")
+CAP_KEEP_S = 86400.0  # a learned output cap is kept a day, then learned again if still true
+
+
+class Engine:
+    """Runs requests against a config's providers. Create inside or outside a loop; the HTTP
+    session is opened on first use and closed by `aclose`. `clock` is the wall clock (circuits
+    and budgets are kept in it, shared between processes); `monotonic` times deadlines."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        store: StateStore | None = None,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.perf_counter,
+        environ: dict[str, str] | None = None,
+    ) -> None:
+        self.config = config
+        env = os.environ if environ is None else environ
+        self.prepared = {
+            p.name: PreparedProvider.prepare(
+                p,
+                env,
+                config.hook(p.name, "preprocess_hook"),
+                config.hook(p.name, "post_process_hook"),
+                config.circuit.rate_limit_window_s,
+                config.tls(p.name),
+            )
+            for p in config.providers
+        }
+        self.table = config.route_table()
+        self.policies = config.policies()
+        retention_s = config.retention_days * 86400
+        self.store: StateStore = store or open_store(config.state, retention_s=retention_s)
+        self.health = HealthMonitor(config.health.mode, config.health.ttl_s, self.store)
+        self.clock = clock
+        self.monotonic = monotonic
+        keys = {name: b.state_key for name, b in self.prepared.items()}
+        self.observers: list[Observer] = [AttemptLog(self.store, keys, clock)]
+        self.names = {key: name for name, key in keys.items()}
+        self.ledger = Ledger(self.store, config, clock, self.names)
+        self.ledger.observers = self.observers
+        self.store.follow(config.circuit, self.ledger.changed)
+        self._session: Client | None = None
+        self.origins = artifacts.Origins()  # who wrote the reasoning handed to chat clients
+        self._ids = itertools.count(1)
+        self._id_prefix = os.urandom(4).hex()
+
+    @property
+    def session(self) -> Client:
+        if self._session is None or self._session.closed:
+            self._session = new_session()
+        return self._session
+
+    async def aclose(self) -> None:
+        """Close the HTTP session (the engine can still be used; it opens a new one)."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def check(self, name: str, model: str | None = None) -> CheckResult:
+        """Check provider `name`'s health now (see `health.check_provider`)."""
+        return await check_provider(self.session, self.prepared[name], model, self.clock())
+
+    async def refresh_health(self) -> None:
+        """Run every enabled provider's health check now (health mode `background`)."""
+        enabled = [b for b in self.prepared.values() if self.health.enabled(b)]
+        now = self.clock()
+        await asyncio.gather(
+            *(self.health.refresh(self.session, b, now, b.connect_s + b.read_s) for b in enabled)
+        )
+
+    def adopt(self, old: Engine) -> None:
+        """Take over from the engine of the config this one replaces (a reload) what outlives
+        it: the HTTP session with its pooled connections, and the health results of providers
+        whose identity did not change. Circuits and quotas live in the shared store by
+        identity, so an unchanged provider keeps them and an edited one starts fresh."""
+        self._session = old._session
+        self.health.results.update(
+            (key, result) for key, result in old.health.results.items() if key in self.names
+        )
+
+    def order(self, req: ChatRequest) -> tuple[str, ...]:
+        """The providers this request will walk through (protocol §3)."""
+        return attempt_order(
+            self.table,
+            self.prepared,
+            fallback_order=req.fallback_order,
+            provider_route=req.provider_route,
+            model=req.model,
+        )
+
+    async def count_tokens(self, req: ChatRequest) -> tuple[str, int] | None:
+        """(provider, input tokens) of a request in a provider's own API, counted by the first
+        provider of its order that counts in that API and whose circuit is not open (protocol
+        §10.1 `count_tokens`), or None when there is none or it gave no count. One try; it
+        counts toward no circuit or budget, and makes no event."""
+        for name in self.order(req):
+            prepared = self.prepared[name]
+            url = prepared.counts(req)
+            circuit = await self.store.circuit(prepared.state_key) if url else None
+            if url is not None and circuit is not None and not circuit.is_open(self.clock()):
+                counted = await count_at(self.session, prepared, req, url)
+                return None if counted is None else (name, counted)
+        return None
+
+    # -- the three kinds of request ------------------------------------------------------------
+
+    async def chat(self, req: ChatRequest) -> Result:
+        """One non-streamed request with failover."""
+        response, provider, run = await self._drive(self._run(req), fetch)
+        native = self.prepared[provider].speaks(req)
+        if not native and not req.raw_response:
+            self._reasoned(provider, response)
+        return Result(response, provider, run.trace, native)
+
+    async def stream(self, req: ChatRequest) -> ChatStream:
+        """A streamed request, returned once a provider has produced its first content chunk
+        (every failure before that fails over)."""
+        live, provider, run = await self._drive(self._run(req), open_stream)
+        return ChatStream(self, self.prepared[provider], live, run)
+
+    async def resume(self, run: Run, partial: str) -> tuple[PreparedProvider, LiveStream] | None:
+        """A stream was cut after `partial` (text only): the next providers of its walk, asked
+        to finish that answer (protocol §10, continuation); None when none can."""
+        run.req = replace(run.req, continuing=partial)
+        found = await self._walk(run, open_stream)
+        return None if found is None else (self.prepared[found[1]], found[0])
+
+    async def step(self, req: ChatRequest, provider: str) -> tuple[Attempt, dict[str, Any] | None]:
+        """One provider, no failover (protocol §9 step mode): the attempt and, when it succeeded,
+        the response. A provider skipped for remembered state is still tried (last resort)."""
+        try:
+            response, _, run = await self._drive(self._run(req, provider), fetch)
+        except AllProvidersFailed as exc:
+            return exc.attempts[-1], None
+        return run.trace[-1], response
+
+    def _reasoned(self, provider: str, response: dict[str, Any]) -> None:
+        """Remember who wrote the reasoning of a chat answer (`artifacts.Origins`)."""
+        for choice in response.get("choices") or ():
+            text = (choice.get("message") or {}).get("reasoning_content")
+            if isinstance(text, str) and text:
+                digest = artifacts.reasoning_digest(text).digest()
+                self.origins.note(digest, self.prepared[provider].origin)
+
+    def _run(self, req: ChatRequest, only: str | None = None) -> Run:
+        """A request's run: its walk (`only` one provider, in step mode), its deadline."""
+        configured = self.config.deadline_ms
+        own = req.deadline_ms is not None and req.deadline_ms < configured  # only shortens
+        budget_s = (req.deadline_ms if own and req.deadline_ms else configured) / 1000
+        run_id = f"{self._id_prefix}-{next(self._ids)}"
+        walk = Walk(self.order(req) if only is None else (only,))
+        deadline = self.monotonic() + budget_s
+        route = self.table.label(req.route_label, req.model)
+        policy = self.policies.get(route, self.policies[""])
+        return Run(
+            req, run_id, route, walk, deadline, policy, hedged=only is None, own_deadline=own
+        )
+
+    # -- the walk ----------------------------------------------------------------------------
+
+    async def _drive(self, run: Run, send: Sender[T]) -> tuple[T, str, Run]:
+        """Walk the request's providers; an event when the request ends."""
+        found = await self._walk(run, send)
+        if found is None:
+            self._ended(run, None, None)
+            raise AllProvidersFailed(run.trace, stopped=run.walk.stopped, model=run.req.model)
+        payload, name = found
+        self._ended(run, name, payload)
+        return payload, name, run
+
+    async def _walk(self, run: Run, send: Sender[T]) -> tuple[T, str] | None:
+        """Each of the walk's providers in turn, then the ones skipped only for remembered
+        state as last resort (protocol §4.2): the first answer and who gave it, or None."""
+        while (pick := run.walk.next(run.left(self.monotonic()))) is not None:
+            if isinstance(pick, Expired):
+                for name in pick.providers:
+                    self._record(run, Attempt(name, DEADLINE.reason, detail=DEADLINE.detail))
+                break
+            hedge_ms = run.policy.hedge_after_ms or self.prepared[pick[0]].spec.hedge_after_ms
+            if hedge_ms and run.hedged:
+                payload, name = await hedge.race(
+                    lambda s: self._turn(run, s, send),
+                    pick,
+                    hedge_ms / 1000,
+                    lambda: self._next(run),
+                )
+            else:
+                payload, name = await self._turn(run, pick, send), pick[0]
+            if payload is not None:
+                return payload, name
+        return None
+
+    def _next(self, run: Run) -> Pick | None:
+        """The walk's next provider to hedge with, if any is left in time."""
+        pick = run.walk.next(run.left(self.monotonic()))
+        return pick if isinstance(pick, tuple) else None
+
+    def _ended(self, run: Run, provider: str | None, payload: Any) -> None:
+        req, trace = run.req, tuple(run.trace)
+        sent = None if provider is None else self.prepared[provider].model_for(req.model)
+        self._emit(
+            RequestEvent(
+                run.route, provider, trace, req.stream, run.id, req.api, req.model, payload, sent
+            )
+        )
+
+    # -- one provider's turn -----------------------------------------------------------------
+
+    async def _turn(self, run: Run, pick: Pick, send: Sender[T]) -> T | None:
+        """Do what the provider's `Turn` decides until it is done: the payload, or None."""
+        prepared = self.prepared[pick[0]]
+        turn = Turn(prepared.name, pick[1], prepared.spec.retries)
+        first_token_s = run.first_token_s(prepared.spec.first_token_ms)
+        model = prepared.model_for(run.req.model)
+        configured, window = prepared.spec.limits(model)
+        learned = await self.store.cap(prepared.cap_key(model), self.clock())
+        cap = configured if learned is None else min(learned, configured or learned)
+        target = Target.of(prepared, run.req, model, window, first_token_s, self.origins, cap)
+        action: Action = turn.begin()
+        while True:
+            if isinstance(action, Gather):
+                action = turn.consider(await self._facts(run, prepared, target), self.clock())
+            elif isinstance(action, Check):
+                left = run.left(self.monotonic())
+                health, checked_now = await self.health.consult(
+                    self.session, prepared, self.clock(), left
+                )
+                action = turn.checked(health, checked_now, self.clock())
+            elif isinstance(action, Skip):
+                await self._skip(run, turn, prepared, action)
+                return None
+            elif isinstance(action, Send):
+                taken = await self.ledger.reserve(prepared) if prepared.budgets else []
+                if isinstance(taken, tuple):
+                    action = turn.over_budget(*taken)
+                    continue
+                if action.lease is not None and not await self.store.lease(
+                    prepared.state_key, action.lease
+                ):
+                    await self.ledger.refund(prepared, taken)
+                    action = turn.lease_lost()
+                    continue
+                if action.bare:
+                    target = replace(target, bare=True)
+                tried = await self._try(run, target, send, pick[1], taken)
+                if tried.outcome.reason is Reason.OK:
+                    if turn.clamped is not None and configured is None:
+                        await self._learn(prepared, model, turn.clamped)
+                    return tried.payload
+                left = run.left(self.monotonic())
+                action = turn.sent(tried.outcome, left, target.sent_cap, prepared.cap_fields)
+            elif isinstance(action, Clamp):
+                target = replace(target, max_output=action.tokens)
+                action = Send(bare=turn.bare)
+            elif isinstance(action, Sleep):
+                await asyncio.sleep(action.seconds)
+                action = turn.woke(run.left(self.monotonic()))
+            else:
+                assert isinstance(action, Done)
+                return None
+
+    async def _learn(self, prepared: PreparedProvider, model: str, tokens: int) -> None:
+        """Keep the output cap a provider's refusal stated, once the request sent again with
+        it was answered: for a model the config names (never a client's own string), when
+        the config sets none for it (the operator's word wins), for `CAP_KEEP_S`; told once."""
+        if not prepared.names_model(model):
+            return
+        now = self.clock()
+        cap = LearnedCap(tokens, now + CAP_KEEP_S)
+        before = await self.store.set_cap(prepared.cap_key(model), cap, now)
+        if before is None or before > tokens:
+            self._emit(CapEvent(prepared.name, model, before, tokens, CAP_KEEP_S))
+
+    async def _facts(self, run: Run, prepared: PreparedProvider, target: Target) -> Facts:
+        """The free facts a turn considers: model, circuit, budgets, key, health check, and
+        the request's estimated input when the model's context window is known."""
+        now = self.clock()
+        lease = (prepared.connect_s + prepared.read_s) * (prepared.spec.retries + 1)
+        exhausted = await self.ledger.exhausted(prepared, now)
+        window = target.window
+        if window is not None and run.input_tokens is None:
+            run.input_tokens = input_tokens(run.req.body)
+        return Facts(
+            serves_model=prepared.serves(target.req.model),
+            model=target.req.model,
+            sent_model=target.model,
+            circuit=await self.store.circuit(prepared.state_key),
+            missing_key=prepared.missing_key,
+            exhausted=exhausted and exhausted[0],
+            has_health=self.health.enabled(prepared),
+            lease_s=max(lease, 1.0),
+            reopens_in=exhausted and exhausted[1],
+            context_window=window,
+            larger_than=run.walk.larger_than,
+            auth_last_resort=self.config.last_resort_includes_auth,
+            input_tokens=run.input_tokens,
+        )
+
+    async def _skip(self, run: Run, turn: Turn, prepared: PreparedProvider, skip: Skip) -> None:
+        self._record(run, self._attempt(prepared, skip.outcome, skip.ms, turn.last_resort))
+        if skip.counts and not run.own_limit(skip.outcome, prepared.spec.first_token_ms):
+            await self.ledger.record(prepared, skip.outcome)
+        if skip.deferrable:
+            run.walk.defer(prepared.name)
+
+    async def _try(
+        self, run: Run, target: Target, send: Sender[T], last_resort: bool, taken: Reserved
+    ) -> Tried[T]:
+        """One try: send, record the attempt, tell the circuit and the budgets (`taken` is
+        what it reserved of them, given back when nothing was sent)."""
+        prepared = target.prepared
+        start = self.monotonic()
+        try:
+            tried = await send(self.session, target, run.left(start), self.clock())
+        except asyncio.CancelledError as exc:
+            if exc.args[:1] == (HEDGE_LOST,):  # honest about the try that lost the race
+                ms = (self.monotonic() - start) * 1000
+                self._record(run, self._attempt(prepared, LOST, ms, last_resort, sent=True))
+            raise
+        ms = (self.monotonic() - start) * 1000
+        outcome = tried.outcome
+        note = run.walk.refused(outcome.reason, target.window, run.policy.stop_on_blocked)
+        if outcome.reason is Reason.OK and run.req.continuing is not None:
+            note = "continued the answer cut mid-stream"
+        noted = replace(outcome, detail=outcome.detail + note) if note else outcome
+        attempt = self._attempt(prepared, noted, ms, last_resort, sent=True)
+        self._record(run, attempt, prepared.excerpt(tried.raw))
+        if not run.own_limit(outcome, prepared.spec.first_token_ms):
+            await self.ledger.record(prepared, outcome, last_resort)
+        if prepared.budgets and quota.counts(tried.outcome.reason):
+            await self.ledger.count(prepared, tried.payload)
+        elif taken:
+            await self.ledger.refund(prepared, taken)
+        return tried
+
+    def skipped(self, run: Run, prepared: PreparedProvider, exc: Mismatch) -> None:
+        """A malformed frame skipped mid-stream (the stream's `Recorder`): a warning."""
+        detail = prepared.redact(str(exc))
+        log.warning(
+            "%s: skipped a malformed frame mid-stream (%s): %s", prepared.name, run.id, detail
+        )
+
+    async def cut(
+        self, run: Run, prepared: PreparedProvider, exc: BaseException, ms: float
+    ) -> Attempt:
+        """A stream failed after its first chunk reached the caller: record it (the stream's
+        `Recorder`)."""
+        outcome = stream_failure(exc, None, None, self.clock())
+        cut = Outcome(outcome.reason, outcome.status, f"after the first chunk: {outcome.detail}")
+        attempt = self._attempt(prepared, cut, ms, False, sent=True)
+        self._record(run, attempt)
+        await self.ledger.record(prepared, cut)
+        return attempt
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def _attempt(
+        self,
+        prepared: PreparedProvider,
+        outcome: Outcome,
+        ms: float,
+        last_resort: bool,
+        *,
+        sent: bool = False,
+    ) -> Attempt:
+        detail = prepared.redact(outcome.detail)
+        return Attempt(
+            prepared.name,
+            outcome.reason,
+            outcome.status,
+            ms,
+            detail,
+            last_resort,
+            sent,
+            outcome.retry_after,
+        )
+
+    def _record(self, run: Run, attempt: Attempt, raw: str | None = None) -> None:
+        run.trace.append(attempt)
+        self._emit(AttemptEvent(run.route, attempt, raw, run.id))
+
+    def _emit(self, event: Event) -> None:
+        for observer in self.observers:
+            observer(event)

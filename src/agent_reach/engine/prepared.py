@@ -1,0 +1,459 @@
+"""A provider prepared for the engine: URLs, headers, key and limits resolved once at start-up,
+plus the judgement of what it answered. No network I/O and no clock (`now` and `created` come
+in); it does run the provider's hooks, which are user code.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, quote_plus, urljoin, urlsplit
+
+import orjson
+
+from .. import dialects
+from ..chat import completion, validation
+from ..chat.request import ChatRequest
+from ..config import Provider, hooks
+from ..config.hooks import Hook, HookError
+from ..core import identity, proxies
+from ..core.errors import ConfigError
+from ..core.outcomes import OK, ErrorInfo, Outcome, classify, filtered, mismatch
+from ..core.proxies import Proxy
+from ..core.quota import Budget
+from ..core.routing import Health, Patterns
+from ..core.trace import Reason
+from ..dialects import Context, Dialect, Mismatch, Shape, Verbatim, artifacts
+from ..dialects.convert import continued
+
+REDACTED = "***"
+
+
+@dataclass(frozen=True)
+class PreparedProvider:
+    """One provider, ready to send to; built by `prepare` when the router starts."""
+
+    spec: Provider
+    dialect: Dialect
+    shape: Shape
+    headers: dict[str, str]
+    stream_headers: dict[str, str]
+    health_url: str | None
+    health_headers: dict[str, str]
+    connect_s: float
+    read_s: float
+    key: str | None = field(default=None, repr=False)
+    missing_key: str | None = None  # the key variable's name when it is not set
+    preprocess: Hook | None = None
+    postprocess: Hook | None = None
+    budgets: tuple[Budget, ...] = ()
+    needs_model: bool = True
+    # Where its remembered state is kept (protocol §12 identity): circuit and health by name,
+    # endpoint and key; budget counters by name and key. Fingerprints only, never the key.
+    state_key: str = ""
+    quota_key: str = ""
+    rate_limit_window_s: float = 60.0  # a longer stated wait is a used-up window (protocol §5)
+    # What its reasoning artifacts are tagged with: the fingerprint of its identity.
+    origin: str = ""
+    model_map: Patterns[str] = field(default_factory=lambda: Patterns({}))
+    no_tool_choice: Patterns[bool] = field(default_factory=lambda: Patterns({}))
+    # The HTTP proxy its requests (`proxy`) and its health checks (`health_proxy`, another
+    # origin may have another) go through, None: direct; decided once by `proxies.choose`.
+    proxy: Proxy | None = None
+    health_proxy: Proxy | None = None
+    tls: ssl.SSLContext | None = None  # `ssl_verify: false` / `ca_file`; None: the default
+
+    @classmethod
+    def prepare(
+        cls,
+        spec: Provider,
+        environ: os._Environ[str] | dict[str, str],
+        preprocess: Hook | None = None,
+        postprocess: Hook | None = None,
+        rate_limit_window_s: float = 60.0,
+        tls: ssl.SSLContext | None = None,
+    ) -> PreparedProvider:
+        """Resolve everything that does not change between requests; ConfigError when the
+        proxy variable that applies to it holds no http proxy."""
+        dialect = dialects.get(spec.format).for_endpoint(spec.endpoint)
+        key = environ.get(spec.api_key_env) if spec.api_key_env else None
+        auth: dict[str, str] = {}
+        if key and spec.auth_header and not spec.auth_query:
+            auth[spec.auth_header] = f"{spec.auth_scheme} {key}" if spec.auth_scheme else key
+        headers = {"Content-Type": "application/json", **dialect.headers(), **auth}
+        health_url = urljoin(spec.endpoint, spec.health_check) if spec.health_check else None
+        same_origin = health_url is not None and _origin(health_url) == _origin(spec.endpoint)
+        sc = spec.schema_compatibility
+        scale = spec.fallback_weight if spec.timeout_scaling == "weight" else 1.0
+        state_key = identity.state_key(spec.name, spec.endpoint, key)
+        env = proxies.ProxyEnv.of(environ)
+        proxy_auth = environ.get(spec.proxy_auth_env) if spec.proxy_auth_env else None
+        try:
+            proxy = proxies.choose(spec.endpoint, spec.proxy, env, proxy_auth)
+            health_proxy = (
+                proxies.choose(health_url, spec.proxy, env, proxy_auth) if health_url else None
+            )
+        except ValueError as exc:
+            raise ConfigError(f"provider {spec.name!r}: {exc}") from None
+        return cls(
+            spec=spec,
+            dialect=dialect,
+            shape=Shape(sc.choices_path or "", sc.content_path or "", sc.model_field),
+            headers=headers,
+            stream_headers={**headers, **dialect.stream_headers()},
+            health_url=health_url,
+            health_headers={**dialect.headers(), **auth} if same_origin else {},
+            connect_s=spec.timeout.connect / 1000,
+            read_s=max(spec.timeout.read * scale, 1.0) / 1000,
+            key=key or None,
+            missing_key=spec.api_key_env if spec.api_key_env and not key else None,
+            preprocess=preprocess,
+            postprocess=postprocess,
+            budgets=spec.budgets,
+            needs_model=postprocess is None and dialect.needs_model(spec.endpoint),
+            state_key=state_key,
+            quota_key=identity.quota_key(spec.name, key),
+            rate_limit_window_s=rate_limit_window_s,
+            origin=identity.split(state_key)[1] or "",
+            model_map=Patterns.of(spec.model_map),
+            no_tool_choice=Patterns.of(dict.fromkeys(spec.drop_tool_choice or (), True)),
+            proxy=proxy,
+            health_proxy=health_proxy,
+            tls=tls,
+        )
+
+    @property
+    def has_hooks(self) -> bool:
+        return self.preprocess is not None or self.postprocess is not None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    # -- the request -----------------------------------------------------------------------
+
+    def cap_key(self, model: str) -> str:
+        """Where the output cap this provider's `model` stated is remembered (by identity)."""
+        return f"{self.state_key}|{model}"
+
+    @property
+    def cap_fields(self) -> frozenset[str]:
+        """The names its refusals may give the output cap it was sent: its format's field, the
+        configured `max_tokens_field`, and chat's two (every OpenAI-compatible API's)."""
+        own = (self.dialect.max_tokens_field, self.spec.max_tokens_field or "max_tokens")
+        return frozenset((*own, *_CHAT_CAPS))
+
+    def names_model(self, model: str) -> bool:
+        """Whether `model` is one the config names for this provider (`models`, a `model_map`
+        target, `model_limits`), not only a client's choice passed on as it came."""
+        spec = self.spec
+        named = model in (spec.models or ()) or model in spec.model_limits
+        return named or model in spec.model_map.values()
+
+    def model_for(self, requested: str | None) -> str:
+        """The model name this provider is asked for (protocol §3): `model_map` (a key with
+        `*` wildcards for the models it matches, `"*"` for any model the map does not name),
+        else as requested; with no model requested, the first of its `models`, else its `"*"`
+        mapping, else "" (no model in the body)."""
+        if requested:
+            return self.model_map.get(requested) or requested
+        return self.spec.models[0] if self.spec.models else self.spec.model_map.get("*", "")
+
+    def serves(self, requested: str | None) -> bool:
+        """Whether a request for `requested` may go to this provider (its `models`). A request
+        that names no model goes only where the provider knows one to use, or takes requests
+        without one: its URL names the model, a `post_process_hook` makes the answer, or its
+        `model_map` says `"*": ""` (protocol §3)."""
+        models = self.spec.models
+        if not requested:
+            takes_none = "*" in self.spec.model_map or not self.needs_model
+            return bool(self.model_for(None)) or takes_none
+        if models is None:
+            return True
+        return requested in models or self.model_for(requested) in models
+
+    def speaks(self, req: ChatRequest) -> bool:
+        """Whether this provider speaks the API the request arrived in (`format: anthropic`
+        for a Messages request, `format: responses` for a Responses one): then the request
+        goes to it as it came, and its answer comes back as it is."""
+        return req.native is not None and req.api == self.dialect.speaks and not req.continuing
+
+    @property
+    def prefill(self) -> bool:
+        """Whether it continues a trailing assistant turn (a prefill) rather than answering it:
+        `assistant_prefill`, else what its format does (protocol §10, continuation)."""
+        own = self.spec.assistant_prefill
+        return self.dialect.prefill if own is None else own
+
+    def headers_for(self, req: ChatRequest, stream: bool) -> dict[str, str]:
+        """The request headers: the provider's own, plus the client's API headers
+        (`native_headers`) when the request goes to it natively."""
+        base = self.stream_headers if stream else self.headers
+        if req.native_headers and self.speaks(req):
+            return {**base, **req.native_headers}
+        return base
+
+    def url(self, model: str, stream: bool) -> str:
+        """The URL to POST to, with the key in the query where `auth_query` says so."""
+        url = self.dialect.url(self.spec.endpoint, model, stream)
+        if self.spec.auth_query and self.key:
+            sep = "&" if "?" in url else "?"
+            url = f"{url}{sep}{self.spec.auth_query}={quote(self.key, safe='')}"
+        return url
+
+    def body(
+        self,
+        req: ChatRequest,
+        model: str,
+        stream: bool,
+        max_output: int | None = None,
+        bare: bool = False,
+    ) -> bytes:
+        """The serialized request body for this provider; the request's output cap lowered
+        to `max_output` when it asks for more (never raised, never added); `bare`: without
+        the reasoning artifacts of earlier turns (it refused them as another provider's)."""
+        if req.native is not None and self.speaks(req):
+            native = self.dialect.native_body(req.native, model, stream)
+            body = self.dialect.home(native, None if bare else self.origin)
+            if max_output is not None:
+                body = _clamped(body, (self.dialect.max_tokens_field,), max_output)
+        else:
+            cap_field = self.spec.max_tokens_field or "max_tokens"
+            request = req.marked if req.marked is not None and self.spec.cache_control else req.body
+            if max_output is not None:
+                request = _clamped(request, _CHAT_CAPS, max_output)
+            if not self.spec.stream_usage and "stream_options" in request:
+                request = {k: v for k, v in request.items() if k != "stream_options"}
+            if req.continuing is not None:
+                request = continued(request, req.continuing, self.prefill, not self.dialect.prefill)
+            body = self.dialect.body(request, model, stream, cap_field)
+        if "tool_choice" in body and self.no_tool_choice.get(model):
+            del body["tool_choice"]
+        if self.spec.extra_body:
+            body = _merge(body, self.spec.extra_body)
+        return orjson.dumps(body)
+
+    def tag_frame(self, frame: tuple[str | None, bytes]) -> tuple[str | None, bytes]:
+        """One of its own stream frames, kept for a client that speaks its API, with the
+        artifacts in it tagged as its own (only a frame that may hold one is parsed)."""
+        event, data = frame
+        if not artifacts.may_hold(data):
+            return frame
+        try:
+            parsed = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return frame
+        marked = artifacts.tagged(parsed, self.origin)
+        return frame if marked is parsed else (event, orjson.dumps(marked))
+
+    def dropped(self, req: ChatRequest, translated: tuple[str, ...]) -> tuple[str, ...]:
+        """What this provider is not sent of a request from a client of another API, whose
+        translation to chat leaves out `translated` (for `X-Agent-Reach-Dropped`): those,
+        unless the request goes natively or `cache_control` goes with its marks; what its
+        native body leaves out; a `tool_choice` its model refuses (`drop_tool_choice`)."""
+        speaks = self.speaks(req)
+        if speaks:
+            names = list(self.dialect.left_out(req.native or {}))
+        else:
+            marked = req.marked is not None and self.spec.cache_control
+            names = [n for n in translated if not (marked and n == "cache_control")]
+        sent = req.native if speaks else req.body
+        if "tool_choice" in (sent or {}) and self.no_tool_choice.get(self.model_for(req.model)):
+            names.append("tool_choice")
+        return tuple(names)
+
+    def counts(self, req: ChatRequest) -> str | None:
+        """Where this provider counts the tokens of `req`, a request in its own API (the
+        Messages `count_tokens` of a `format: anthropic` provider), if it can and is keyed."""
+        url = self.dialect.count_url(self.spec.endpoint) if self.speaks(req) else None
+        return None if url is None or self.missing_key or not self.serves(req.model) else url
+
+    def count_body(self, req: ChatRequest) -> bytes:
+        """The body that asks it to count `req`."""
+        return orjson.dumps(self.dialect.count_body(req.native or {}, self.model_for(req.model)))
+
+    def context(self, model: str, created: int) -> Context:
+        return Context(model, created, self.shape)
+
+    # -- the answer ------------------------------------------------------------------------
+
+    def judge(
+        self,
+        *,
+        status: int,
+        content_type: str,
+        raw: bytes,
+        headers: Mapping[str, str],
+        model: str,
+        requested: str | None,
+        raw_response: bool,
+        now: float,
+    ) -> tuple[Outcome, dict[str, Any] | None]:
+        """The outcome of a complete (non-streamed) answer, and the response to return."""
+        if not 200 <= status < 300:
+            return self._refusal(status, raw, headers, now), None
+        if "html" in content_type or raw.lstrip()[:1] == b"<":
+            return mismatch(f"HTML page ({content_type or 'no content type'})", status), None
+        try:
+            body = dialects.base.loads(raw)
+        except Mismatch as exc:
+            return mismatch(str(exc), status), None
+        error = self.dialect.error_of(body)
+        if error is not None:
+            return self._classify(status=status, error=error, now=now), None
+        # Most answers are plain: their own normalization, nothing in them to walk.
+        exact = None if raw_response or self.has_hooks else self.dialect.plain(body, self.shape)
+        if exact is None:
+            try:
+                body, normalized = self._transform(body, model, int(now))
+            except HookError as exc:
+                return Outcome(Reason.HOOK_ERROR, status, str(exc)), None
+            except Mismatch as exc:
+                return mismatch(str(exc), status), None
+        else:
+            normalized = body
+        if completion.filtered(normalized["choices"]):
+            return filtered(status), None
+        accepted = {m for m in (requested, model) if m}
+        problem = (exact is None and completion.malformed(normalized)) or validation.check(
+            self.spec.validation, normalized, body, accepted
+        )
+        if problem:
+            return mismatch(problem, status), None
+        if raw_response:  # as the provider gave it: its artifacts tagged as its own
+            if not artifacts.may_hold(raw):
+                return Outcome(OK.reason, status), self._verbatim(body, raw)
+            return Outcome(OK.reason, status), artifacts.tagged(body, self.origin)
+        if exact or (exact is None and normalized == body):  # the bytes say it already
+            return Outcome(OK.reason, status), self._verbatim(normalized, raw)
+        return Outcome(OK.reason, status), normalized
+
+    def _verbatim(self, body: Any, raw: bytes) -> Any:
+        """`body` with the bytes it was read from, for the face to send as they are; unless
+        a `preprocess_hook` made it (then they are not what it says)."""
+        if self.preprocess is not None or not isinstance(body, dict):
+            return body
+        return Verbatim.of(body, raw)
+
+    def _transform(self, body: Any, model: str, created: int) -> tuple[Any, dict[str, Any]]:
+        """(raw body after `preprocess_hook`, normalized completion): the dialect normalizes,
+        unless a `post_process_hook` makes the completion itself."""
+        if self.preprocess is not None:
+            body = hooks.run(self.preprocess, body, "preprocess_hook", (dict, list))
+        if self.postprocess is None:
+            return body, self.dialect.normalize(body, self.context(model, created))
+        made = hooks.run(self.postprocess, body, "post_process_hook", dict)
+        ctx = Context(model, created, Shape("choices", "message.content"))
+        return body, dialects.get("openai").normalize(made, ctx)
+
+    def judge_health(
+        self, *, status: int, content_type: str, raw: bytes, now: float, ms: float
+    ) -> Health:
+        """A health check passes on 2xx with a JSON content type (protocol §6); a body that lists
+        models (`data[].id`, `models[].name`) also says which models it serves."""
+        if not 200 <= status < 300:
+            return Health(False, now, self._refusal(status, raw, None, now), ms=ms)
+        if "json" not in content_type:
+            what = f"not JSON ({content_type or 'no content type'})"
+            return Health(False, now, mismatch(what, status), ms=ms)
+        body = _json_or_none(raw)
+        return Health(True, now, OK, _listed_models(body), ms=ms)
+
+    def _refusal(
+        self, status: int, raw: bytes, headers: Mapping[str, str] | None, now: float
+    ) -> Outcome:
+        """The outcome of a non-2xx answer, refined by the error in its body."""
+        body = _json_or_none(raw)
+        error = self.dialect.error_of(body) if body is not None else None
+        if error is None and raw.strip():
+            error = ErrorInfo(_excerpt(raw))
+        return self._classify(status=status, error=error, headers=headers, now=now)
+
+    def _classify(
+        self,
+        *,
+        status: int | None,
+        error: ErrorInfo | None,
+        now: float,
+        headers: Mapping[str, str] | None = None,
+    ) -> Outcome:
+        """`outcomes.classify` with this provider's `rate_limit_window_s`."""
+        return classify(
+            status=status, error=error, headers=headers, now=now, window_s=self.rate_limit_window_s
+        )
+
+    def redact(self, text: str) -> str:
+        """`text` with this provider's key replaced by `***`, as it is and URL-encoded (a URL
+        with `auth_query` carries it so)."""
+        for form in _forms(self.key):
+            if form in text:
+                text = text.replace(form, REDACTED)
+        return text
+
+    def excerpt(self, raw: bytes | None, limit: int = 2000) -> str | None:
+        """A redacted, bounded piece of a raw body, for `--debug`."""
+        return None if raw is None else self.redact(_excerpt(raw, limit))
+
+
+@functools.cache
+def _forms(key: str | None) -> tuple[str, ...]:
+    """The ways a key may be written in a text: as it is, URL-encoded (`%2B`, or `+` for a
+    space), longest first so that one never leaves a piece of another."""
+    if not key:
+        return ()
+    encoded = quote(key, safe="")
+    lower = re.sub(r"%[0-9A-F]{2}", lambda m: m[0].lower(), encoded)
+    found = {key, encoded, lower, quote(key), quote_plus(key)}
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+_CHAT_CAPS = ("max_tokens", "max_completion_tokens")
+
+
+def _clamped(body: dict[str, Any], fields: tuple[str, ...], cap: int) -> dict[str, Any]:
+    """`body` with each of its output-cap `fields` above `cap` set to `cap` (a copy if any is)."""
+    over = [f for f in fields if isinstance(body.get(f), int) and body[f] > cap]
+    return {**body, **dict.fromkeys(over, cap)} if over else body
+
+
+def _origin(url: str) -> tuple[str, str | None, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.hostname, parts.port
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _json_or_none(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw) if raw.strip() else None
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _excerpt(raw: bytes, limit: int = 300) -> str:
+    text = raw.decode("utf-8", "replace").strip()
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _listed_models(body: Any) -> frozenset[str] | None:
+    if not isinstance(body, dict):
+        return None
+    if isinstance(body.get("data"), list):
+        return frozenset(m["id"] for m in body["data"] if isinstance(m, dict) and "id" in m)
+    if isinstance(body.get("models"), list):
+        names: set[str] = set()
+        for m in body["models"]:
+            if isinstance(m, dict):
+                names.update(str(m[k]) for k in ("name", "model") if k in m)
+        return frozenset(names)
+    return None

@@ -1,0 +1,181 @@
+"""What every API face of the proxy shares: reading a JSON body, the `X-Agent-Reach-*`
+request headers, the trace response headers, writing server-sent events, and answering a
+request whole or streamed (`whole`, `streamed`: the chat, Messages and Gemini faces)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
+
+from ...chat.request import ChatRequest
+from ...core.errors import AllProvidersFailed
+from ...core.trace import Attempt, trace_header
+from ...dialects import Verbatim
+from ..errors import all_failed
+from ..http11.wire import Request, Response, StreamResponse
+
+if TYPE_CHECKING:
+    from ...config import Config
+    from ...engine.stream import ChatStream
+    from ...router import Router
+
+
+class Serving(Protocol):
+    """What a face needs of the gateway serving it: the router that answers now (a reload
+    swaps it; a face reads it once per request), its config, and the model names it lists."""
+
+    @property
+    def router(self) -> Router: ...
+
+    @property
+    def config(self) -> Config: ...
+
+    def model_names(self) -> list[dict[str, Any]]: ...
+
+
+Relay = Callable[[StreamResponse, "ChatStream"], Awaitable[None]]
+
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+_UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
+# The route of requests that name none (`agent-reach run --route`).
+DEFAULT_ROUTE = "agent_reach.default_route"
+# How deep a request body may nest (protocol §14). The JSON reader accepts 1024 levels, the writer
+# 254; a provider format wraps a request in a few levels more, so 128 leaves room for any real
+# request (tool schemas included) and guarantees that whatever is accepted can be sent on.
+MAX_DEPTH = 128
+_WRITER_DEPTH = 254  # orjson.dumps refuses deeper values (tests/test_guard.py checks it)
+# A larger body is checked at once: counting its brackets would cost more than the check (at
+# 90 KB, 45 us a bracket against 65 us for `check_depth`).
+_COUNTED = 16 * 1024
+
+
+class BadBody(Exception):
+    """A request body that is not the JSON object expected (a 400)."""
+
+
+async def read_json(request: Request) -> dict[str, Any]:
+    """The request's body as a JSON object; `BadBody` when it is not one."""
+    raw = await request.read()  # over client_max_size: HTTPRequestEntityTooLarge (413)
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadBody(f"the body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadBody("the body must be a JSON object")
+    if len(raw) > _COUNTED or raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
+        check_depth(body)  # else it cannot nest that deep
+    return body
+
+
+def check_depth(value: Any, max_depth: int = MAX_DEPTH) -> None:
+    """`BadBody` when `value` nests deeper than `max_depth` levels. The writer's own limit does
+    the walk, in C: `value` wrapped in enough lists that only a deeper one exceeds it (a third
+    of the time the reader took, where a walk in Python took longer than the reader)."""
+    probe = value
+    for _ in range(_WRITER_DEPTH - max_depth):
+        probe = [probe]
+    try:
+        orjson.dumps(probe)
+    except orjson.JSONEncodeError:
+        raise BadBody(f"the body nests deeper than {max_depth} levels") from None
+
+
+def with_headers(req: ChatRequest, request: Request) -> ChatRequest:
+    """`req` with the route and fallback order of the `X-Agent-Reach-Route` and
+    `X-Agent-Reach-Fallback-Order` headers, which win over the body's extension; a request
+    that names neither takes the app's `DEFAULT_ROUTE`, if it has one."""
+    route = request.headers.get("X-Agent-Reach-Route")
+    order = request.headers.get("X-Agent-Reach-Fallback-Order")
+    if not route and not order:
+        default = request.app.get(DEFAULT_ROUTE)
+        if default and not req.provider_route and not req.fallback_order:
+            return replace(req, provider_route=default)
+        return req
+    return replace(
+        req,
+        provider_route=route or req.provider_route,
+        fallback_order=tuple(n.strip() for n in order.split(",") if n.strip())
+        if order
+        else req.fallback_order,
+    )
+
+
+def trace_headers(provider: str, trace: list[Attempt]) -> dict[str, str]:
+    """`X-Agent-Reach-Provider` and `X-Agent-Reach-Trace` of an answered request."""
+    return {"X-Agent-Reach-Provider": provider, "X-Agent-Reach-Trace": trace_header(trace)}
+
+
+def dropped_header(names: tuple[str, ...]) -> dict[str, str]:
+    """`X-Agent-Reach-Dropped` naming what the provider that answered was not sent, when
+    anything was (`Router.dropped`). The names come from the client (field names, block and
+    tool types): printable ASCII only, at most 1,000 characters."""
+    if not names:
+        return {}
+    value = _UNPRINTABLE.sub("?", ",".join(names))
+    return {"X-Agent-Reach-Dropped": value if len(value) <= 1000 else value[:997] + "..."}
+
+
+def sse(event: str | None, data: bytes) -> bytes:
+    """One server-sent event: `event: NAME` (when named) and its `data:` line (lines, when
+    a provider's frame had several)."""
+    if event:
+        return b"event: %s\ndata: %s\n\n" % (event.encode(), data.replace(b"\n", b"\ndata: "))
+    return b"data: %s\n\n" % data.replace(b"\n", b"\ndata: ")
+
+
+def json_response(body: Any, headers: dict[str, str] | None = None) -> Response:
+    """A 200 with `body` as JSON: the provider's own bytes when they say it (`Verbatim`)."""
+    data = body.raw if isinstance(body, Verbatim) else orjson.dumps(body)
+    return Response(body=data, content_type="application/json", headers=headers)
+
+
+async def whole(
+    gateway: Serving,
+    request: Request,
+    req: ChatRequest,
+    translated: tuple[str, ...],
+    render: Callable[[dict[str, Any]], dict[str, Any]],
+) -> Response:
+    """A whole answer in the client's API: the provider's own body when it speaks that API,
+    else `render` of its chat answer; with the trace headers and `X-Agent-Reach-Dropped`
+    (what the answering provider was not sent: `translated` left out of the translation)."""
+    router = gateway.router  # the one that answers, whatever a reload does meanwhile
+    try:
+        result = await router.answer(req)
+    except AllProvidersFailed as exc:
+        return all_failed(request.path, exc)
+    headers = trace_headers(result.provider, result.trace)
+    headers |= dropped_header(router.dropped(result.provider, req, translated))
+    return json_response(result.response if result.native else render(result.response), headers)
+
+
+async def streamed(
+    gateway: Serving,
+    request: Request,
+    req: ChatRequest,
+    translated: tuple[str, ...],
+    relay: Relay,
+    content_type: str = "text/event-stream",
+) -> StreamResponse:
+    """A stream in the client's API: the error response when no provider answered; else the
+    headers of `whole`, then `relay` writes the stream (and what a cut after its start ends it
+    with). The upstream is closed however it ends: a client that goes away cancels us."""
+    router = gateway.router  # the one that answers, whatever a reload does meanwhile
+    try:
+        stream = await router.stream(req)
+    except AllProvidersFailed as exc:
+        return all_failed(request.path, exc)
+    try:
+        headers = {**SSE_HEADERS, "Content-Type": content_type}
+        headers |= trace_headers(stream.provider, stream.trace)
+        headers |= dropped_header(router.dropped(stream.provider, req, translated))
+        resp = StreamResponse(headers=headers)
+        await resp.prepare(request)
+        await relay(resp, stream)
+        return resp
+    finally:
+        await stream.aclose()

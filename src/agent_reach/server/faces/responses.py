@@ -1,0 +1,259 @@
+"""`/v1/responses`: the OpenAI Responses face of the proxy, the API Codex CLI speaks
+(protocol §10.1).
+
+A request is read as a chat request (`dialects.responses.request_in`) and goes through the
+same engine as every other; a provider of `format: responses` gets it as it came and its
+answer (or stream) comes back as it is, any other provider's answer is rendered as a
+`response` object (or the Responses event sequence). Responses created with `store` not false
+are kept in the state store for `server.responses_ttl_s`, so that `previous_response_id`
+continues a conversation and `GET` / `DELETE /v1/responses/{id}` find them; each belongs to the
+client key that created it (`guard.owner`), and is not found for any other. Each turn is
+stored once (its own input, the response, the id of the one before it); a continuation walks
+the links back, and is refused (413) when the conversation passes `server.max_body_bytes`, as
+the client sending it whole would be. The store keeps `server.responses_max_*` of them in
+all and `server.responses_key_max_*` per client key, evicting the oldest.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from ...chat.request import ChatRequest
+from ...core.errors import AllProvidersFailed, RequestError, StreamInterrupted, quoted
+from ...dialects import responses as wire
+from ...state import Keep
+from ..errors import all_failed
+from ..guard import owner
+from ..http11.wire import Request, Response, StreamResponse
+from .relay import (
+    Serving,
+    dropped_header,
+    json_response,
+    read_json,
+    sse,
+    streamed,
+    trace_headers,
+    with_headers,
+)
+
+if TYPE_CHECKING:
+    from ...engine.stream import ChatStream
+
+Events = list[tuple[str, dict[str, Any]]]
+
+
+async def create(gateway: Serving, request: Request) -> StreamResponse:
+    """`POST /v1/responses`."""
+    given = await read_json(request)
+    body = await _continued(gateway, given, owner(request))
+    inbound = wire.request_in(body)
+    parsed = ChatRequest.checked(inbound.body)
+    req = with_headers(replace(parsed, api="responses", native=body), request)
+    if req.stream:
+        relay = functools.partial(_relay, gateway, request, given, req.native or {})
+        return await streamed(gateway, request, req, inbound.dropped, relay)
+    router = gateway.router  # the one that answers, whatever a reload does meanwhile
+    try:
+        result = await router.answer(req)
+    except AllProvidersFailed as exc:
+        return all_failed(request.path, exc)
+    if result.native:
+        answer = result.response
+    else:
+        answer = wire.answer_out(result.response, body, int(time.time()))
+    await _keep(gateway, request, given, answer)
+    dropped = dropped_header(router.dropped(result.provider, req, inbound.dropped))
+    return json_response(answer, {**trace_headers(result.provider, result.trace), **dropped})
+
+
+async def _relay(
+    gateway: Serving,
+    request: Request,
+    given: dict[str, Any],
+    body: dict[str, Any],
+    resp: StreamResponse,
+    stream: ChatStream,
+) -> None:
+    """The stream as Responses events; the whole response kept (`store`) when it completed."""
+    forward = _forward if stream.native else _render
+    answer = await forward(resp, stream, body)
+    if answer is not None:
+        await _keep(gateway, request, given, answer)
+
+
+async def _write(resp: StreamResponse, events: Events) -> None:
+    if events:
+        await resp.write(b"".join(sse(kind, orjson.dumps(data)) for kind, data in events))
+
+
+async def _render(
+    resp: StreamResponse, stream: ChatStream, body: dict[str, Any]
+) -> dict[str, Any] | None:
+    """Chat chunks as Responses events; the whole response when the stream completed."""
+    out = wire.StreamOut(body, int(time.time()), str(body.get("model") or "unknown"))
+    await _write(resp, out.start())
+    try:
+        async for batch in stream.batches():
+            await _write(resp, [event for chunk in batch for event in out.feed(chunk)])
+    except StreamInterrupted as exc:
+        await _write(resp, out.fail(str(exc)))
+        return None
+    await _write(resp, out.finish_events())
+    return out.response()
+
+
+async def _forward(
+    resp: StreamResponse, stream: ChatStream, body: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The provider's own Responses events, as they come; the whole response from its
+    `response.completed` when the stream completed."""
+    last: tuple[str | None, bytes] | None = None
+    try:
+        async for _ in stream.batches():
+            frames = stream.take_frames()
+            if frames:
+                last = frames[-1]
+                await resp.write(b"".join(sse(event, data) for event, data in frames))
+    except StreamInterrupted as exc:
+        await _write(resp, _cut(body, last, str(exc)))
+        return None
+    frames = stream.take_frames()
+    if frames:
+        last = frames[-1]
+        await resp.write(b"".join(sse(event, data) for event, data in frames))
+    done = orjson.loads(last[1]) if last is not None else {}
+    response = done.get("response") if isinstance(done, dict) else None
+    return response if isinstance(response, dict) else None
+
+
+def _cut(body: dict[str, Any], last: tuple[str | None, bytes] | None, message: str) -> Events:
+    """`response.failed` after the provider's own events, numbered after its last one."""
+    seen = orjson.loads(last[1]) if last is not None else {}
+    out = wire.StreamOut(body, int(time.time()), str(body.get("model") or "unknown"))
+    if isinstance(seen, dict) and isinstance(seen.get("sequence_number"), int):
+        out.seq = seen["sequence_number"] + 1
+    return out.fail(message)
+
+
+# -- stored responses ---------------------------------------------------------------------------
+
+
+async def _continued(gateway: Serving, body: dict[str, Any], who: str) -> dict[str, Any]:
+    """The request with the conversation of its `previous_response_id` (each turn's input
+    and output items, oldest first, not instructions) in front of its own input."""
+    previous = body.get("previous_response_id")
+    if previous is None:
+        return body
+    if not isinstance(previous, str) or not previous:
+        raise RequestError("'previous_response_id' must be a string", param="previous_response_id")
+    limit = gateway.config.server.max_body_bytes
+    turns: list[dict[str, Any]] = []
+    size = 0
+    link: Any = previous
+    while isinstance(link, str):  # older records hold the whole conversation, and no link
+        stored, length = await _load(gateway, link, who, previous if turns else None)
+        size += length
+        if size > limit:
+            raise RequestError(
+                f"the conversation of previous_response_id is over {limit} bytes "
+                "(server.max_body_bytes): start a new one, or send a shorter one whole",
+                status=413,
+                param="previous_response_id",
+            )
+        turns.append(stored)
+        link = stored.get("previous")
+    history = [
+        item for turn in reversed(turns) for item in (*turn["input"], *_output(turn["response"]))
+    ]
+    return {**body, "input": [*history, *_items(body)]}
+
+
+def _items(body: dict[str, Any]) -> list[Any]:
+    """A request's own `input` as items (none when it has none)."""
+    given = body.get("input")
+    if given is None:
+        return []
+    if isinstance(given, str):
+        return [{"type": "message", "role": "user", "content": given}]
+    if not isinstance(given, list):
+        raise RequestError("'input' must be a string or an array of items", param="input")
+    return given
+
+
+def _output(response: dict[str, Any]) -> list[Any]:
+    output = response.get("output")
+    return output if isinstance(output, list) else []
+
+
+async def _load(
+    gateway: Serving, id: str, who: str, later: str | None = None
+) -> tuple[dict[str, Any], int]:
+    """The stored response `id` if `who` owns it, and its stored size; else 404, as if there
+    were none (saying so for a turn before `later`'s)."""
+    found = await gateway.router.store.load_response(id, time.time())
+    kept: dict[str, Any] = orjson.loads(found) if found is not None else {}
+    if found is None or kept.get("owner", "") != who:
+        message = f"no stored response with id {quoted(id)}"
+        if later:
+            message = (
+                f"the conversation of {quoted(later)} is no longer stored whole: {message} "
+                "(expired, deleted, or evicted past server.responses_*max_*)"
+            )
+        raise RequestError(message, status=404, param="id")
+    return kept, len(found)
+
+
+async def _keep(
+    gateway: Serving, request: Request, given: dict[str, Any], answer: dict[str, Any]
+) -> None:
+    """Store the response with the request's own input (`given`, not the conversation before
+    it: that is linked) and who asked for it, unless the request said `store: false`."""
+    if given.get("store") is False or not isinstance(answer.get("id"), str):
+        return
+    who = owner(request)
+    record = {
+        "response": answer,
+        "input": _items(given),
+        "previous": given.get("previous_response_id"),
+        "owner": who,
+    }
+    server = gateway.config.server
+    keep = Keep(
+        who,
+        server.responses_max_count,
+        server.responses_max_bytes,
+        server.responses_key_max_count,
+        server.responses_key_max_bytes,
+    )
+    kept = orjson.dumps(record).decode()
+    await gateway.router.store.save_response(
+        answer["id"], kept, time.time(), server.responses_ttl_s, keep
+    )
+
+
+async def retrieve(gateway: Serving, request: Request) -> Response:
+    """`GET /v1/responses/{id}`: a stored response. With `stream=true` a client resumes the
+    events of a background response, and the proxy runs none (it answers `background` at
+    once): a 400 naming `stream`, as OpenAI answers it for a response that was not one."""
+    stored, _ = await _load(gateway, request.match_info["id"], owner(request))
+    if request.query.get("stream", "false") != "false":
+        raise RequestError(
+            "'stream' resumes a background response's events, and this proxy answers "
+            "`background` at once: retrieve the response whole (no `stream`)",
+            param="stream",
+        )
+    return json_response(stored["response"])
+
+
+async def delete(gateway: Serving, request: Request) -> Response:
+    """`DELETE /v1/responses/{id}`."""
+    id = request.match_info["id"]
+    await _load(gateway, id, owner(request))
+    if not await gateway.router.store.delete_response(id, time.time()):
+        raise RequestError(f"no stored response with id {quoted(id)}", status=404, param="id")
+    return json_response({"id": id, "object": "response", "deleted": True})

@@ -1,0 +1,105 @@
+"""The layout `state/redis.py` keeps in Redis (protocol §12.1): keys, channel, messages, scripts.
+
+Keys (all under `agent-reach:`), each with a TTL so nothing grows without bound:
+- `circuit:{key}`        a hash (failures, open_until, trial, cause); expires an hour after it
+                         would close; a closed circuit is deleted.
+- `health:{key}`         the latest health check result (JSON), expiring after `health.ttl_s`.
+- `fails:{key}`          the fleet's count of consecutive failures (INCR), reset by a success,
+                         expiring an hour after the last failure.
+- `usage:{key}|{window}` a budget counter (INCRBY), expiring when its window ends.
+- `cap:{key}|{model}`    an output cap learned from a provider's refusal, `tokens until`,
+                         expiring at `until` (a day after it was learned).
+- `claim:{key}`          SET NX PX: the first instance to claim an alert sends it.
+- `response:{id}`        a stored Responses-API response (JSON), expiring after
+                         `server.responses_ttl_s`.
+- `responses`            a sorted set of the stored responses' ids by when they were stored,
+                         and `responses:meta` a hash id → `size|expiry|owner`: what eviction
+                         reads.
+- `attempts`             a stream (XADD, trimmed to the retention with MINID and ~100k
+                         entries), read by `agent-reach report`.
+Channel `agent-reach:circuits`: every circuit change is published (`instance|key|failures|
+open_until|trial|cause`); each instance applies its peers' at once, and the periodic re-read
+of the cached view stays as the fallback for what a dropped subscription missed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from ..core.breaker import CircuitState
+from .store import LearnedCap
+
+PREFIX = "agent-reach:"
+CHANNEL = f"{PREFIX}circuits"
+
+# The half-open trial, claimed atomically: won when the circuit is still cooled down (its
+# `open_until` passed and nobody leased it since); the lease is written and published.
+CLAIM_TRIAL = """
+local ends = tonumber(redis.call('HGET', KEYS[1], 'open_until') or '0')
+if ends > tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'failures', ARGV[2], 'open_until', ARGV[3], 'trial', 1,
+           'cause', ARGV[4])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+redis.call('PUBLISH', ARGV[6], ARGV[7])
+return 1
+"""
+
+
+def message(instance: str, key: str, state: CircuitState) -> str:
+    """A circuit change as published on `CHANNEL`."""
+    return "|".join(
+        (
+            instance,
+            key,
+            str(state.failures),
+            repr(state.open_until),
+            str(int(state.trial)),
+            state.cause,
+        )
+    )
+
+
+def parse(message: str) -> tuple[str, str, CircuitState]:
+    """(instance, key, state) of a published circuit change."""
+    instance, key, failures, open_until, trial, cause = message.split("|", 5)
+    return instance, key, CircuitState(int(failures), float(open_until), trial == "1", cause)
+
+
+def fields(state: CircuitState) -> dict[str, Any]:
+    """A circuit as the fields of its `circuit:` hash."""
+    return {
+        "failures": state.failures,
+        "open_until": repr(state.open_until),
+        "trial": int(state.trial),
+        "cause": state.cause,
+    }
+
+
+def cap_value(cap: LearnedCap) -> str:
+    """A learned cap as its `cap:` key's value."""
+    return f"{cap.tokens} {cap.until!r}"
+
+
+def cap_of(value: str) -> LearnedCap | None:
+    """The learned cap of a `cap:` key's value; None for one that is not (an older version's
+    plain number, or anything else)."""
+    tokens, _, until = value.partition(" ")
+    try:
+        return LearnedCap(int(tokens), float(until))
+    except ValueError:
+        return None
+
+
+def glob_escaped(text: str) -> str:
+    """`text` matched literally in a SCAN pattern."""
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+def public_url(url: str) -> str:
+    """The URL without its password, for log lines."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
