@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from agent_reach.chat import completion
 from agent_reach.dialects import anthropic
-from agent_reach.dialects import responses as wire
+from agent_reach.dialects.responses.answer import encode_answer
+from agent_reach.dialects.responses.stream import StreamEncoder
 
 ANY = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
@@ -81,7 +82,7 @@ REQUEST = {"model": "m", "input": "hi"}
 def test_a_whole_answer_is_carried_or_a_mismatch(body: dict[str, Any]) -> None:
     if completion.malformed(body) is not None:
         return
-    wire.answer_out(body, REQUEST, 0)
+    encode_answer(body, REQUEST, 0)
     anthropic.message_of(body)
 
 
@@ -89,7 +90,7 @@ def test_a_whole_answer_is_carried_or_a_mismatch(body: dict[str, Any]) -> None:
 @given(st.lists(answer("delta"), min_size=1, max_size=4))
 def test_a_stream_is_carried_or_a_mismatch(chunks: list[dict[str, Any]]) -> None:
     carried = [c for c in chunks if completion.malformed(c, chunk=True) is None]
-    out = wire.StreamOut(REQUEST, 0, "m")
+    out = StreamEncoder(REQUEST, 0, "m")
     out.start()
     events = anthropic.MessageEvents()
     for chunk in carried:

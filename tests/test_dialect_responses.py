@@ -17,8 +17,11 @@ from agent_reach import Reason
 from agent_reach.chat.request import ChatRequest
 from agent_reach.core.errors import RequestError
 from agent_reach.dialects import Context, Shape
-from agent_reach.dialects import responses as wire_format
-from agent_reach.dialects.responses import DIALECT, StreamOut, answer_out, request_in, tool_map
+from agent_reach.dialects.responses import DIALECT
+from agent_reach.dialects.responses.answer import encode_answer
+from agent_reach.dialects.responses.request import decode_request
+from agent_reach.dialects.responses.stream import StreamEncoder
+from agent_reach.dialects.responses.tools import tool_map
 
 from .conftest import COMPLETION, RESPONSE, assert_valid, assert_valid_event
 from .upstream import responses_answer, responses_events
@@ -218,7 +221,7 @@ def test_length_stop_is_incomplete_both_ways() -> None:
     assert DIALECT.normalize(answer, CTX)["choices"][0]["finish_reason"] == "length"
     completion = DIALECT.normalize(responses_answer("m"), CTX)
     completion["choices"][0]["finish_reason"] = "length"
-    out = answer_out(completion, {"model": "m", "input": "hi"}, 1)
+    out = encode_answer(completion, {"model": "m", "input": "hi"}, 1)
     assert out["status"] == "incomplete"
     assert out["incomplete_details"] == {"reason": "max_output_tokens"}
     assert_valid(RESPONSE, out)
@@ -289,7 +292,7 @@ def test_codex_namespaces_and_custom_tools_become_chat_functions() -> None:
         ],
         "tools": [{"type": "web_search"}],
     }
-    inbound = request_in(body)
+    inbound = decode_request(body)
     chat = inbound.body
     assert [t["function"]["name"] for t in chat["tools"]] == ["exec", "wait", "clock__sleep"]
     assert chat["tools"][0]["function"]["parameters"]["required"] == ["input"]
@@ -336,7 +339,7 @@ def test_codex_namespaces_and_custom_tools_become_chat_functions() -> None:
             }
         ],
     }
-    out = answer_out(completion, body, 1)
+    out = encode_answer(completion, body, 1)
     assert_valid(RESPONSE, out)
     custom, function = out["output"]
     assert (custom["type"], custom["name"], custom["namespace"], custom["input"]) == (
@@ -355,7 +358,7 @@ def test_codex_namespaces_and_custom_tools_become_chat_functions() -> None:
 
 def test_stream_of_a_custom_tool_call_is_valid() -> None:
     body = {"model": "m", "input": [CODEX_TOOLS, {"role": "user", "content": "go"}]}
-    out = StreamOut(body, 1, "m")
+    out = StreamEncoder(body, 1, "m")
     events = out.start()
     first = {
         "index": 0,
@@ -465,7 +468,7 @@ CALL_ITEM = {"type": "function_call", "call_id": "c1", "name": "f", "arguments":
 )
 def test_malformed_requests_name_the_field(body: dict[str, Any], param: str) -> None:
     with pytest.raises(RequestError) as info:
-        request_in(body)
+        decode_request(body)
     assert info.value.param == param
     assert info.value.status == 400
     assert f"'{param}'" in str(info.value)
@@ -488,7 +491,7 @@ def test_a_request_with_nothing_to_answer_is_the_providers_to_judge(
 ) -> None:
     """The schema requires no `input` (a stored prompt may stand in for it), so its absence is
     no 400 of the proxy's: the provider is sent the conversation there is."""
-    assert request_in(body).body["messages"] == messages
+    assert decode_request(body).body["messages"] == messages
 
 
 CODEX_REQUEST: dict[str, Any] = {  # the shape Codex CLI 0.171.0 sends, trimmed
@@ -521,7 +524,7 @@ CODEX_REQUEST: dict[str, Any] = {  # the shape Codex CLI 0.171.0 sends, trimmed
 
 
 def test_what_codex_sends_is_accepted_and_its_chat_request_too() -> None:
-    inbound = request_in(CODEX_REQUEST)
+    inbound = decode_request(CODEX_REQUEST)
     req = ChatRequest.parse(inbound.body)
     assert req.stream
     assert [m["role"] for m in req.body["messages"]] == [
@@ -533,7 +536,7 @@ def test_what_codex_sends_is_accepted_and_its_chat_request_too() -> None:
     ]
     assert {"reasoning", "web_search_call", "tools:web_search"} <= set(inbound.dropped)
     assert req.body["stream_options"] == {"include_usage": True}  # for response.completed
-    assert "stream_options" not in request_in({**CODEX_REQUEST, "stream": False}).body
+    assert "stream_options" not in decode_request({**CODEX_REQUEST, "stream": False}).body
 
 
 # -- round trips ----------------------------------------------------------------------------
@@ -583,7 +586,7 @@ def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
 @given(conversations())
 def test_round_trip_of_requests(messages: list[dict[str, Any]]) -> None:
     sent = DIALECT.body({"messages": messages}, "m", False, "max_output_tokens")
-    back = request_in({"model": "m", **sent}).body
+    back = decode_request({"model": "m", **sent}).body
     assert back["messages"] == messages
 
 
@@ -606,7 +609,7 @@ def test_round_trip_of_answers(
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": usage,
     }
-    response = answer_out(completion, {"model": "m", "input": "hi"}, 1)
+    response = encode_answer(completion, {"model": "m", "input": "hi"}, 1)
     assert_valid(RESPONSE, response)
     back = DIALECT.normalize(response, CTX)
     choice = back["choices"][0]
@@ -619,7 +622,7 @@ def test_round_trip_of_answers(
 @settings(max_examples=50, deadline=None)
 @given(st.lists(words, min_size=1, max_size=5), st.none() | tool_calls())
 def test_round_trip_of_streams(pieces: list[str], calls: list[dict[str, Any]] | None) -> None:
-    out = StreamOut({"model": "m", "input": "hi"}, 1, "m")
+    out = StreamEncoder({"model": "m", "input": "hi"}, 1, "m")
     events = out.start()
     deltas: list[dict[str, Any]] = [{"content": p} for p in pieces]
     for i, call in enumerate(calls or ()):
@@ -629,7 +632,7 @@ def test_round_trip_of_streams(pieces: list[str], calls: list[dict[str, Any]] | 
             {"model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
         )
     events += out.finish_events()
-    decoder = wire_format.DIALECT.decoder(CTX)
+    decoder = DIALECT.decoder(CTX)
     chunks = [c for kind, data in events for c in decoder.feed(kind, orjson.dumps(data))]
     assert decoder.finished
     assert text(chunks) == "".join(pieces)
@@ -730,4 +733,4 @@ responses_requests = st.fixed_dictionaries(
 
 @given(request=responses_requests)
 def test_what_the_responses_checks_accept_the_chat_checks_accept(request: dict[str, Any]) -> None:
-    ChatRequest.parse(request_in(request).body)
+    ChatRequest.parse(decode_request(request).body)

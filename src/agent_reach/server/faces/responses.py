@@ -1,8 +1,8 @@
 """`/v1/responses`: the OpenAI Responses face of the proxy, the API Codex CLI speaks
 (protocol §10.1).
 
-A request is read as a chat request (`dialects.responses.request_in`) and goes through the
-same engine as every other; a provider of `format: responses` gets it as it came and its
+A request is read as a chat request (`dialects.responses.request.decode_request`) and goes
+through the same engine as every other; a provider of `format: responses` gets it as it came and its
 answer (or stream) comes back as it is, any other provider's answer is rendered as a
 `response` object (or the Responses event sequence). Responses created with `store` not false
 are kept in the state store for `server.responses_ttl_s`, so that `previous_response_id`
@@ -25,7 +25,9 @@ import orjson
 
 from ...chat.request import ChatRequest
 from ...core.errors import AllProvidersFailed, RequestError, StreamInterrupted, quoted
-from ...dialects import responses as wire
+from ...dialects.responses.answer import encode_answer
+from ...dialects.responses.request import decode_request
+from ...dialects.responses.stream import StreamEncoder
 from ...state import Keep
 from ..errors import all_failed
 from ..guard import owner
@@ -51,7 +53,7 @@ async def create(gateway: Serving, request: Request) -> StreamResponse:
     """`POST /v1/responses`."""
     given = await read_json(request)
     body = await _continued(gateway, given, owner(request))
-    inbound = wire.request_in(body)
+    inbound = decode_request(body)
     parsed = ChatRequest.checked(inbound.body)
     req = with_headers(replace(parsed, api="responses", native=body), request)
     if req.stream:
@@ -65,7 +67,7 @@ async def create(gateway: Serving, request: Request) -> StreamResponse:
     if result.native:
         answer = result.response
     else:
-        answer = wire.answer_out(result.response, body, int(time.time()))
+        answer = encode_answer(result.response, body, int(time.time()))
     await _keep(gateway, request, given, answer)
     dropped = dropped_header(router.dropped(result.provider, req, inbound.dropped))
     return json_response(answer, {**trace_headers(result.provider, result.trace), **dropped})
@@ -95,7 +97,7 @@ async def _render(
     resp: StreamResponse, stream: ChatStream, body: dict[str, Any]
 ) -> dict[str, Any] | None:
     """Chat chunks as Responses events; the whole response when the stream completed."""
-    out = wire.StreamOut(body, int(time.time()), str(body.get("model") or "unknown"))
+    out = StreamEncoder(body, int(time.time()), str(body.get("model") or "unknown"))
     await _write(resp, out.start())
     try:
         async for batch in stream.batches():
@@ -134,7 +136,7 @@ async def _forward(
 def _cut(body: dict[str, Any], last: tuple[str | None, bytes] | None, message: str) -> Events:
     """`response.failed` after the provider's own events, numbered after its last one."""
     seen = orjson.loads(last[1]) if last is not None else {}
-    out = wire.StreamOut(body, int(time.time()), str(body.get("model") or "unknown"))
+    out = StreamEncoder(body, int(time.time()), str(body.get("model") or "unknown"))
     if isinstance(seen, dict) and isinstance(seen.get("sequence_number"), int):
         out.seq = seen["sequence_number"] + 1
     return out.fail(message)
