@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_reach.chat import completion
-from agent_reach.dialects import anthropic
+from agent_reach.dialects.anthropic import answer as anthropic_answer
+from agent_reach.dialects.anthropic import stream as anthropic_stream
 from agent_reach.dialects.responses.answer import encode_answer
 from agent_reach.dialects.responses.stream import StreamEncoder
 
@@ -83,7 +84,7 @@ def test_a_whole_answer_is_carried_or_a_mismatch(body: dict[str, Any]) -> None:
     if completion.malformed(body) is not None:
         return
     encode_answer(body, REQUEST, 0)
-    anthropic.message_of(body)
+    anthropic_answer.encode_answer(body)
 
 
 @settings(max_examples=400, deadline=None)
@@ -92,7 +93,7 @@ def test_a_stream_is_carried_or_a_mismatch(chunks: list[dict[str, Any]]) -> None
     carried = [c for c in chunks if completion.malformed(c, chunk=True) is None]
     out = StreamEncoder(REQUEST, 0, "m")
     out.start()
-    events = anthropic.MessageEvents()
+    events = anthropic_stream.StreamEncoder()
     for chunk in carried:
         out.feed(chunk)
         events.feed(chunk)

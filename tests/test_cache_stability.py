@@ -17,7 +17,11 @@ from hypothesis import strategies as st
 
 from agent_reach.chat.request import ChatRequest
 from agent_reach.config import Provider
-from agent_reach.dialects import Context, Shape, anthropic, get, responses
+from agent_reach.dialects import Context, Shape, get
+from agent_reach.dialects.anthropic.answer import message_usage
+from agent_reach.dialects.anthropic.request import decode_request as anthropic_decode_request
+from agent_reach.dialects.responses.answer import response_usage
+from agent_reach.dialects.responses.request import decode_request
 from agent_reach.engine.prepared import PreparedProvider
 
 MODEL = "claude-sonnet-4-5"
@@ -177,11 +181,11 @@ _PROVIDERS = {fmt: _provider(fmt) for fmt in ("openai", "anthropic", "responses"
 
 
 def _from_messages(c: Conversation) -> ChatRequest:
-    return ChatRequest.checked(anthropic.read_request(as_messages(c)).body)
+    return ChatRequest.checked(anthropic_decode_request(as_messages(c)).body)
 
 
 def _from_responses(c: Conversation) -> ChatRequest:
-    return ChatRequest.checked(responses.request_in(as_responses(c)).body)
+    return ChatRequest.checked(decode_request(as_responses(c)).body)
 
 
 def _from_chat(c: Conversation) -> ChatRequest:
@@ -309,9 +313,9 @@ def test_cached_tokens_reach_every_client_api(
     usage = _chat_usage(fmt, answer)
     assert usage["prompt_tokens"] == 1000
     assert usage["prompt_tokens_details"]["cached_tokens"] == read
-    messages = anthropic.message_usage(usage)
+    messages = message_usage(usage)
     assert messages["cache_read_input_tokens"] == read
     assert messages.get("cache_creation_input_tokens", 0) == written
     assert messages["input_tokens"] == 1000 - read - written
-    details = responses.response_usage(usage)["input_tokens_details"]  # type: ignore[index]
+    details = response_usage(usage)["input_tokens_details"]  # type: ignore[index]
     assert details == {"cached_tokens": read, "cache_write_tokens": written}

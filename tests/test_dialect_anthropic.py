@@ -17,15 +17,11 @@ from agent_reach import Reason, RequestError, StreamInterrupted
 from agent_reach.chat import completion
 from agent_reach.chat.request import ChatRequest
 from agent_reach.dialects import Context, Shape, get
-from agent_reach.dialects.anthropic import (
-    DIALECT,
-    MessageEvents,
-    estimate_tokens,
-    message_of,
-    read_request,
-    stop_reason,
-    tool_use_id,
-)
+from agent_reach.dialects.anthropic import DIALECT
+from agent_reach.dialects.anthropic.answer import encode_answer, stop_reason, tool_use_id
+from agent_reach.dialects.anthropic.request import decode_request
+from agent_reach.dialects.anthropic.schema import estimate_tokens
+from agent_reach.dialects.anthropic.stream import StreamEncoder
 from agent_reach.dialects.tokens import ATTACHMENT_TOKENS, MESSAGE_TOKENS, input_tokens, text_tokens
 
 from .conftest import CHUNK, COMPLETION, assert_valid
@@ -480,7 +476,7 @@ CLAUDE_CODE_REQUEST: dict[str, Any] = {  # the shape Claude Code 2.1.197 sends, 
 
 
 def test_claude_code_request_is_read_as_chat() -> None:
-    inbound = read_request(CLAUDE_CODE_REQUEST)
+    inbound = decode_request(CLAUDE_CODE_REQUEST)
     assert inbound.body == {
         "model": "claude-opus-4-8",
         "max_tokens": 64000,
@@ -606,7 +602,7 @@ def user(*blocks: Any) -> dict[str, Any]:
 )
 def test_bad_requests_name_the_field(request_: dict[str, Any], param: str) -> None:
     with pytest.raises(RequestError) as caught:
-        read_request(request_)
+        decode_request(request_)
     assert caught.value.param == param
     assert caught.value.status == 400
     assert f"'{param}'" in str(caught.value)
@@ -645,12 +641,12 @@ def test_fields_the_api_adds_pass() -> None:
         service_tier="auto",
         top_k=0,
     )
-    ChatRequest.parse(read_request(request).body)
-    ChatRequest.parse(read_request(CLAUDE_CODE_REQUEST).body)
+    ChatRequest.parse(decode_request(request).body)
+    ChatRequest.parse(decode_request(CLAUDE_CODE_REQUEST).body)
 
 
 def test_blocks_a_chat_provider_cannot_take() -> None:
-    inbound = read_request(
+    inbound = decode_request(
         {
             "max_tokens": 10,
             "top_k": 3,
@@ -711,7 +707,7 @@ def test_tool_choice_and_tool_ids() -> None:
         ({"type": "none"}, "none"),
         ({"type": "tool", "name": "f"}, {"type": "function", "function": {"name": "f"}}),
     ]:
-        assert read_request({**base, "tool_choice": choice}).body["tool_choice"] == chat
+        assert decode_request({**base, "tool_choice": choice}).body["tool_choice"] == chat
     assert tool_use_id("call_00_abc") == "toolu_call_00_abc"
     assert tool_use_id("toolu_01A") == "toolu_01A"
     assert tool_use_id("call:1/2") == "toolu_call_1_2"
@@ -818,7 +814,7 @@ def test_rendered_message_and_stream_validate_against_the_sdk() -> None:
             "prompt_tokens_details": {"cached_tokens": 90},
         },
     )
-    message = message_of(response)
+    message = encode_answer(response)
     Message.model_validate(message, strict=True)
     assert message["content"] == [
         {"type": "thinking", "thinking": "Weather needed.", "signature": ""},
@@ -961,7 +957,7 @@ def test_request_round_trip(
         )
         if serial:
             chat["parallel_tool_calls"] = False
-    back = read_request(DIALECT.body(chat, MODEL, False, "max_tokens"))
+    back = decode_request(DIALECT.body(chat, MODEL, False, "max_tokens"))
     assert back.dropped == ()
     assert back.body == {
         k: v for k, v in chat.items() if not (k == "parallel_tool_calls" and choice == "none")
@@ -1006,7 +1002,7 @@ CTX = Context("deepseek-chat", 1, Shape("content", "text"))
 
 @given(answers())
 def test_answer_round_trip(answer: dict[str, Any]) -> None:
-    message = message_of(answer)
+    message = encode_answer(answer)
     Message.model_validate(message, strict=True)
     back = DIALECT.normalize(message, CTX)
     assert back["choices"][0]["message"] == expected(answer)
@@ -1016,7 +1012,7 @@ def test_answer_round_trip(answer: dict[str, Any]) -> None:
 
 def encode(chunks: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     """Chat chunks as Messages events, each checked against the SDK's event types."""
-    events = MessageEvents()
+    events = StreamEncoder()
     out = [e for c in chunks for e in events.feed(c)] + events.end()
     for name, data in out:
         assert data["type"] == name
@@ -1128,7 +1124,7 @@ messages_requests = st.fixed_dictionaries(
 
 @given(request=messages_requests)
 def test_what_the_messages_checks_accept_the_chat_checks_accept(request: dict[str, Any]) -> None:
-    ChatRequest.parse(read_request(request).body)
+    ChatRequest.parse(decode_request(request).body)
 
 
 def test_cache_control_marks_of_a_chat_request_reach_anthropic() -> None:
@@ -1180,5 +1176,5 @@ def test_a_chat_request_is_estimated_as_its_messages_request() -> None:
     from .token_corpus import corpus
 
     request = corpus()["agent session"]
-    chat = read_request(request).body
+    chat = decode_request(request).body
     assert abs(input_tokens(chat) - estimate_tokens(request)) <= 0.05 * estimate_tokens(request)

@@ -1,10 +1,11 @@
 """`POST /v1/messages` and `POST /v1/messages/count_tokens`: the Anthropic Messages face of the
 proxy (protocol §10.1), the API Claude Code speaks.
 
-A Messages request is read into the engine's chat request (`dialects.anthropic.read_request`)
-and keeps the body as it came (`native`): a `format: anthropic` provider gets that body and its
-answer or stream is forwarded as it is; any other provider's answer is rendered back into
-Messages, with `X-Agent-Reach-Dropped` naming what that provider was not sent.
+A Messages request is read into the engine's chat request
+(`dialects.anthropic.request.decode_request`) and keeps the body as it came (`native`): a
+`format: anthropic` provider gets that body and its answer or stream is forwarded as it is;
+any other provider's answer is rendered back into Messages, with `X-Agent-Reach-Dropped`
+naming what that provider was not sent.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ import orjson
 
 from ...chat.request import ChatRequest
 from ...core.errors import StreamInterrupted
-from ...dialects import anthropic
+from ...dialects.anthropic.answer import encode_answer
+from ...dialects.anthropic.request import decode_request
+from ...dialects.anthropic.schema import estimate_tokens
+from ...dialects.anthropic.stream import StreamEncoder
 from ..errors import error_body
 from ..http11.wire import Request, Response, StreamResponse
 from .relay import Serving, json_response, read_json, sse, streamed, whole, with_headers
@@ -41,7 +45,7 @@ def _betas(given: str | None, allowed: list[str]) -> str | None:
 async def create(gateway: Serving, request: Request) -> StreamResponse:
     """`POST /v1/messages`: one message, whole or streamed, with failover."""
     body = await read_json(request)
-    inbound = anthropic.read_request(body)
+    inbound = decode_request(body)
     req = replace(
         with_headers(ChatRequest.checked(inbound.body), request),
         api="messages",
@@ -52,14 +56,14 @@ async def create(gateway: Serving, request: Request) -> StreamResponse:
     )
     if req.stream:
         return await streamed(gateway, request, req, inbound.dropped, _relay)
-    return await whole(gateway, request, req, inbound.dropped, anthropic.message_of)
+    return await whole(gateway, request, req, inbound.dropped, encode_answer)
 
 
 async def count_tokens(gateway: Serving, request: Request) -> Response:
     """`POST /v1/messages/count_tokens`: counted by the route's first native Anthropic
     provider, else (or when it gives no count) a local estimate."""
     body = await read_json(request)
-    estimate = anthropic.estimate_tokens(body)  # checks the request too
+    estimate = estimate_tokens(body)  # checks the request too
     asked: dict[str, Any] = {k: body[k] for k in ("model", "messages", "agent_reach") if k in body}
     req = replace(
         with_headers(ChatRequest.checked(asked), request),
@@ -103,7 +107,7 @@ async def _forward(resp: StreamResponse, stream: ChatStream) -> None:
 
 async def _render(resp: StreamResponse, stream: ChatStream) -> None:
     """A chat provider's chunks as Messages events."""
-    events = anthropic.MessageEvents()
+    events = StreamEncoder()
     async for batch in stream.batches():
         await _send(resp, [(e, orjson.dumps(d)) for chunk in batch for e, d in events.feed(chunk)])
     await _send(resp, [(e, orjson.dumps(d)) for e, d in events.end()])
