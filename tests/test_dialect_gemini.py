@@ -17,7 +17,9 @@ from agent_reach.chat.request import ChatRequest
 from agent_reach.core.errors import RequestError
 from agent_reach.dialects import get
 from agent_reach.dialects.base import Context, Shape
-from agent_reach.dialects.gemini import ResponseChunks, estimate_tokens, read_request, response_of
+from agent_reach.dialects.gemini.answer import encode_answer
+from agent_reach.dialects.gemini.request import decode_request, estimate_tokens
+from agent_reach.dialects.gemini.stream import StreamEncoder
 from agent_reach.dialects.tokens import MESSAGE_TOKENS, input_tokens
 
 from .conftest import CHUNK, COMPLETION, assert_valid
@@ -464,7 +466,7 @@ GEMINI_CLI_REQUEST = {
 
 
 def test_gemini_cli_request_is_read_as_chat() -> None:
-    inbound = read_request(GEMINI_CLI_REQUEST, "gemini-3.1-pro-preview", True)
+    inbound = decode_request(GEMINI_CLI_REQUEST, "gemini-3.1-pro-preview", True)
     assert inbound.body == {
         "model": "gemini-3.1-pro-preview",
         "messages": [
@@ -544,7 +546,7 @@ def test_ids_a_client_gave_are_kept_and_results_matched_by_id() -> None:
         "toolConfig": {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["f"]}},
         "tools": [{"functionDeclarations": [{"name": "f"}]}, {"googleSearch": {}}],
     }
-    inbound = read_request(request, "m", False)
+    inbound = decode_request(request, "m", False)
     messages = inbound.body["messages"]
     assert [c["id"] for c in messages[1]["tool_calls"]] == ["a1", "b2"]
     assert messages[2:] == [
@@ -586,7 +588,7 @@ def test_ids_a_client_gave_are_kept_and_results_matched_by_id() -> None:
 )
 def test_bad_gemini_requests_name_the_field(request_: dict[str, Any], param: str) -> None:
     with pytest.raises(RequestError) as refused:
-        read_request(request_, "m", False)
+        decode_request(request_, "m", False)
     assert refused.value.param is not None
     assert refused.value.param.startswith(param)
 
@@ -691,7 +693,7 @@ def test_request_round_trip(
     if stop:
         chat["stop"] = stop
     sent = get("gemini").body(chat, MODEL, False, "maxOutputTokens")
-    back = read_request(orjson.loads(orjson.dumps(sent)), MODEL, False)
+    back = decode_request(orjson.loads(orjson.dumps(sent)), MODEL, False)
     assert back.dropped == ()
     assert {**back.body, "messages": by_order(back.body["messages"])} == {
         **chat,
@@ -717,8 +719,8 @@ def test_a_longer_conversation_reads_as_the_same_prefix(
     later = [renamed(m, "later-") for m in more if m["role"] != "system"]
     before = dialect.body({"messages": first}, MODEL, False, "maxOutputTokens")
     after = dialect.body({"messages": first + later}, MODEL, False, "maxOutputTokens")
-    shorter = read_request(before, MODEL, False).body["messages"]
-    longer = read_request(after, MODEL, False).body["messages"]
+    shorter = decode_request(before, MODEL, False).body["messages"]
+    longer = decode_request(after, MODEL, False).body["messages"]
     shared = len(shorter) - 1  # the last turn may be joined with the next one's tool results
     assert orjson.dumps(longer[:shared]) == orjson.dumps(shorter[:shared])
 
@@ -752,7 +754,7 @@ CTX = Context("deepseek-chat", 1, Shape("candidates", "content.parts.0.text"))
 
 @given(answers())
 def test_answer_round_trip(answer: dict[str, Any]) -> None:
-    rendered = response_of(answer)
+    rendered = encode_answer(answer)
     genai_types.GenerateContentResponse.model_validate(rendered)
     back = get("gemini").normalize(orjson.loads(orjson.dumps(rendered)), CTX)
     assert back["choices"][0]["message"] == answer["choices"][0]["message"]
@@ -764,7 +766,7 @@ def test_answer_round_trip(answer: dict[str, Any]) -> None:
 
 @given(answers(), st.integers(1, 6))
 def test_stream_round_trip(answer: dict[str, Any], size: int) -> None:
-    events = ResponseChunks()
+    events = StreamEncoder()
     sent = [o for c in chat_stream(answer, size) for o in events.feed(c)] + events.end()
     for obj in sent:
         genai_types.GenerateContentResponse.model_validate(obj)
@@ -849,4 +851,4 @@ gemini_requests = st.fixed_dictionaries(
 def test_what_the_gemini_checks_accept_the_chat_checks_accept(
     request: dict[str, Any], stream: bool
 ) -> None:
-    ChatRequest.parse(read_request(request, "m", stream).body)
+    ChatRequest.parse(decode_request(request, "m", stream).body)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..chat import completion
-from ..dialects import gemini
+from ..dialects.gemini import errors as gemini
 from .http11.wire import Response
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 and `GET /v1beta/models`: the Gemini API face of the proxy (protocol §10.2), the API Gemini CLI
 speaks (`/v1/models/…` the same).
 
-A generateContent request is read into the engine's chat request (`dialects.gemini.read_request`,
+A generateContent request is read into the engine's chat request (`dialects.decode_request`,
 the model from the URL) and keeps its body (`native`): a `format: gemini` provider gets that
 body and its answer or stream is forwarded as it is; any other provider's answer is rendered
 back into Gemini's shape, with `X-Agent-Reach-Dropped` naming what that provider was not sent.
@@ -19,7 +19,10 @@ import orjson
 
 from ...chat.request import ChatRequest
 from ...core.errors import StreamInterrupted
-from ...dialects import gemini
+from ...dialects.gemini.answer import encode_answer
+from ...dialects.gemini.errors import error_body
+from ...dialects.gemini.request import decode_request, estimate_tokens
+from ...dialects.gemini.stream import StreamEncoder
 from ..errors import error_response
 from ..http11.wire import Request, Response, StreamResponse
 from .relay import Serving, json_response, read_json, streamed, whole, with_headers
@@ -38,9 +41,9 @@ async def call(gateway: Serving, request: Request) -> StreamResponse:
         return error_response(request.path, 404, f"no such method (the proxy serves {names})")
     body = await read_json(request)
     if method == "countTokens":
-        return json_response({"totalTokens": gemini.estimate_tokens(body)})
+        return json_response({"totalTokens": estimate_tokens(body)})
     stream = method == "streamGenerateContent"
-    inbound = gemini.read_request(body, model, stream)
+    inbound = decode_request(body, model, stream)
     req = replace(
         with_headers(ChatRequest.checked(inbound.body), request),
         api="gemini",
@@ -48,7 +51,7 @@ async def call(gateway: Serving, request: Request) -> StreamResponse:
         raw_response=False,  # a Gemini client always gets a Gemini body
     )
     if not stream:
-        return await whole(gateway, request, req, inbound.dropped, gemini.response_of)
+        return await whole(gateway, request, req, inbound.dropped, encode_answer)
     sse = request.query.get("alt") == "sse"
     relay = functools.partial(_relay, sse)
     kind = "text/event-stream" if sse else "application/json"
@@ -81,13 +84,13 @@ async def _relay(sse: bool, resp: StreamResponse, stream: ChatStream) -> None:
             await _render(out, stream)
     except StreamInterrupted as exc:
         attempts = [a.to_dict() for a in exc.attempts]
-        await out.objects([gemini.error_body(500, str(exc), attempts=attempts)])
+        await out.objects([error_body(500, str(exc), attempts=attempts)])
     await out.close()
 
 
 async def _render(out: _Writer, stream: ChatStream) -> None:
     """A chat provider's chunks as Gemini's stream."""
-    chunks = gemini.ResponseChunks()
+    chunks = StreamEncoder()
     async for batch in stream.batches():
         await out.objects([o for chunk in batch for o in chunks.feed(chunk)])
     await out.objects(chunks.end())
