@@ -22,14 +22,14 @@ from ..core.events import AttemptEvent, Event
 from ..router import Router
 from ..version import __version__
 from . import log, status_page
-from .errors import JSON, error_body
-from .faces import chat, gemini, messages, responses, step
+from .faces import FACES, face_of
+from .faces.face import JSON
 from .guard import Guard, Keys
 from .http11.wire import App, Handler, Request, Response, StreamResponse
 from .metrics import Metrics
 from .stats import RecentAttempts
 
-Face = Callable[["Gateway", Request], Awaitable[StreamResponse]]
+Bound = Callable[["Gateway", Request], Awaitable[StreamResponse]]
 
 
 class Gateway:
@@ -74,21 +74,14 @@ class Gateway:
         """The routes, each behind the guard; every answer gets `X-Content-Type-Options:
         nosniff` from the connection (no browser guesses one into HTML)."""
         app = App(self.guard.middleware)
-        app.add("POST", "/v1/chat/completions", self._face(chat.completions))
-        app.add("POST", "/v1/responses", self._face(responses.create))
-        app.add("GET", "/v1/responses/{id}", self._face(responses.retrieve))
-        app.add("DELETE", "/v1/responses/{id}", self._face(responses.delete))
-        app.add("POST", "/v1/messages", self._face(messages.create))
-        app.add("POST", "/v1/messages/count_tokens", self._face(messages.count_tokens))
-        for version in ("v1beta", "v1"):
-            app.add("POST", f"/{version}/models/{{target}}", self._face(gemini.call))
-        app.add("GET", "/v1beta/models", self._face(gemini.models))
+        for face in FACES:
+            for method, path, handler in face.routes:
+                app.add(method, path, self._face(handler))
         app.add("GET", "/", self.root)  # and HEAD: Claude Code probes its base URL
         app.add("GET", "/v1/models", self.models)
         app.add("GET", "/healthz", self.healthz)
         app.add("GET", "/metrics", self.prometheus)
         app.add("GET", "/agent-reach/v1/status", self.status)
-        app.add("POST", "/agent-reach/v1/route", self._face(step.step))
         app.add("GET", status_page.PATH, self._face(status_page.page))
         app.add("GET", status_page.PATH.rstrip("/"), self.to_status_page)
         app.add("POST", status_page.LOGIN, self._face(status_page.login))
@@ -98,7 +91,7 @@ class Gateway:
 
     def error_bytes(self, path: str, status: int, message: str) -> bytes:
         """An error body for `path`'s API, for the HTTP server to answer outside a request."""
-        return orjson.dumps(error_body(path, status, message))
+        return orjson.dumps(face_of(path).error_body(status, message))
 
     def authorized(self, request: Request) -> bool:
         """Whether the request carries a client key (for the status page, which asks for one
@@ -130,7 +123,7 @@ class Gateway:
             config = {k: v for k, v in self.router.describe(a.provider).items() if v or v == 0}
             log.server_log.warning("debug_mode: %s config: %s", a.provider, orjson.dumps(config))
 
-    def _face(self, handler: Face) -> Handler:
+    def _face(self, handler: Bound) -> Handler:
         """The route handler of one API face's handler function (its coroutine, with no
         coroutine of its own around it)."""
         return functools.partial(handler, self)

@@ -15,7 +15,7 @@ In order, for every route (those added later too):
   - its size: a Content-Length over `server.max_body_bytes` is 413 at once (before
     `100 Continue`: see `expect`), a longer body (decoded) is 413 when reading reaches the limit;
   - reading it, within what is left of `server.request_timeout_s` since its first byte (408);
-then the face runs, and what it raises becomes an error body (`errors.error_response`).
+then the face runs, and what it raises becomes an error body in its face's shape.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import hmac
 import os
 import re
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from multidict import MultiMapping
 
@@ -33,7 +34,8 @@ from ..config import ServerConfig
 from ..core.errors import ConfigError, RequestError, quoted
 from . import log, status_page
 from .browsers import Browsers
-from .errors import error_response, speaks_gemini
+from .faces import face_of
+from .faces.face import OWNER
 from .faces.relay import BadBody
 from .http11.wire import BodyTooLarge, HTTPError, PayloadError, Request, Response, StreamResponse
 
@@ -47,19 +49,12 @@ ENCODINGS = frozenset({"gzip", "deflate", "identity"})
 # RFC 6750's `Bearer 1*SP b64token`, with exactly one space and any visible ASCII in the token.
 _BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] ([\x21-\x7e]+)")
 _TOKEN = re.compile(r"[\x21-\x7e]+")
-OWNER = "agent_reach.owner"  # the request's key for who it is (`owner_of` its client key)
 
 
 def owner_of(key: str) -> str:
     """Who a client key is, as stored with what it owns (stored responses): a keyed hash, so
     that the store holds no key, the same on every instance of a fleet."""
     return hashlib.blake2b(key.encode(), key=b"agent-reach owner", digest_size=16).hexdigest()
-
-
-def owner(request: Request) -> str:
-    """Who sent `request`: its client key's `owner_of`, or "" when client auth is off."""
-    found: str = request.get(OWNER, "")
-    return found
 
 
 _KEY_HEADERS = ("x-api-key", "x-goog-api-key")  # a key as it is (Anthropic's, Google's)
@@ -146,25 +141,25 @@ class Guard:
         if expect is None:
             return None
         if expect.lower() != "100-continue":
-            return _closing(error_response(request.path, 417, f"Expect {quoted(expect)}"))
+            return _closing(_error(request.path, 417, f"Expect {quoted(expect)}"))
         if (request.content_length or 0) > self.max_body:
-            return _closing(error_response(request.path, 413, self.too_large))
+            return _closing(_error(request.path, 413, self.too_large))
         return None
 
     async def middleware(self, request: Request, handler: Handler) -> StreamResponse:
         log.track(request)
         path = request.path
         if request.method == "CONNECT":
-            return error_response(path, 405, "CONNECT is not supported")
+            return _error(path, 405, "CONNECT is not supported")
         if self.keys and path not in OPEN_PATHS:
-            query = tuple(request.query.getall("key", ())) if speaks_gemini(path) else ()
+            query = tuple(request.query.getall("key", ())) if face_of(path).query_key else ()
             key, problem = self.keys.read(request.headers, query)
             if problem is not None and not self._page_cookie(request):
-                return error_response(path, 401, problem, code="invalid_api_key")
+                return _error(path, 401, problem, code="invalid_api_key")
             if key is not None:
                 request[OWNER] = self.keys.owners[key]
         elif not self.keys and (away := self.browsers.refused(request)) is not None:
-            return error_response(path, away[0], away[1])
+            return _error(path, away[0], away[1])
         if request.body_exists:
             refused = await self._read_body(request)
             if refused is not None:
@@ -174,16 +169,16 @@ class Guard:
         except HTTPError as exc:
             return _http_error(request, exc)
         except BadBody as exc:
-            return error_response(path, 400, str(exc))
+            return _error(path, 400, str(exc))
         except RequestError as exc:
-            return error_response(path, exc.status, str(exc), param=exc.param)
+            return _error(path, exc.status, str(exc), param=exc.param)
         except PayloadError as exc:
-            return _closing(error_response(path, 400, _payload_problem(exc)))
+            return _closing(_error(path, 400, _payload_problem(exc)))
         except Exception as exc:  # a bug of ours: still our shape, and one line in the log
             if request.responded:  # too late for an answer: the connection drops
                 raise
             log.server_log.error("%s %s failed", request.method, quoted(path), exc_info=exc)
-            return error_response(path, 500, "internal error")
+            return _error(path, 500, "internal error")
 
     async def _read_body(self, request: Request) -> StreamResponse | None:
         """Read the whole body into the request (where `request.read()` finds it); an error
@@ -193,18 +188,18 @@ class Guard:
         if len(encodings) > 1 or (encodings and encodings[0].strip().lower() not in ENCODINGS):
             encoding = quoted(", ".join(encodings), 50)
             message = f"Content-Encoding {encoding} is not supported (gzip, deflate or identity)"
-            return _closing(error_response(path, 415, message))
+            return _closing(_error(path, 415, message))
         if (request.content_length or 0) > self.max_body:
-            return _closing(error_response(path, 413, self.too_large))
+            return _closing(_error(path, 413, self.too_large))
         try:
             await self._whole_body(request)
         except TimeoutError:
             message = f"the request was not received within {self.request_timeout_s:g} s"
-            return _closing(error_response(path, 408, f"{message} (server.request_timeout_s)"))
+            return _closing(_error(path, 408, f"{message} (server.request_timeout_s)"))
         except BodyTooLarge:
-            return _closing(error_response(path, 413, self.too_large))
+            return _closing(_error(path, 413, self.too_large))
         except PayloadError as exc:
-            return _closing(error_response(path, 400, _payload_problem(exc)))
+            return _closing(_error(path, 400, _payload_problem(exc)))
         return None
 
     async def _whole_body(self, request: Request) -> None:
@@ -218,6 +213,11 @@ class Guard:
             await request.read()
 
 
+def _error(path: str, status: int, message: str, **fields: Any) -> Response:
+    """An error response in the shape of `path`'s API (its face's)."""
+    return face_of(path).error_response(status, message, **fields)
+
+
 def _closing(response: Response) -> Response:
     """`response`, closing the connection after it (the rest of the body is not wanted)."""
     response.force_close()
@@ -227,12 +227,12 @@ def _closing(response: Response) -> Response:
 def _http_error(request: Request, exc: HTTPError) -> Response:
     path = request.path
     if exc.status == 404:
-        return error_response(path, 404, f"no endpoint at {quoted(path)}")
+        return _error(path, 404, f"no endpoint at {quoted(path)}")
     if exc.allowed:
         allowed = ", ".join(sorted(exc.allowed))
         message = f"{quoted(request.method, 20)} is not allowed here (allowed: {allowed})"
-        return error_response(path, 405, message, headers={"Allow": allowed})
-    return error_response(path, exc.status, exc.reason)
+        return _error(path, 405, message, headers={"Allow": allowed})
+    return _error(path, exc.status, exc.reason)
 
 
 def _payload_problem(exc: PayloadError) -> str:

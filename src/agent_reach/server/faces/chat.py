@@ -8,20 +8,21 @@ import orjson
 
 from ...chat import completion
 from ...chat.request import ChatRequest
-from ...core.errors import StreamInterrupted
 from ...dialects import Verbatim
 from ..http11.wire import Request, StreamResponse
-from .relay import Serving, read_json, streamed, whole, with_headers
+from .face import Face, Serving
+from .relay import read_json, streamed, whole, with_headers
 
 if TYPE_CHECKING:
+    from ...core.errors import StreamInterrupted
     from ...engine.stream import ChatStream
 
 
 async def completions(gateway: Serving, request: Request) -> StreamResponse:
     req = with_headers(ChatRequest.parse(await read_json(request)), request)
     if req.stream:
-        return await streamed(gateway, request, req, (), _relay)
-    return await whole(gateway, request, req, (), _as_it_is)
+        return await streamed(gateway, FACE, request, req, (), ChatEncoder)
+    return await whole(gateway, FACE, req, (), _as_it_is)
 
 
 def _json(chunk: dict[str, Any]) -> bytes:
@@ -33,16 +34,33 @@ def _as_it_is(answer: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
-async def _relay(resp: StreamResponse, stream: ChatStream) -> None:
+class ChatEncoder:
     """The chunks as OpenAI SSE, then `[DONE]`; a cut after the first one ends the stream with
     an error chunk naming the cut's reason."""
-    try:
-        async for batch in stream.batches():
-            await resp.write(b"data: " + b"\n\ndata: ".join(map(_json, batch)) + b"\n\n")
-    except StreamInterrupted as exc:
+
+    forwarding = False  # a chat provider's chunks are chat chunks already
+
+    def __init__(self, _stream: ChatStream) -> None:
+        pass
+
+    def start(self) -> bytes:
+        return b""
+
+    def chunks(self, batch: list[dict[str, Any]]) -> bytes:
+        return b"data: " + b"\n\ndata: ".join(map(_json, batch)) + b"\n\n"
+
+    def frames(self, frames: list[tuple[str | None, bytes]]) -> bytes:
+        return b""
+
+    def end(self) -> bytes:
+        return b"data: [DONE]\n\n"
+
+    def cut(self, exc: StreamInterrupted) -> bytes:
         attempts = [a.to_dict() for a in exc.attempts]
-        reason = str(exc.cut.reason)
-        body = completion.error(str(exc), "stream_interrupted", reason, attempts=attempts)
-        await resp.write(b"data: " + orjson.dumps(body) + b"\n\n")
-    else:
-        await resp.write(b"data: [DONE]\n\n")
+        body = completion.error(
+            str(exc), "stream_interrupted", str(exc.cut.reason), attempts=attempts
+        )
+        return b"data: " + orjson.dumps(body) + b"\n\n"
+
+
+FACE = Face("chat", (("POST", "/v1/chat/completions", completions),), prefixes=("/v1/chat",))

@@ -23,9 +23,9 @@ from ...dialects.gemini.answer import encode_answer
 from ...dialects.gemini.errors import error_body
 from ...dialects.gemini.request import decode_request, estimate_tokens
 from ...dialects.gemini.stream import StreamEncoder
-from ..errors import error_response
 from ..http11.wire import Request, Response, StreamResponse
-from .relay import Serving, json_response, read_json, streamed, whole, with_headers
+from .face import Face, Serving
+from .relay import json_response, read_json, streamed, whole, with_headers
 
 if TYPE_CHECKING:
     from ...engine.stream import ChatStream
@@ -38,7 +38,7 @@ async def call(gateway: Serving, request: Request) -> StreamResponse:
     model, _, method = request.match_info["target"].rpartition(":")
     if method not in _METHODS or not model:
         names = ", ".join(_METHODS)
-        return error_response(request.path, 404, f"no such method (the proxy serves {names})")
+        return FACE.error_response(404, f"no such method (the proxy serves {names})")
     body = await read_json(request)
     if method == "countTokens":
         return json_response({"totalTokens": estimate_tokens(body)})
@@ -51,11 +51,11 @@ async def call(gateway: Serving, request: Request) -> StreamResponse:
         raw_response=False,  # a Gemini client always gets a Gemini body
     )
     if not stream:
-        return await whole(gateway, request, req, inbound.dropped, encode_answer)
+        return await whole(gateway, FACE, req, inbound.dropped, encode_answer)
     sse = request.query.get("alt") == "sse"
-    relay = functools.partial(_relay, sse)
+    encoder = functools.partial(GeminiEncoder, sse)
     kind = "text/event-stream" if sse else "application/json"
-    return await streamed(gateway, request, req, inbound.dropped, relay, kind)
+    return await streamed(gateway, FACE, request, req, inbound.dropped, encoder, kind)
 
 
 async def models(gateway: Serving, _request: Request) -> Response:
@@ -71,57 +71,73 @@ async def models(gateway: Serving, _request: Request) -> Response:
     return json_response({"models": listed})
 
 
-async def _relay(sse: bool, resp: StreamResponse, stream: ChatStream) -> None:
-    """The stream as Gemini's (server-sent events, or one JSON array); a cut after its start
-    ends it with one Google error object."""
-    out = _Writer(resp, sse)
-    try:
-        if stream.native:
-            async for _ in stream.batches():
-                await out.frames(stream.take_frames())
-            await out.frames(stream.take_frames())
-        else:
-            await _render(out, stream)
-    except StreamInterrupted as exc:
-        attempts = [a.to_dict() for a in exc.attempts]
-        await out.objects([error_body(500, str(exc), attempts=attempts)])
-    await out.close()
+class GeminiEncoder:
+    """The stream as Gemini's: server-sent events (`alt=sse`) or the items of one JSON array,
+    opened by the first and closed at the end; a chat provider's chunks rendered, a Gemini
+    provider's own events as they came; a cut after the start ends it with one Google error
+    object."""
 
-
-async def _render(out: _Writer, stream: ChatStream) -> None:
-    """A chat provider's chunks as Gemini's stream."""
-    chunks = StreamEncoder()
-    async for batch in stream.batches():
-        await out.objects([o for chunk in batch for o in chunks.feed(chunk)])
-    await out.objects(chunks.end())
-
-
-class _Writer:
-    """Gemini stream objects written as server-sent events (`alt=sse`) or as the items of one
-    JSON array, opened by the first and closed by `close`."""
-
-    def __init__(self, resp: StreamResponse, sse: bool) -> None:
-        self.resp = resp
+    def __init__(self, sse: bool, stream: ChatStream) -> None:
         self.sse = sse
+        self.forwarding = stream.native
         self.opened = False
+        self.out = StreamEncoder()
 
-    async def objects(self, objects: list[dict[str, Any]]) -> None:
-        await self._write([orjson.dumps(o) for o in objects])
+    def start(self) -> bytes:
+        return b""
 
-    async def frames(self, frames: list[tuple[str | None, bytes]]) -> None:
-        """A `format: gemini` provider's own events, each one response object."""
-        await self._write([data for _, data in frames])
+    def chunks(self, batch: list[dict[str, Any]]) -> bytes:
+        return self._items([orjson.dumps(o) for chunk in batch for o in self.out.feed(chunk)])
 
-    async def _write(self, items: list[bytes]) -> None:
+    def frames(self, frames: list[tuple[str | None, bytes]]) -> bytes:
+        return self._items([data for _, data in frames])  # each one response object
+
+    def end(self) -> bytes:
+        tail = b"" if self.forwarding else self._items([orjson.dumps(o) for o in self.out.end()])
+        return tail + self._close()
+
+    def cut(self, exc: StreamInterrupted) -> bytes:
+        attempts = [a.to_dict() for a in exc.attempts]
+        error = orjson.dumps(error_body(500, str(exc), attempts=attempts))
+        return self._items([error]) + self._close()
+
+    def _items(self, items: list[bytes]) -> bytes:
         if not items:
-            return
+            return b""
         if self.sse:
-            await self.resp.write(b"".join(b"data: " + i + b"\r\n\r\n" for i in items))
-            return
+            return b"".join(b"data: " + i + b"\r\n\r\n" for i in items)
         head = b"," if self.opened else b"["
         self.opened = True
-        await self.resp.write(head + b",".join(items))
+        return head + b",".join(items)
 
-    async def close(self) -> None:
-        if not self.sse:
-            await self.resp.write(b"]" if self.opened else b"[]")
+    def _close(self) -> bytes:
+        if self.sse:
+            return b""
+        return b"]" if self.opened else b"[]"
+
+
+def gemini_error(status: int, message: str, **fields: Any) -> dict[str, Any]:
+    """Google's error body, `{"error": {"code", "message", "status"}}`, with its status names
+    (no OpenAI `type`, `code` or `param`)."""
+    extra = {k: v for k, v in fields.items() if k not in ("type", "code", "param")}
+    return error_body(status, message, **extra)
+
+
+def _served(path: str) -> bool:
+    """`/v1/models/{model}:{method}`: the Gemini API under `v1` (its `GET /v1/models` is
+    OpenAI's)."""
+    return path.startswith("/v1/models/") and ":" in path
+
+
+FACE = Face(
+    "gemini",
+    (
+        ("POST", "/v1beta/models/{target}", call),
+        ("POST", "/v1/models/{target}", call),
+        ("GET", "/v1beta/models", models),
+    ),
+    gemini_error,
+    prefixes=("/v1beta",),
+    also=_served,
+    query_key=True,
+)

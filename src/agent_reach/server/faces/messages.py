@@ -21,14 +21,12 @@ from ...dialects.anthropic.answer import encode_answer
 from ...dialects.anthropic.request import decode_request
 from ...dialects.anthropic.schema import estimate_tokens
 from ...dialects.anthropic.stream import StreamEncoder
-from ..errors import error_body
 from ..http11.wire import Request, Response, StreamResponse
-from .relay import Serving, json_response, read_json, sse, streamed, whole, with_headers
+from .face import Face, Serving, by_class
+from .relay import json_response, read_json, sse, streamed, whole, with_headers
 
 if TYPE_CHECKING:
     from ...engine.stream import ChatStream
-
-PATH = "/v1/messages"  # the shape of its errors
 
 
 def _betas(given: str | None, allowed: list[str]) -> str | None:
@@ -55,8 +53,8 @@ async def create(gateway: Serving, request: Request) -> StreamResponse:
         raw_response=False,  # a Messages client always gets a Messages body
     )
     if req.stream:
-        return await streamed(gateway, request, req, inbound.dropped, _relay)
-    return await whole(gateway, request, req, inbound.dropped, encode_answer)
+        return await streamed(gateway, FACE, request, req, inbound.dropped, MessagesEncoder)
+    return await whole(gateway, FACE, req, inbound.dropped, encode_answer)
 
 
 async def count_tokens(gateway: Serving, request: Request) -> Response:
@@ -85,34 +83,65 @@ def _beta(gateway: Serving, request: Request) -> dict[str, str] | None:
     return {"anthropic-beta": beta} if beta else None
 
 
-async def _relay(resp: StreamResponse, stream: ChatStream) -> None:
-    """The stream as Messages events; a cut after its start ends it with `event: error`."""
-    try:
-        if stream.native:
-            await _forward(resp, stream)
-        else:
-            await _render(resp, stream)
-    except StreamInterrupted as exc:
+class MessagesEncoder:
+    """The stream as Messages events: a chat provider's chunks rendered, a Messages provider's
+    own events as it sent them; a cut after the start ends it with `event: error`."""
+
+    def __init__(self, stream: ChatStream) -> None:
+        self.forwarding = stream.native
+        self.events = StreamEncoder()
+
+    def start(self) -> bytes:
+        return b""
+
+    def chunks(self, batch: list[dict[str, Any]]) -> bytes:
+        return _sse([(e, orjson.dumps(d)) for chunk in batch for e, d in self.events.feed(chunk)])
+
+    def frames(self, frames: list[tuple[str | None, bytes]]) -> bytes:
+        return _sse(frames)
+
+    def end(self) -> bytes:
+        if self.forwarding:
+            return b""
+        return _sse([(e, orjson.dumps(d)) for e, d in self.events.end()])
+
+    def cut(self, exc: StreamInterrupted) -> bytes:
         attempts = [a.to_dict() for a in exc.attempts]
-        error = error_body(PATH, 500, str(exc), attempts=attempts)
-        await resp.write(sse("error", orjson.dumps(error)))
+        return sse("error", orjson.dumps(anthropic_error(500, str(exc), attempts=attempts)))
 
 
-async def _forward(resp: StreamResponse, stream: ChatStream) -> None:
-    """The provider's own events, in order, as it sent them."""
-    async for _ in stream.batches():
-        await _send(resp, stream.take_frames())
-    await _send(resp, stream.take_frames())
+def _sse(frames: list[tuple[str | None, bytes]]) -> bytes:
+    return b"".join(sse(e, d) for e, d in frames)
 
 
-async def _render(resp: StreamResponse, stream: ChatStream) -> None:
-    """A chat provider's chunks as Messages events."""
-    events = StreamEncoder()
-    async for batch in stream.batches():
-        await _send(resp, [(e, orjson.dumps(d)) for chunk in batch for e, d in events.feed(chunk)])
-    await _send(resp, [(e, orjson.dumps(d)) for e, d in events.end()])
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",  # the SDKs' error types have no `request_too_large`
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
 
 
-async def _send(resp: StreamResponse, frames: list[tuple[str | None, bytes]]) -> None:
-    if frames:
-        await resp.write(b"".join(sse(e, d) for e, d in frames))
+def anthropic_error(status: int, message: str, **fields: Any) -> dict[str, Any]:
+    """Anthropic's error body, `{"type": "error", "error": {"type", "message"}}`, with its
+    types (an OpenAI type given is not one: the status decides); no `code` or `param`."""
+    asked = fields.pop("type", None)
+    kind = asked if asked in _ANTHROPIC_TYPES.values() else _ANTHROPIC_TYPES.get(status)
+    for name in ("code", "param"):
+        fields.pop(name, None)
+    error = {"type": kind or by_class(status), "message": message, **fields}
+    return {"type": "error", "error": error}
+
+
+FACE = Face(
+    "messages",
+    (("POST", "/v1/messages", create), ("POST", "/v1/messages/count_tokens", count_tokens)),
+    anthropic_error,
+    prefixes=("/v1/messages",),
+    too_long="prompt is too long",
+    failed_type=False,
+)

@@ -1,44 +1,28 @@
 """What every API face of the proxy shares: reading a JSON body, the `X-Agent-Reach-*`
-request headers, the trace response headers, writing server-sent events, and answering a
-request whole or streamed (`whole`, `streamed`: the chat, Messages and Gemini faces)."""
+request headers, the trace response headers, server-sent events, and the one relay that
+answers a request whole or streamed (`whole`, `streamed`) in a face's API."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
 from ...chat.request import ChatRequest
-from ...core.errors import AllProvidersFailed
+from ...core.errors import AllProvidersFailed, StreamInterrupted
 from ...core.trace import Attempt, trace_header
 from ...dialects import Verbatim
-from ..errors import all_failed
 from ..http11.wire import Request, Response, StreamResponse
+from .face import Encoder, Face, Serving
 
 if TYPE_CHECKING:
-    from ...config import Config
     from ...engine.stream import ChatStream
-    from ...router import Router
 
 
-class Serving(Protocol):
-    """What a face needs of the gateway serving it: the router that answers now (a reload
-    swaps it; a face reads it once per request), its config, and the model names it lists."""
-
-    @property
-    def router(self) -> Router: ...
-
-    @property
-    def config(self) -> Config: ...
-
-    def model_names(self) -> list[dict[str, Any]]: ...
-
-
-Relay = Callable[[StreamResponse, "ChatStream"], Awaitable[None]]
-
+E = TypeVar("E", bound=Encoder)
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
 # The route of requests that name none (`agent-reach run --route`).
@@ -135,47 +119,77 @@ def json_response(body: Any, headers: dict[str, str] | None = None) -> Response:
 
 async def whole(
     gateway: Serving,
-    request: Request,
+    face: Face,
     req: ChatRequest,
     translated: tuple[str, ...],
     render: Callable[[dict[str, Any]], dict[str, Any]],
+    finished: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
 ) -> Response:
-    """A whole answer in the client's API: the provider's own body when it speaks that API,
-    else `render` of its chat answer; with the trace headers and `X-Agent-Reach-Dropped`
-    (what the answering provider was not sent: `translated` left out of the translation)."""
+    """A whole answer in `face`'s API: the provider's own body when it speaks that API, else
+    `render` of its chat answer (handed to `finished`, when given, before it goes out); with
+    the trace headers and `X-Agent-Reach-Dropped` (what the answering provider was not sent:
+    `translated` left out of the translation)."""
     router = gateway.router  # the one that answers, whatever a reload does meanwhile
     try:
         result = await router.answer(req)
     except AllProvidersFailed as exc:
-        return all_failed(request.path, exc)
+        return face.all_failed(exc)
+    answer = result.response if result.native else render(result.response)
+    if finished is not None:
+        await finished(answer)
     headers = trace_headers(result.provider, result.trace)
     headers |= dropped_header(router.dropped(result.provider, req, translated))
-    return json_response(result.response if result.native else render(result.response), headers)
+    return json_response(answer, headers)
 
 
 async def streamed(
     gateway: Serving,
+    face: Face,
     request: Request,
     req: ChatRequest,
     translated: tuple[str, ...],
-    relay: Relay,
+    encoder: Callable[[ChatStream], E],
     content_type: str = "text/event-stream",
+    finished: Callable[[E], Awaitable[None]] | None = None,
 ) -> StreamResponse:
-    """A stream in the client's API: the error response when no provider answered; else the
-    headers of `whole`, then `relay` writes the stream (and what a cut after its start ends it
-    with). The upstream is closed however it ends: a client that goes away cancels us."""
+    """A stream in `face`'s API: the error response when no provider answered; else the
+    headers of `whole`, then the stream, written through the `encoder` made for it (and
+    handed to `finished` when it ended whole). The upstream is closed however it ends: a
+    client that goes away cancels us."""
     router = gateway.router  # the one that answers, whatever a reload does meanwhile
     try:
         stream = await router.stream(req)
     except AllProvidersFailed as exc:
-        return all_failed(request.path, exc)
+        return face.all_failed(exc)
     try:
         headers = {**SSE_HEADERS, "Content-Type": content_type}
         headers |= trace_headers(stream.provider, stream.trace)
         headers |= dropped_header(router.dropped(stream.provider, req, translated))
         resp = StreamResponse(headers=headers)
         await resp.prepare(request)
-        await relay(resp, stream)
+        out = encoder(stream)
+        if await _relay(resp, stream, out) and finished is not None:
+            await finished(out)
         return resp
     finally:
         await stream.aclose()
+
+
+async def _relay(resp: StreamResponse, stream: ChatStream, out: Encoder) -> bool:
+    """Write the stream: its start, each batch of chunks (or of the provider's own frames),
+    its end; a cut after the start ends it as the API says. Whether it ended whole."""
+    first = out.start()
+    if first:
+        await resp.write(first)
+    forwarding = out.forwarding
+    try:
+        async for batch in stream.batches():
+            data = out.frames(stream.take_frames()) if forwarding else out.chunks(batch)
+            if data:
+                await resp.write(data)
+        last = out.frames(stream.take_frames()) if forwarding else b""
+    except StreamInterrupted as exc:
+        await resp.write(out.cut(exc))
+        return False
+    await resp.write(last + out.end())
+    return True

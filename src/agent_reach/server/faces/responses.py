@@ -24,22 +24,19 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ...chat.request import ChatRequest
-from ...core.errors import AllProvidersFailed, RequestError, StreamInterrupted, quoted
+from ...core.errors import RequestError, StreamInterrupted, quoted
 from ...dialects.responses.answer import encode_answer
 from ...dialects.responses.request import decode_request
 from ...dialects.responses.stream import StreamEncoder
 from ...state import Keep
-from ..errors import all_failed
-from ..guard import owner
 from ..http11.wire import Request, Response, StreamResponse
+from .face import Face, Serving, owner
 from .relay import (
-    Serving,
-    dropped_header,
     json_response,
     read_json,
     sse,
     streamed,
-    trace_headers,
+    whole,
     with_headers,
 )
 
@@ -56,90 +53,65 @@ async def create(gateway: Serving, request: Request) -> StreamResponse:
     inbound = decode_request(body)
     parsed = ChatRequest.checked(inbound.body)
     req = with_headers(replace(parsed, api="responses", native=body), request)
-    if req.stream:
-        relay = functools.partial(_relay, gateway, request, given, req.native or {})
-        return await streamed(gateway, request, req, inbound.dropped, relay)
-    router = gateway.router  # the one that answers, whatever a reload does meanwhile
-    try:
-        result = await router.answer(req)
-    except AllProvidersFailed as exc:
-        return all_failed(request.path, exc)
-    if result.native:
-        answer = result.response
-    else:
-        answer = encode_answer(result.response, body, int(time.time()))
-    await _keep(gateway, request, given, answer)
-    dropped = dropped_header(router.dropped(result.provider, req, inbound.dropped))
-    return json_response(answer, {**trace_headers(result.provider, result.trace), **dropped})
+    native = req.native or {}
 
-
-async def _relay(
-    gateway: Serving,
-    request: Request,
-    given: dict[str, Any],
-    body: dict[str, Any],
-    resp: StreamResponse,
-    stream: ChatStream,
-) -> None:
-    """The stream as Responses events; the whole response kept (`store`) when it completed."""
-    forward = _forward if stream.native else _render
-    answer = await forward(resp, stream, body)
-    if answer is not None:
+    async def keep(answer: dict[str, Any]) -> None:
         await _keep(gateway, request, given, answer)
 
+    async def kept(out: ResponsesEncoder) -> None:
+        answer = out.answer()
+        if answer is not None:
+            await keep(answer)
 
-async def _write(resp: StreamResponse, events: Events) -> None:
-    if events:
-        await resp.write(b"".join(sse(kind, orjson.dumps(data)) for kind, data in events))
-
-
-async def _render(
-    resp: StreamResponse, stream: ChatStream, body: dict[str, Any]
-) -> dict[str, Any] | None:
-    """Chat chunks as Responses events; the whole response when the stream completed."""
-    out = StreamEncoder(body, int(time.time()), str(body.get("model") or "unknown"))
-    await _write(resp, out.start())
-    try:
-        async for batch in stream.batches():
-            await _write(resp, [event for chunk in batch for event in out.feed(chunk)])
-    except StreamInterrupted as exc:
-        await _write(resp, out.fail(str(exc)))
-        return None
-    await _write(resp, out.finish_events())
-    return out.response()
+    if req.stream:
+        encoder = functools.partial(ResponsesEncoder, native)
+        return await streamed(gateway, FACE, request, req, inbound.dropped, encoder, finished=kept)
+    render = functools.partial(encode_answer, request=body, created=int(time.time()))
+    return await whole(gateway, FACE, req, inbound.dropped, render, keep)
 
 
-async def _forward(
-    resp: StreamResponse, stream: ChatStream, body: dict[str, Any]
-) -> dict[str, Any] | None:
-    """The provider's own Responses events, as they come; the whole response from its
-    `response.completed` when the stream completed."""
-    last: tuple[str | None, bytes] | None = None
-    try:
-        async for _ in stream.batches():
-            frames = stream.take_frames()
-            if frames:
-                last = frames[-1]
-                await resp.write(b"".join(sse(event, data) for event, data in frames))
-    except StreamInterrupted as exc:
-        await _write(resp, _cut(body, last, str(exc)))
-        return None
-    frames = stream.take_frames()
-    if frames:
-        last = frames[-1]
-        await resp.write(b"".join(sse(event, data) for event, data in frames))
-    done = orjson.loads(last[1]) if last is not None else {}
-    response = done.get("response") if isinstance(done, dict) else None
-    return response if isinstance(response, dict) else None
+class ResponsesEncoder:
+    """The stream as Responses events: a chat provider's chunks rendered (with their
+    `sequence_number`s), a Responses provider's own events as they came; a cut ends it with
+    `response.failed`, numbered after the last event sent. `answer`: the whole response of a
+    stream that completed (what `store` keeps)."""
+
+    def __init__(self, body: dict[str, Any], stream: ChatStream) -> None:
+        self.forwarding = stream.native
+        self.out = StreamEncoder(body, int(time.time()), str(body.get("model") or "unknown"))
+        self.last: tuple[str | None, bytes] | None = None  # the provider's own, forwarding
+
+    def start(self) -> bytes:
+        return b"" if self.forwarding else _events(self.out.start())
+
+    def chunks(self, batch: list[dict[str, Any]]) -> bytes:
+        return _events([event for chunk in batch for event in self.out.feed(chunk)])
+
+    def frames(self, frames: list[tuple[str | None, bytes]]) -> bytes:
+        if frames:
+            self.last = frames[-1]
+        return b"".join(sse(event, data) for event, data in frames)
+
+    def end(self) -> bytes:
+        return b"" if self.forwarding else _events(self.out.finish_events())
+
+    def cut(self, exc: StreamInterrupted) -> bytes:
+        if self.forwarding:
+            seen = orjson.loads(self.last[1]) if self.last is not None else {}
+            if isinstance(seen, dict) and isinstance(seen.get("sequence_number"), int):
+                self.out.seq = seen["sequence_number"] + 1
+        return _events(self.out.fail(str(exc)))
+
+    def answer(self) -> dict[str, Any] | None:
+        if not self.forwarding:
+            return self.out.response()
+        done = orjson.loads(self.last[1]) if self.last is not None else {}
+        response = done.get("response") if isinstance(done, dict) else None
+        return response if isinstance(response, dict) else None
 
 
-def _cut(body: dict[str, Any], last: tuple[str | None, bytes] | None, message: str) -> Events:
-    """`response.failed` after the provider's own events, numbered after its last one."""
-    seen = orjson.loads(last[1]) if last is not None else {}
-    out = StreamEncoder(body, int(time.time()), str(body.get("model") or "unknown"))
-    if isinstance(seen, dict) and isinstance(seen.get("sequence_number"), int):
-        out.seq = seen["sequence_number"] + 1
-    return out.fail(message)
+def _events(events: Events) -> bytes:
+    return b"".join(sse(kind, orjson.dumps(data)) for kind, data in events)
 
 
 # -- stored responses ---------------------------------------------------------------------------
@@ -259,3 +231,14 @@ async def delete(gateway: Serving, request: Request) -> Response:
     if not await gateway.router.store.delete_response(id, time.time()):
         raise RequestError(f"no stored response with id {quoted(id)}", status=404, param="id")
     return json_response({"id": id, "object": "response", "deleted": True})
+
+
+FACE = Face(
+    "responses",
+    (
+        ("POST", "/v1/responses", create),
+        ("GET", "/v1/responses/{id}", retrieve),
+        ("DELETE", "/v1/responses/{id}", delete),
+    ),
+    prefixes=("/v1/responses",),
+)

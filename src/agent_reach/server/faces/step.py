@@ -6,7 +6,8 @@ from ...chat.request import ChatRequest
 from ...core.errors import RequestError, quoted
 from ...core.trace import Attempt
 from ..http11.wire import Request, Response
-from .relay import BadBody, Serving, json_response, read_json, trace_headers
+from .face import Face, Serving
+from .relay import BadBody, json_response, read_json, trace_headers
 
 
 async def step(gateway: Serving, request: Request) -> Response:
@@ -61,3 +62,6 @@ def _failed(attempt: Attempt, following: str | None) -> Response:
             "next_route": following,
         }
     )
+
+
+FACE = Face("step", (("POST", "/agent-reach/v1/route", step),), prefixes=("/agent-reach/v1/route",))
