@@ -17,7 +17,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -40,13 +40,13 @@ from . import hedge
 from .health import CheckResult, HealthMonitor, check_provider
 from .hedge import HEDGE_LOST
 from .ledger import Ledger, Reserved
+from .operation import ANSWER, COUNT, STREAM, Operation
 from .prepared import PreparedProvider
 from .run import Run
-from .send import Target, Tried, count_at, fetch, open_stream, stream_failure
+from .send import Target, Tried, stream_failure
 from .stream import ChatStream, LiveStream
 
 T = TypeVar("T")
-Sender = Callable[[Client, Target, float, float], Awaitable[Tried[T]]]
 log = logging.getLogger("agent_reach")
 LOST = Outcome(Reason.TIMEOUT, None, "hedged: cancelled, another provider answered first")
 CAP_KEEP_S = 86400.0  # a learned output cap is kept a day, then learned again if still true
@@ -143,23 +143,19 @@ class Engine:
 
     async def count_tokens(self, req: ChatRequest) -> tuple[str, int] | None:
         """(provider, input tokens) of a request in a provider's own API, counted by the first
-        provider of its order that counts in that API and whose circuit is not open (protocol
-        §10.1 `count_tokens`), or None when there is none or it gave no count. One try; it
-        counts toward no circuit or budget, and makes no event."""
-        for name in self.order(req):
-            prepared = self.prepared[name]
-            url = prepared.counts(req)
-            circuit = await self.store.circuit(prepared.state_key) if url else None
-            if url is not None and circuit is not None and not circuit.is_open(self.clock()):
-                counted = await count_at(self.session, prepared, req, url)
-                return None if counted is None else (name, counted)
-        return None
+        provider of its order that counts in that API and can be tried now (protocol §10.1
+        `count_tokens`), or None when there is none or it gave no count (`operation.COUNT`)."""
+        try:
+            counted, provider, _ = await self._drive(self._run(req, op=COUNT), COUNT)
+        except AllProvidersFailed:
+            return None
+        return provider, counted
 
     # -- the three kinds of request ------------------------------------------------------------
 
     async def chat(self, req: ChatRequest) -> Result:
         """One non-streamed request with failover."""
-        response, provider, run = await self._drive(self._run(req), fetch)
+        response, provider, run = await self._drive(self._run(req), ANSWER)
         native = self.prepared[provider].speaks(req)
         if not native and not req.raw_response:
             self._reasoned(provider, response)
@@ -168,21 +164,21 @@ class Engine:
     async def stream(self, req: ChatRequest) -> ChatStream:
         """A streamed request, returned once a provider has produced its first content chunk
         (every failure before that fails over)."""
-        live, provider, run = await self._drive(self._run(req), open_stream)
+        live, provider, run = await self._drive(self._run(req), STREAM)
         return ChatStream(self, self.prepared[provider], live, run)
 
     async def resume(self, run: Run, partial: str) -> tuple[PreparedProvider, LiveStream] | None:
         """A stream was cut after `partial` (text only): the next providers of its walk, asked
         to finish that answer (protocol §10, continuation); None when none can."""
         run.req = replace(run.req, continuing=partial)
-        found = await self._walk(run, open_stream)
+        found = await self._walk(run, STREAM)
         return None if found is None else (self.prepared[found[1]], found[0])
 
     async def step(self, req: ChatRequest, provider: str) -> tuple[Attempt, dict[str, Any] | None]:
         """One provider, no failover (protocol §9 step mode): the attempt and, when it succeeded,
         the response. A provider skipped for remembered state is still tried (last resort)."""
         try:
-            response, _, run = await self._drive(self._run(req, provider), fetch)
+            response, _, run = await self._drive(self._run(req, provider), ANSWER)
         except AllProvidersFailed as exc:
             return exc.attempts[-1], None
         return run.trace[-1], response
@@ -195,8 +191,9 @@ class Engine:
                 digest = artifacts.reasoning_digest(text).digest()
                 self.origins.note(digest, self.prepared[provider].origin)
 
-    def _run(self, req: ChatRequest, only: str | None = None) -> Run:
-        """A request's run: its walk (`only` one provider, in step mode), its deadline."""
+    def _run(self, req: ChatRequest, only: str | None = None, op: Operation[Any] = ANSWER) -> Run:
+        """A request's run for `op`: its walk (`only` one provider, in step mode), its
+        deadline."""
         configured = self.config.deadline_ms
         own = req.deadline_ms is not None and req.deadline_ms < configured  # only shortens
         budget_s = (req.deadline_ms if own and req.deadline_ms else configured) / 1000
@@ -205,15 +202,24 @@ class Engine:
         deadline = self.monotonic() + budget_s
         route = self.table.label(req.route_label, req.model)
         policy = self.policies.get(route, self.policies[""])
+        hedged = only is None and op.fails_over
         return Run(
-            req, run_id, route, walk, deadline, policy, hedged=only is None, own_deadline=own
+            req,
+            run_id,
+            route,
+            walk,
+            deadline,
+            policy,
+            hedged,
+            own_deadline=own,
+            recorded=op.recorded,
         )
 
     # -- the walk ----------------------------------------------------------------------------
 
-    async def _drive(self, run: Run, send: Sender[T]) -> tuple[T, str, Run]:
-        """Walk the request's providers; an event when the request ends."""
-        found = await self._walk(run, send)
+    async def _drive(self, run: Run, op: Operation[T]) -> tuple[T, str, Run]:
+        """Walk the request's providers for `op`; an event when the request ends."""
+        found = await self._walk(run, op)
         if found is None:
             self._ended(run, None, None)
             raise AllProvidersFailed(run.trace, stopped=run.walk.stopped, model=run.req.model)
@@ -221,26 +227,31 @@ class Engine:
         self._ended(run, name, payload)
         return payload, name, run
 
-    async def _walk(self, run: Run, send: Sender[T]) -> tuple[T, str] | None:
-        """Each of the walk's providers in turn, then the ones skipped only for remembered
-        state as last resort (protocol §4.2): the first answer and who gave it, or None."""
+    async def _walk(self, run: Run, op: Operation[T]) -> tuple[T, str] | None:
+        """Each of the walk's providers that can do `op` in turn, then the ones skipped only
+        for remembered state as last resort (protocol §4.2): the first answer and who gave
+        it, or None (at once after a failed try, for an operation that does not fail over)."""
         while (pick := run.walk.next(run.left(self.monotonic()))) is not None:
             if isinstance(pick, Expired):
                 for name in pick.providers:
                     self._record(run, Attempt(name, DEADLINE.reason, detail=DEADLINE.detail))
                 break
+            if op.takes is not None and not op.takes(self.prepared[pick[0]], run.req):
+                continue
             hedge_ms = run.policy.hedge_after_ms or self.prepared[pick[0]].spec.hedge_after_ms
             if hedge_ms and run.hedged:
                 payload, name = await hedge.race(
-                    lambda s: self._turn(run, s, send),
+                    lambda s: self._turn(run, s, op),
                     pick,
                     hedge_ms / 1000,
                     lambda: self._next(run),
                 )
             else:
-                payload, name = await self._turn(run, pick, send), pick[0]
+                payload, name = await self._turn(run, pick, op), pick[0]
             if payload is not None:
                 return payload, name
+            if not op.fails_over and run.trace and run.trace[-1].sent:
+                break
         return None
 
     def _next(self, run: Run) -> Pick | None:
@@ -249,6 +260,8 @@ class Engine:
         return pick if isinstance(pick, tuple) else None
 
     def _ended(self, run: Run, provider: str | None, payload: Any) -> None:
+        if not run.recorded:
+            return
         req, trace = run.req, tuple(run.trace)
         sent = None if provider is None else self.prepared[provider].model_for(req.model)
         self._emit(
@@ -259,10 +272,10 @@ class Engine:
 
     # -- one provider's turn -----------------------------------------------------------------
 
-    async def _turn(self, run: Run, pick: Pick, send: Sender[T]) -> T | None:
+    async def _turn(self, run: Run, pick: Pick, op: Operation[T]) -> T | None:
         """Do what the provider's `Turn` decides until it is done: the payload, or None."""
         prepared = self.prepared[pick[0]]
-        turn = Turn(prepared.name, pick[1], prepared.spec.retries)
+        turn = Turn(prepared.name, pick[1], prepared.spec.retries if run.recorded else 0)
         first_token_s = run.first_token_s(prepared.spec.first_token_ms)
         model = prepared.model_for(run.req.model)
         configured, window = prepared.spec.limits(model)
@@ -283,7 +296,8 @@ class Engine:
                 await self._skip(run, turn, prepared, action)
                 return None
             elif isinstance(action, Send):
-                taken = await self.ledger.reserve(prepared) if prepared.budgets else []
+                budgets = prepared.budgets and run.recorded
+                taken = await self.ledger.reserve(prepared) if budgets else []
                 if isinstance(taken, tuple):
                     action = turn.over_budget(*taken)
                     continue
@@ -295,7 +309,7 @@ class Engine:
                     continue
                 if action.bare:
                     target = replace(target, bare=True)
-                tried = await self._try(run, target, send, pick[1], taken)
+                tried = await self._try(run, target, op, pick[1], taken)
                 if tried.outcome.reason is Reason.OK:
                     if turn.clamped is not None and configured is None:
                         await self._learn(prepared, model, turn.clamped)
@@ -351,20 +365,24 @@ class Engine:
 
     async def _skip(self, run: Run, turn: Turn, prepared: PreparedProvider, skip: Skip) -> None:
         self._record(run, self._attempt(prepared, skip.outcome, skip.ms, turn.last_resort))
-        if skip.counts and not run.own_limit(skip.outcome, prepared.spec.first_token_ms):
+        if (
+            skip.counts
+            and run.recorded
+            and not run.own_limit(skip.outcome, prepared.spec.first_token_ms)
+        ):
             await self.ledger.record(prepared, skip.outcome)
         if skip.deferrable:
             run.walk.defer(prepared.name)
 
     async def _try(
-        self, run: Run, target: Target, send: Sender[T], last_resort: bool, taken: Reserved
+        self, run: Run, target: Target, op: Operation[T], last_resort: bool, taken: Reserved
     ) -> Tried[T]:
         """One try: send, record the attempt, tell the circuit and the budgets (`taken` is
-        what it reserved of them, given back when nothing was sent)."""
+        what it reserved of them, given back when nothing was sent), when `op` is recorded."""
         prepared = target.prepared
         start = self.monotonic()
         try:
-            tried = await send(self.session, target, run.left(start), self.clock())
+            tried = await op.send(self.session, target, run.left(start), self.clock())
         except asyncio.CancelledError as exc:
             if exc.args[:1] == (HEDGE_LOST,):  # honest about the try that lost the race
                 ms = (self.monotonic() - start) * 1000
@@ -378,6 +396,8 @@ class Engine:
         noted = replace(outcome, detail=outcome.detail + note) if note else outcome
         attempt = self._attempt(prepared, noted, ms, last_resort, sent=True)
         self._record(run, attempt, prepared.excerpt(tried.raw))
+        if not run.recorded:
+            return tried
         if not run.own_limit(outcome, prepared.spec.first_token_ms):
             await self.ledger.record(prepared, outcome, last_resort)
         if prepared.budgets and quota.counts(tried.outcome.reason):
@@ -430,7 +450,8 @@ class Engine:
 
     def _record(self, run: Run, attempt: Attempt, raw: str | None = None) -> None:
         run.trace.append(attempt)
-        self._emit(AttemptEvent(run.route, attempt, raw, run.id))
+        if run.recorded:
+            self._emit(AttemptEvent(run.route, attempt, raw, run.id))
 
     def _emit(self, event: Event) -> None:
         for observer in self.observers:

@@ -29,6 +29,7 @@ class Run:
     trace: list[Attempt] = field(default_factory=list)
     own_deadline: bool = False  # the client's `deadline_ms`, shorter than the config's, rules
     input_tokens: int | None = None  # the request's estimated input, once a provider asked
+    recorded: bool = True  # its tries tell circuits and budgets and make events
 
     def first_token_s(self, provider_ms: float | None) -> float | None:
         """How long a stream may go without content (protocol §10): its route's

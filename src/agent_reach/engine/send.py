@@ -13,8 +13,6 @@ import asyncio
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
-import orjson
-
 from ..chat import completion
 from ..chat.request import ChatRequest
 from ..core.outcomes import FIRST_TOKEN, Outcome, classify, filtered, mismatch
@@ -128,33 +126,6 @@ async def fetch(
         return Tried(transport_failure(exc, past_deadline(exc), prepared.proxy))
     outcome, response = _judge(target, resp, raw, target.raw_body, now)
     return Tried(outcome, response, None if outcome.reason is Reason.OK else raw)
-
-
-async def count_at(
-    session: Client, prepared: PreparedProvider, req: ChatRequest, url: str
-) -> int | None:
-    """The input tokens of `req` as provider `prepared` counts them at `url`, or None when it
-    does not answer with a count (any status but 200, a body without one, a failure below
-    HTTP): one try within its connect and read timeouts, judged by nothing else."""
-    try:
-        resp, raw = await session.fetch(
-            "POST",
-            url,
-            prepared.count_body(req),
-            prepared.headers_for(req, False),
-            whole(prepared.connect_s, prepared.read_s, prepared.connect_s + prepared.read_s),
-            prepared.tls,
-            prepared.proxy,
-        )
-    except CLIENT_ERRORS:
-        return None
-    if resp.status != 200:
-        return None
-    try:
-        counted = orjson.loads(raw).get("input_tokens") if raw else None
-    except (orjson.JSONDecodeError, AttributeError):
-        return None
-    return counted if isinstance(counted, int) and not isinstance(counted, bool) else None
 
 
 async def open_stream(

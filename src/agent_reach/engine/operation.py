@@ -1,0 +1,84 @@
+"""What the engine walks the providers for: an operation (protocol §3). The walk, the turns,
+circuits, budgets, state and the trace are the engine's; an operation is what differs: how one
+try is sent and judged (`send`, the body and the judge of an answer), which providers can do
+it at all (`takes`), whether its tries are recorded (circuits, budgets, events, the attempt
+log) and whether a failed try moves on to the next provider.
+
+`ANSWER` is a chat answer whole, `STREAM` a stream up to its first content, `COUNT` the input
+tokens of a request in a provider's own API (Messages `count_tokens`): one try at the first
+provider that counts, recorded nowhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import orjson
+
+from ..chat.request import ChatRequest
+from ..core.outcomes import OK, Outcome
+from ..core.trace import Reason
+from ..net.transport import CLIENT_ERRORS, whole
+from ..net.upstream import Client
+from .prepared import PreparedProvider
+from .send import Target, Tried, fetch, open_stream
+from .stream import LiveStream
+
+T = TypeVar("T")
+Sender = Callable[[Client, Target, float, float], Awaitable[Tried[T]]]
+NO_COUNT = Outcome(Reason.SCHEMA_MISMATCH, None, "answered no count")
+
+
+def _counts(prepared: PreparedProvider, req: ChatRequest) -> bool:
+    return prepared.counts(req) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Operation(Generic[T]):
+    """One kind of request the walk is for: `send` one try; `takes`: whether a provider can
+    do it (one that cannot is passed over, and nothing is said of it); `recorded`: whether
+    its tries tell circuits and budgets and make events (which the attempt log, metrics and
+    alerts hear); `fails_over`: whether a failed try moves on to the next provider."""
+
+    name: str
+    send: Sender[T]
+    takes: Callable[[PreparedProvider, ChatRequest], bool] | None = None  # None: every one
+    recorded: bool = True
+    fails_over: bool = True
+
+
+async def count(session: Client, target: Target, remaining_s: float, _now: float) -> Tried[int]:
+    """The input tokens of a request as its provider counts them (`PreparedProvider.counts`):
+    `ok` with the count, else `NO_COUNT` (any status but 200, a body without one, a failure
+    below HTTP); within its connect and read timeouts and what is left of the deadline,
+    judged by nothing else."""
+    prepared, req = target.prepared, target.req
+    url = prepared.counts(req)
+    if url is None:
+        return Tried(NO_COUNT)
+    try:
+        resp, raw = await session.fetch(
+            "POST",
+            url,
+            prepared.count_body(req),
+            prepared.headers_for(req, False),
+            whole(prepared.connect_s, prepared.read_s, remaining_s),
+            prepared.tls,
+            prepared.proxy,
+        )
+    except CLIENT_ERRORS:
+        return Tried(NO_COUNT)
+    try:
+        counted = orjson.loads(raw).get("input_tokens") if resp.status == 200 and raw else None
+    except (orjson.JSONDecodeError, AttributeError):
+        return Tried(NO_COUNT)
+    if isinstance(counted, int) and not isinstance(counted, bool):
+        return Tried(OK, counted)
+    return Tried(NO_COUNT)
+
+
+ANSWER: Operation[dict[str, Any]] = Operation("answer", fetch)
+STREAM: Operation[LiveStream] = Operation("stream", open_stream)
+COUNT: Operation[int] = Operation("count_tokens", count, _counts, recorded=False, fails_over=False)
