@@ -11,6 +11,8 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	@# the distribution was called agent-reach before 0.2 (the name of another project on PyPI)
+	$(BIN)/pip uninstall --quiet --yes agent-reach 2>/dev/null || true
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
