@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint fmt bench bench-stream chaos clean
+.PHONY: install demo test lint fmt bench bench-stream chaos image clean
 
 install: $(STAMP)
 
@@ -55,5 +55,11 @@ bench-stream: $(STAMP)
 chaos: $(STAMP)
 	$(BIN)/python bench/chaos.py --seconds 120 $(if $(BEFORE),--before $(BEFORE))
 
+# The container image from Debian packages and PyPI only (deploy/image/build.py): dist/agent-reach-
+# VERSION.oci.tar and .docker.tar; layers and .debs are kept in .cache/image/. Needs root.
+image: $(STAMP)
+	scripts/ensure-services.sh image
+	$(BIN)/python deploy/image/build.py
+
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist .cache .pytest_cache .mypy_cache .ruff_cache
