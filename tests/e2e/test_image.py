@@ -51,6 +51,11 @@ class Image:
     def ref(self) -> str:
         return str(self.summary["reference"])
 
+    @property
+    def id(self) -> str:
+        """What podman calls the image: its config's digest."""
+        return str(self.summary["config_digest"]).removeprefix("sha256:")
+
     def podman(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             ["podman", *args],
@@ -92,17 +97,20 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Image:
     env = {**os.environ, "CONTAINERS_CONF": str(conf)}
     img = Image(_build(), env)
 
-    before = img.podman("image", "inspect", "--format", "{{.Id}}", img.ref)
     loaded = img.podman("load", "--quiet", "--input", str(img.summary["docker_archive"]))
     assert loaded.returncode == 0, loaded.stderr
-    ((found,),) = [img.inspect("image", "inspect", img.ref)]
-    assert "sha256:" + found["Id"] == img.summary["config_digest"]
-    old = before.stdout.strip()
-    if before.returncode == 0 and old and old != found["Id"]:
-        img.podman("rmi", old)  # the image an earlier run loaded under this tag
+    assert loaded.stdout.strip() == f"Loaded image: {img.ref}", loaded.stdout
+    img.inspect("image", "inspect", img.id)  # fails unless the archive held this very build
+    # The image this checkout loaded last time goes (another checkout's may share the tag, so
+    # containers run by ID and only this checkout's own older image is removed).
+    last = ROOT / ".cache" / "image" / "podman-image-id"
+    previous = last.read_text().strip() if last.exists() else ""
+    if previous and previous != img.id:
+        img.podman("rmi", previous)
+    last.write_text(img.id)
 
     probe = img.podman(
-        "run", "--rm", *RUNTIME, "--network", "none", "--entrypoint", "/usr/bin/true", img.ref
+        "run", "--rm", *RUNTIME, "--network", "none", "--entrypoint", "/usr/bin/true", img.id
     )
     if probe.returncode != 0:
         pytest.skip(f"podman cannot run containers here: {probe.stderr.strip()[-500:]}")
@@ -120,7 +128,7 @@ def test_the_image_is_small_labelled_and_runs_as_a_user(
             f"(build {summary['seconds']['total']} s)"
         )
     assert summary["compressed_bytes"] < 120_000_000
-    ((info,),) = [image.inspect("image", "inspect", image.ref)]
+    ((info,),) = [image.inspect("image", "inspect", image.id)]
     config = info["Config"]
     labels = info["Labels"]
     assert labels["org.opencontainers.image.version"] == __version__
@@ -133,7 +141,7 @@ def test_the_image_is_small_labelled_and_runs_as_a_user(
 
     version = image.podman(
         "run", "--rm", *RUNTIME, "--network", "none",
-        "--entrypoint", "/opt/agent-reach/bin/agent-reach", image.ref, "--version",
+        "--entrypoint", "/opt/agent-reach/bin/agent-reach", image.id, "--version",
     )  # fmt: skip
     assert version.returncode == 0, version.stderr
     assert version.stdout.strip() == f"agent-reach {__version__} (protocol {PROTOCOL_VERSION})"
@@ -183,7 +191,7 @@ def test_it_fails_over_to_the_loopback_fake_and_stops_on_sigterm(
         "--network", "host", "--read-only",
         "--volume", f"{path}:/etc/agent-reach/config.yaml:ro",
         "--env", "PROVIDER_KEY=sk-test-provider",
-        image.ref, "--host", "127.0.0.1", "--port", str(port),
+        image.id, "--host", "127.0.0.1", "--port", str(port),
     )  # fmt: skip
     try:
         assert run.returncode == 0, run.stderr
