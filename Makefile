@@ -26,13 +26,13 @@ test: $(STAMP)
 	$(BIN)/pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
-	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/ruff check src tests bench examples deploy
+	$(BIN)/ruff format --check src tests bench examples deploy
 	$(BIN)/mypy
 
 fmt: $(STAMP)
-	$(BIN)/ruff format src tests bench examples
-	$(BIN)/ruff check --fix src tests bench examples
+	$(BIN)/ruff format src tests bench examples deploy
+	$(BIN)/ruff check --fix src tests bench examples deploy
 
 bench: $(STAMP)
 	$(BIN)/python bench/failover.py
