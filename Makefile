@@ -4,13 +4,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint fmt bench bench-stream chaos clean
+.PHONY: install demo test lint fmt bench bench-stream chaos image clean
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	@# the distribution was called agent-reach before 0.2 (the name of another project on PyPI)
+	$(BIN)/pip uninstall --quiet --yes agent-reach 2>/dev/null || true
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
@@ -24,13 +26,13 @@ test: $(STAMP)
 	$(BIN)/pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
-	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/ruff check src tests bench examples deploy
+	$(BIN)/ruff format --check src tests bench examples deploy
 	$(BIN)/mypy
 
 fmt: $(STAMP)
-	$(BIN)/ruff format src tests bench examples
-	$(BIN)/ruff check --fix src tests bench examples
+	$(BIN)/ruff format src tests bench examples deploy
+	$(BIN)/ruff check --fix src tests bench examples deploy
 
 bench: $(STAMP)
 	$(BIN)/python bench/failover.py
@@ -53,5 +55,11 @@ bench-stream: $(STAMP)
 chaos: $(STAMP)
 	$(BIN)/python bench/chaos.py --seconds 120 $(if $(BEFORE),--before $(BEFORE))
 
+# The container image from Debian packages and PyPI only (deploy/image/build.py): dist/agent-reach-
+# VERSION.oci.tar and .docker.tar; layers and .debs are kept in .cache/image/. Needs root.
+image: $(STAMP)
+	scripts/ensure-services.sh image
+	$(BIN)/python deploy/image/build.py
+
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist .cache .pytest_cache .mypy_cache .ruff_cache

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "ensure-services.sh"
+CONTAINER_TOOLS = "mmdebstrap skopeo podman runc uidmap fuse-overlayfs slirp4netns"
 
 BUSY_APT = """#!/bin/bash
 echo "$*" >> "{log}"
@@ -25,18 +26,20 @@ def _tool(path: Path, text: str) -> None:
     path.chmod(0o755)
 
 
-def run_script(tmp_path: Path, uid: int) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+def run_script(
+    tmp_path: Path, uid: int, *args: str
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "apt-get.log"
     _tool(bin_dir / "apt-get", BUSY_APT.format(log=log))
     _tool(bin_dir / "id", f"#!/bin/bash\necho {uid}\n")
     _tool(bin_dir / "sudo", '#!/bin/bash\nexec "$@"\n')
-    # Only the stand-ins on PATH: redis-server and chromium look missing.
+    # Only the stand-ins on PATH: redis-server, chromium and the container tools look missing.
     env = {"PATH": str(bin_dir), "HOME": str(tmp_path)}
     bash = next(p for p in ("/bin/bash", "/usr/bin/bash") if os.path.exists(p))
     result = subprocess.run(
-        [bash, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=30, check=False
+        [bash, str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=30, check=False
     )
     calls = log.read_text().splitlines() if log.exists() else []
     return result, calls
@@ -45,10 +48,11 @@ def run_script(tmp_path: Path, uid: int) -> tuple[subprocess.CompletedProcess[st
 def test_apt_waits_for_the_dpkg_lock(tmp_path: Path) -> None:
     result, calls = run_script(tmp_path, uid=0)
     assert result.returncode == 0, result.stderr
-    assert "installing redis-server chromium for the tests" in result.stderr
+    wanted = f"redis-server chromium {CONTAINER_TOOLS}"
+    assert f"installing {wanted} for the tests" in result.stderr
     assert calls == [
         "-o DPkg::Lock::Timeout=300 update -q",
-        "-o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends redis-server chromium",
+        f"-o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends {wanted}",
     ]
 
 
@@ -57,3 +61,9 @@ def test_apt_waits_for_the_lock_through_sudo_too(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert all(call.startswith("-o DPkg::Lock::Timeout=300 ") for call in calls)
     assert len(calls) == 2
+
+
+def test_image_installs_only_the_container_tools(tmp_path: Path) -> None:
+    result, calls = run_script(tmp_path, 0, "image")
+    assert result.returncode == 0, result.stderr
+    assert calls[-1].endswith(f"--no-install-recommends {CONTAINER_TOOLS}")

@@ -6,6 +6,7 @@ there must be added to the Chinese README too."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -90,9 +91,13 @@ def test_the_chinese_readme_is_chinese() -> None:
 
 
 def test_no_readme_installs_the_unrelated_pypi_project() -> None:
-    # `agent-reach` on PyPI is another project: extras are installed from the clone.
+    # `agent-reach` on PyPI is another project: ours is `agent-reach-router` (pyproject.toml).
     for path in (README, README_ZH):
-        assert "install 'agent-reach[" not in path.read_text(), path.name
+        text = path.read_text()
+        assert "install 'agent-reach[" not in text, path.name
+        assert not re.search(r"(pipx|uv tool|pip) install agent-reach\b(?!-router)", text)
+        for line in ("pipx install agent-reach-router", "uv tool install agent-reach-router"):
+            assert line in text, (path.name, line)
 
 
 def test_the_chinese_readme_keeps_one_term_per_concept() -> None:

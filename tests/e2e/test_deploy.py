@@ -1,5 +1,6 @@
 """The deployment examples under deploy/: the Grafana dashboard queries only metrics that a
-running proxy exports, and the Prometheus, Compose and fleet config files agree."""
+running proxy exports, the Prometheus, Compose and fleet config files agree, and the Compose
+proxies run the image `make image` builds."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent_reach.config import load_config
+from agent_reach.version import __version__
 
 from ..upstream import Upstream
 from .test_proxy import MSG, start, stop
@@ -87,3 +89,22 @@ def test_prometheus_scrapes_every_proxy_of_the_compose_file() -> None:
         assert "./config.yaml:/etc/agent-reach/config.yaml:ro" in services[name]["volumes"]
     grafana = services["grafana"]["volumes"]
     assert "./grafana/agent-reach.json:/var/lib/grafana/dashboards/agent-reach.json:ro" in grafana
+
+
+def test_the_compose_proxies_run_the_image_make_image_builds() -> None:
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    build = (DEPLOY / "image" / "build.py").read_text()
+    assert 'NAME = "agent-reach"' in build  # the image is localhost/agent-reach:VERSION
+    for name, service in compose["services"].items():
+        if not name.startswith("proxy-"):
+            continue
+        # the version of this tree by default (the compose file names it: bump both)
+        assert service["image"] == f"localhost/agent-reach:${{AGENT_REACH_VERSION:-{__version__}}}"
+        assert service["pull_policy"] == "never"
+        assert "command" not in service or "pip" not in " ".join(service["command"])
+        assert "working_dir" not in service  # no source tree mounted
+        assert service["read_only"] is True
+        args = service["command"]
+        timeout = float(args[args.index("--shutdown-timeout") + 1])
+        assert float(service["stop_grace_period"].rstrip("s")) > timeout
+        assert "AGENT_REACH_API_KEYS" in service["environment"]
