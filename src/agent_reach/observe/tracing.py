@@ -1,4 +1,5 @@
-"""OpenTelemetry tracing (protocol §12), with the optional extra `pip install 'agent-reach[otel]'`.
+"""OpenTelemetry tracing (protocol §12), with the optional extra
+`pip install 'agent-reach-router[otel]'`.
 
 On when configured: `tracing: {endpoint}` in the config, or the standard
 `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `OTEL_EXPORTER_OTLP_ENDPOINT` variables (OTLP over
@@ -54,7 +55,7 @@ def observer(config: Config, provider: Any = None) -> Spans | None:
     except ImportError:
         log.warning(
             "agent-reach: tracing is configured but OpenTelemetry is not installed: "
-            "pip install 'agent-reach[otel]'"
+            "pip install 'agent-reach-router[otel]'"
         )
         return None
     provider = provider or _process_provider(config)

@@ -11,7 +11,7 @@ The half-open trial is claimed by one atomic script: an instance that finds a ci
 down skips the provider for that request and claims the trial in the background; the
 winner's next request is the fleet's one trial. No request
 waits on Redis. Writes are MULTI/EXEC pipelines or scripts, so each update is atomic.
-Requires the `redis` package (`pip install 'agent-reach[redis]'`).
+Requires the `redis` package (`pip install 'agent-reach-router[redis]'`).
 """
 
 from __future__ import annotations
