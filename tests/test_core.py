@@ -11,6 +11,7 @@ from agent_reach.chat.request import ChatRequest
 from agent_reach.chat.validation import Level, check
 from agent_reach.config import CircuitConfig
 from agent_reach.core.breaker import CLOSED, CircuitState, admit, counted, fleet_count, record
+from agent_reach.core.caps import stated_cap
 from agent_reach.core.errors import RequestError
 from agent_reach.core.outcomes import (
     ErrorInfo,
@@ -18,7 +19,6 @@ from agent_reach.core.outcomes import (
     Transport,
     classify,
     parse_retry_after,
-    stated_cap,
 )
 from agent_reach.core.routing import (
     Expired,

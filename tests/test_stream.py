@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent_reach.engine.stream import Seam, summed
+from agent_reach.engine.resume import Seam, summed
 
 
 def piece(text: str | None = None, finish: str | None = None) -> dict[str, Any]:

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 from . import breaker
 from .breaker import CircuitState
-from .outcomes import Outcome, stated_cap
+from .caps import stated_cap
+from .outcomes import Outcome
 from .records import record
 from .routing import Health, health_verdict, precheck, retry_delay
 from .trace import EFFECTS, Reason

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from ..core.routing import Pick
-from .stream import LiveStream
+from .live import LiveStream
 
 T = TypeVar("T")
 

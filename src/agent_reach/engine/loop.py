@@ -40,11 +40,12 @@ from . import hedge
 from .health import CheckResult, HealthMonitor, check_provider
 from .hedge import HEDGE_LOST
 from .ledger import Ledger, Reserved
+from .live import LiveStream
 from .operation import ANSWER, COUNT, STREAM, Operation
 from .prepared import PreparedProvider
 from .run import Run
 from .send import Target, Tried, stream_failure
-from .stream import ChatStream, LiveStream
+from .stream import ChatStream
 
 T = TypeVar("T")
 log = logging.getLogger("agent_reach")

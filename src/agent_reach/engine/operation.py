@@ -22,9 +22,9 @@ from ..core.outcomes import OK, Outcome
 from ..core.trace import Reason
 from ..net.transport import CLIENT_ERRORS, whole
 from ..net.upstream import Client
+from .live import LiveStream
 from .prepared import PreparedProvider
 from .send import Target, Tried, fetch, open_stream
-from .stream import LiveStream
 
 T = TypeVar("T")
 Sender = Callable[[Client, Target, float, float], Awaitable[Tried[T]]]

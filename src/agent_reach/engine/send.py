@@ -30,8 +30,8 @@ from ..net.transport import (
     whole,
 )
 from ..net.upstream import Client, Response
+from .live import STREAM_FAILURES, LiveStream, Stalled
 from .prepared import PreparedProvider
-from .stream import STREAM_FAILURES, LiveStream, Stalled
 
 T_co = TypeVar("T_co", covariant=True)
 

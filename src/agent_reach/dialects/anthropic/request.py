@@ -30,7 +30,7 @@ from ..convert import (
     tool_choice_of,
     turns_last,
 )
-from .schema import checked
+from .schema import READ, checked
 
 DEFAULT_MAX_TOKENS = 4096
 _TOOL_CHOICE = {"auto": "auto", "required": "any", "none": "none", "function": "tool"}
@@ -171,29 +171,6 @@ def takes_user_id(user_id: Any, official: bool) -> bool:
     return isinstance(user_id, str) and (official or bool(_USER_ID.fullmatch(user_id)))
 
 
-# ---------------------------------------------------------------------------------------------
-# Inbound: a client that speaks Messages to the proxy (protocol §10.1).
-
-# Fields `decode_request` translates or looks at; any other top-level field is only for a
-# provider of this format and is named in `Inbound.dropped`.
-_READ = frozenset(
-    {
-        "model",
-        "messages",
-        "max_tokens",
-        "system",
-        "stream",
-        "temperature",
-        "top_p",
-        "top_k",
-        "stop_sequences",
-        "metadata",
-        "thinking",
-        "tools",
-        "tool_choice",
-        "agent_reach",
-    }
-)
 _BILLING = "x-anthropic-billing-header:"
 _TOOL_FIELDS = frozenset({"type", "name", "description", "input_schema"})
 _CHAT_TOOL_CHOICE = {"auto": "auto", "any": "required", "none": "none"}
@@ -208,7 +185,7 @@ def decode_request(request: Any) -> Inbound:
     `cache_control`, server tools as `tools:<name>`, tool fields as `tool.<field>` and
     tool_result parts as `tool_result:<what>`."""
     messages = checked(request, ("messages", "max_tokens"))
-    dropped: dict[str, None] = dict.fromkeys(k for k in request if k not in _READ)
+    dropped: dict[str, None] = dict.fromkeys(k for k in request if k not in READ)
     body: dict[str, Any] = {"messages": _conversation(request, messages, dropped, False)}
     for key in ("model", "max_tokens", "temperature", "top_p", "agent_reach"):
         if request.get(key) is not None:

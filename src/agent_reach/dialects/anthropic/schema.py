@@ -29,6 +29,27 @@ from ...chat.checks import (
 from ...core.errors import RequestError
 from ..tokens import input_tokens
 
+# Fields `decode_request` translates or looks at; any other top-level field is only for a
+# provider of this format and is named in `Inbound.dropped`.
+READ = frozenset(
+    {
+        "model",
+        "messages",
+        "max_tokens",
+        "system",
+        "stream",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop_sequences",
+        "metadata",
+        "thinking",
+        "tools",
+        "tool_choice",
+        "agent_reach",
+    }
+)
+
 _TEXT = shape({"text": STRING}, ("text",))
 _IMAGE = shape({"source": OBJECT}, ("source",))
 _BLOCKS = "a string or an array of content blocks"

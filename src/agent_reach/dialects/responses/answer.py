@@ -14,7 +14,7 @@ from ..base import Context, Mismatch
 from ..convert import content_at, is_default_shape, model_of, object_at, tool_call
 from .tools import Tool, tool_map
 
-_FINISH = {"max_output_tokens": "length", "content_filter": "content_filter"}
+FINISH = {"max_output_tokens": "length", "content_filter": "content_filter"}
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 _CACHE_DETAILS = ("cached_tokens", "cache_write_tokens")  # usage's, the same in chat
 
@@ -53,7 +53,7 @@ def chat_message(output: list[Any], incomplete: Any = None) -> tuple[dict[str, A
         refusal="".join(refusal) or None,
     )
     reason = incomplete.get("reason") if isinstance(incomplete, dict) else None
-    finish = _FINISH.get(str(reason), "tool_calls" if calls else "stop")
+    finish = FINISH.get(str(reason), "tool_calls" if calls else "stop")
     return message, finish
 
 
@@ -98,13 +98,13 @@ def response_usage(usage: Any) -> dict[str, Any] | None:
     }
 
 
-def _text_part(text: str) -> dict[str, Any]:
+def text_part(text: str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
 def message_item(id: str, text: str, status: str = "completed") -> dict[str, Any]:
     """An assistant `message` output item with one `output_text` part (none while empty)."""
-    content = [_text_part(text)] if text or status == "completed" else []
+    content = [text_part(text)] if text or status == "completed" else []
     return {"type": "message", "id": id, "status": status, "role": "assistant", "content": content}
 
 

@@ -10,8 +10,7 @@ from ...core.outcomes import ErrorInfo
 from ..base import Context, Decoder, Dialect, Mismatch, ProviderError
 from ..convert import object_at, tool_call
 from .answer import (
-    _FINISH,
-    _text_part,
+    FINISH,
     call_item,
     chat_usage,
     custom_input,
@@ -21,6 +20,7 @@ from .answer import (
     reasoning_item,
     response_object,
     response_usage,
+    text_part,
 )
 from .tools import tool_map
 
@@ -63,7 +63,7 @@ class ResponsesDecoder(Decoder):
         if kind in ("response.completed", "response.incomplete"):
             response = object_at(obj, "response")
             reason = object_at(response, "incomplete_details").get("reason")
-            finish = _FINISH.get(str(reason), "tool_calls" if self.calls else "stop")
+            finish = FINISH.get(str(reason), "tool_calls" if self.calls else "stop")
             return self.emit(finish=finish, usage=chat_usage(response.get("usage")))
         if kind in ("response.failed", "error"):
             err = object_at(object_at(obj, "response"), "error") or obj
@@ -178,7 +178,7 @@ class StreamEncoder:
         index = len(self.output)
         if kind == "message":
             item = message_item(new_id("msg"), "", "in_progress")
-            part = ("response.content_part.added", "content_index", _text_part(""))
+            part = ("response.content_part.added", "content_index", text_part(""))
         else:
             item = reasoning_item(new_id("rs"), "")
             empty = {"type": "summary_text", "text": ""}
@@ -204,7 +204,7 @@ class StreamEncoder:
                         "response.output_text.done", **ids, content_index=0, text=text, logprobs=[]
                     ),
                     self._event(
-                        "response.content_part.done", **ids, content_index=0, part=_text_part(text)
+                        "response.content_part.done", **ids, content_index=0, part=text_part(text)
                     ),
                 ]
             else:

@@ -30,7 +30,7 @@ class Tool:
         return re.sub(r"[^A-Za-z0-9_-]", "_", full)[:64]
 
 
-def _tool_items(body: dict[str, Any]) -> Iterator[Any]:
+def tool_items(body: dict[str, Any]) -> Iterator[Any]:
     """Each tool of the request: `tools`, and those of `additional_tools` input items (as
     Codex sends them)."""
     tools = body.get("tools")
@@ -41,14 +41,14 @@ def _tool_items(body: dict[str, Any]) -> Iterator[Any]:
             yield from item.get("tools") or ()
 
 
-def _flatten(tool: Any, namespace: str | None = None) -> Iterator[tuple[Tool, Any]]:
+def flattened(tool: Any, namespace: str | None = None) -> Iterator[tuple[Tool, Any]]:
     """The function and custom tools in `tool` (a namespace holds several), with their
     definitions; a hosted tool is yielded as `tools:<type>` with no definition. `tool` is
     one `request_in` accepted."""
     kind = tool.get("type") if isinstance(tool, dict) else None
     if kind == "namespace":
         for inner in tool.get("tools") or ():
-            yield from _flatten(inner, str(tool.get("name") or ""))
+            yield from flattened(inner, str(tool.get("name") or ""))
     elif kind in ("function", "custom"):
         yield Tool(tool["name"], namespace, kind == "custom"), tool
     elif isinstance(kind, str):
@@ -59,7 +59,7 @@ def tool_map(body: dict[str, Any]) -> dict[str, Tool]:
     """Chat function name → the client's tool, for every function and custom tool."""
     return {
         tool.chat_name: tool
-        for given in _tool_items(body)
-        for tool, spec in _flatten(given)
+        for given in tool_items(body)
+        for tool, spec in flattened(given)
         if spec is not None
     }
