@@ -8,7 +8,7 @@ import pytest
 
 from agent_reach.chat import paths
 from agent_reach.chat.request import ChatRequest
-from agent_reach.chat.validation import Level, check
+from agent_reach.chat.validation import Level, validate
 from agent_reach.config import CircuitConfig
 from agent_reach.core.breaker import CLOSED, CircuitState, admit, counted, fleet_count, record
 from agent_reach.core.caps import stated_cap
@@ -604,7 +604,7 @@ def completion(content: Any, usage: int | None = 8, model: str = "m") -> dict[st
     ],
 )
 def test_validation(level: Level, body: dict[str, Any], raw: Any, ok: bool) -> None:
-    assert (check(level, body, raw, {"m"}) is None) is ok
+    assert (validate(level, body, raw, {"m"}) is None) is ok
 
 
 @pytest.mark.parametrize(

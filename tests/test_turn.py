@@ -10,7 +10,7 @@ from agent_reach.core.breaker import CLOSED, CircuitState
 from agent_reach.core.outcomes import Outcome
 from agent_reach.core.routing import Health
 from agent_reach.core.trace import Reason
-from agent_reach.core.turn import Check, Clamp, Done, Facts, Gather, Send, Skip, Sleep, Turn
+from agent_reach.core.turn import Clamp, Consult, Done, Facts, Gather, Send, Skip, Sleep, Turn
 
 NOW = 1_900_000_000.0
 FACTS = Facts(
@@ -46,13 +46,13 @@ def test_a_last_resort_skips_every_check() -> None:
         ({"circuit": CircuitState(3, NOW + 10, False, "server_error")}, Reason.CIRCUIT_OPEN),
         ({"exhausted": "100req/day used up"}, Reason.QUOTA_EXHAUSTED),
         ({"missing_key": "KEY"}, Reason.AUTH_FAILED),
-        ({"has_health": True}, None),  # a Check first
+        ({"has_health": True}, None),  # a Consult first
     ],
 )
 def test_consider_the_free_facts(facts: dict[str, object], expected: Reason | None) -> None:
     action = Turn("p", False, 0).consider(replace(FACTS, **facts), NOW)  # type: ignore[arg-type]
     if expected is None:
-        assert action == Check()
+        assert action == Consult()
     elif expected is Reason.OK:
         assert action == Send()
     else:
@@ -136,7 +136,7 @@ def test_what_the_health_check_says(
     health: Health, probed: bool, expected: Reason | None, ms: float, counts: bool
 ) -> None:
     turn = Turn("p", False, 0)
-    assert turn.consider(replace(FACTS, has_health=True), NOW) == Check()
+    assert turn.consider(replace(FACTS, has_health=True), NOW) == Consult()
     action = turn.checked(health, probed, NOW)
     if expected is None:
         assert action == Send()

@@ -28,7 +28,7 @@ def has_answer(message: Any) -> bool:
     return (isinstance(content, str) and content.strip() != "") or bool(message.get("tool_calls"))
 
 
-def check(
+def validate(
     level: Level,
     normalized: dict[str, Any],
     raw: Any,

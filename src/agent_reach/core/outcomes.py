@@ -57,7 +57,7 @@ class Outcome:
 
 OK = Outcome(Reason.OK)
 
-DEADLINE = "deadline"  # the detail of a timeout of the request's deadline
+DEADLINE_DETAIL = "deadline"  # the detail of a timeout of the request's deadline
 FIRST_TOKEN = "first token: no content within"  # ... of a stream's `first_token_ms`
 
 _TRANSPORT = {
@@ -66,7 +66,7 @@ _TRANSPORT = {
     Transport.TLS: (Reason.CONNECT_FAILED, "TLS failure"),
     Transport.READ_TIMEOUT: (Reason.TIMEOUT, "read timeout"),
     Transport.DISCONNECTED: (Reason.SERVER_ERROR, "server closed the connection"),
-    Transport.DEADLINE: (Reason.TIMEOUT, DEADLINE),
+    Transport.DEADLINE: (Reason.TIMEOUT, DEADLINE_DETAIL),
 }
 
 _AUTH_WORDS = (

@@ -3,8 +3,8 @@ its attempts, outcomes, events, the turn's facts and actions).
 
 Frozen where it is checked, mypy strict in CI: no code of ours assigns to a field. At run time
 the fields are set by a plain `__init__`: a frozen dataclass's calls `object.__setattr__` once
-per field, 5× the time (1.71 against 0.34 µs for 16 fields, measured), and a request makes some
-twenty of them. Equal values hash alike, as frozen ones do (`unsafe_hash`).
+per field, several times the cost (docs/decisions.md), and a request makes some twenty of
+them. Equal values hash alike, as frozen ones do (`unsafe_hash`).
 """
 
 from __future__ import annotations

@@ -217,7 +217,7 @@ class Policy:
 
 
 @record
-class Skip:
+class Pass:
     """Why a provider is not tried this time; shown in the trace with its reason."""
 
     reason: Reason
@@ -236,20 +236,20 @@ def precheck(
     missing_key: str | None,
     now: float,
     exhausted: str | None = None,
-) -> Skip | None:
+) -> Pass | None:
     """The skip decisions that need no network (protocol §4 step 1), or None to go on.
     `exhausted` says which budget is used up, if one is."""
     if not serves_model:
         if not model:
-            return Skip(Reason.MODEL_UNAVAILABLE, "no model given")
-        return Skip(Reason.MODEL_UNAVAILABLE, f"does not serve model {quoted(model)}")
+            return Pass(Reason.MODEL_UNAVAILABLE, "no model given")
+        return Pass(Reason.MODEL_UNAVAILABLE, f"does not serve model {quoted(model)}")
     if circuit.is_open(now):
         reason = Reason.QUOTA_EXHAUSTED_UPSTREAM if circuit.out else Reason.CIRCUIT_OPEN
-        return Skip(reason, opened_detail(circuit, now))
+        return Pass(reason, opened_detail(circuit, now))
     if exhausted:
-        return Skip(Reason.QUOTA_EXHAUSTED, exhausted)
+        return Pass(Reason.QUOTA_EXHAUSTED, exhausted)
     if missing_key:
-        return Skip(Reason.AUTH_FAILED, f"{missing_key} is not set")
+        return Pass(Reason.AUTH_FAILED, f"{missing_key} is not set")
     return None
 
 

@@ -8,7 +8,7 @@ clock, which circuits are kept in) and `left_s` (what is left of the request's d
 in as arguments, so the machine is tested by tables of cases, stepping time by hand.
 
     begin()                    -> Gather | Send          (a last resort skips every check)
-    consider(facts, now)       -> Skip | Check | Send    (protocol §4 step 1, §5.1 windows;
+    consider(facts, now)       -> Skip | Consult | Send    (protocol §4 step 1, §5.1 windows;
                                                           a bad key's circuit is no last resort)
     checked(health, checked_now, now) -> Skip | Send          (its health check, cached or run now)
     over_budget(detail, reopens_in) -> Skip              (a budget filled up just before sending)
@@ -33,7 +33,7 @@ from __future__ import annotations
 from . import breaker
 from .breaker import CircuitState
 from .caps import stated_cap
-from .outcomes import Outcome
+from .outcomes import DEADLINE_DETAIL, Outcome
 from .records import record
 from .routing import Health, health_verdict, precheck, retry_delay
 from .trace import EFFECTS, Reason
@@ -81,7 +81,7 @@ class Skip:
 
 
 @record
-class Check:
+class Consult:
     """Consult the provider's health check (cached, or run now), then `checked`."""
 
 
@@ -115,8 +115,8 @@ class Done:
     ok: bool
 
 
-Action = Gather | Skip | Check | Send | Clamp | Sleep | Done
-DEADLINE = Outcome(Reason.TIMEOUT, None, "deadline")
+Action = Gather | Skip | Consult | Send | Clamp | Sleep | Done
+DEADLINE_SPENT = Outcome(Reason.TIMEOUT, None, DEADLINE_DETAIL)
 
 
 def _bad_key(facts: Facts) -> bool:
@@ -142,7 +142,7 @@ class Turn:
         """A last resort is tried whatever remembered state says (protocol §4.2)."""
         return Send() if self.last_resort else Gather()
 
-    def consider(self, facts: Facts, now: float) -> Skip | Check | Send:
+    def consider(self, facts: Facts, now: float) -> Skip | Consult | Send:
         """The skip checks that need no network, then its health check, or admission."""
         self._facts = facts
         skip = precheck(
@@ -170,7 +170,7 @@ class Turn:
             detail = f"estimated input {facts.input_tokens} tokens exceeds context_window {small}"
             return Skip(Outcome(Reason.CONTEXT_EXCEEDED, None, detail))
         if facts.has_health:
-            return Check()
+            return Consult()
         return self._admit(now)
 
     def checked(self, health: Health, checked_now: bool, now: float) -> Skip | Send:
@@ -235,4 +235,4 @@ class Turn:
 
     def woke(self, left_s: float) -> Send | Skip:
         """After a retry's wait: send again, unless the deadline is spent."""
-        return Send(bare=self.bare) if left_s > 0 else Skip(DEADLINE)
+        return Send(bare=self.bare) if left_s > 0 else Skip(DEADLINE_SPENT)

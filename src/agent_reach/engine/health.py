@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from ..core.outcomes import Transport, classify
 from ..core.routing import Health, model_listed
 from ..core.trace import EFFECTS, Reason
-from ..net.transport import CLIENT_ERRORS, past_deadline, transport_failure, whole
+from ..net.transport import CLIENT_ERRORS, past_deadline, transport_failure, whole_timeouts
 from ..net.upstream import Client
 from ..state import StateStore
 from .prepared import PreparedProvider
@@ -111,7 +111,7 @@ async def run_check(
             prepared.health_url,
             b"",
             prepared.health_headers,
-            whole(prepared.connect_s, prepared.read_s, remaining_s),
+            whole_timeouts(prepared.connect_s, prepared.read_s, remaining_s),
             prepared.tls,
             prepared.health_proxy,
         )

@@ -29,7 +29,19 @@ from ..core.events import AttemptEvent, CapEvent, Event, Observer, RequestEvent
 from ..core.outcomes import Outcome
 from ..core.routing import Expired, Pick, Walk, attempt_order
 from ..core.trace import Attempt, Reason, Result
-from ..core.turn import DEADLINE, Action, Check, Clamp, Done, Facts, Gather, Send, Skip, Sleep, Turn
+from ..core.turn import (
+    DEADLINE_SPENT,
+    Action,
+    Clamp,
+    Consult,
+    Done,
+    Facts,
+    Gather,
+    Send,
+    Skip,
+    Sleep,
+    Turn,
+)
 from ..dialects import Mismatch, artifacts
 from ..dialects.tokens import input_tokens
 from ..net.transport import new_session
@@ -111,7 +123,7 @@ class Engine:
             self._session = None
 
     async def check(self, name: str, model: str | None = None) -> CheckResult:
-        """Check provider `name`'s health now (see `health.check_provider`)."""
+        """Consult provider `name`'s health now (see `health.check_provider`)."""
         return await check_provider(self.session, self.prepared[name], model, self.clock())
 
     async def refresh_health(self) -> None:
@@ -235,7 +247,9 @@ class Engine:
         while (pick := run.walk.next(run.left(self.monotonic()))) is not None:
             if isinstance(pick, Expired):
                 for name in pick.providers:
-                    self._record(run, Attempt(name, DEADLINE.reason, detail=DEADLINE.detail))
+                    self._record(
+                        run, Attempt(name, DEADLINE_SPENT.reason, detail=DEADLINE_SPENT.detail)
+                    )
                 break
             if op.takes is not None and not op.takes(self.prepared[pick[0]], run.req):
                 continue
@@ -287,7 +301,7 @@ class Engine:
         while True:
             if isinstance(action, Gather):
                 action = turn.consider(await self._facts(run, prepared, target), self.clock())
-            elif isinstance(action, Check):
+            elif isinstance(action, Consult):
                 left = run.left(self.monotonic())
                 health, checked_now = await self.health.consult(
                     self.session, prepared, self.clock(), left

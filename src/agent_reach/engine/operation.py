@@ -20,7 +20,7 @@ import orjson
 from ..chat.request import ChatRequest
 from ..core.outcomes import OK, Outcome
 from ..core.trace import Reason
-from ..net.transport import CLIENT_ERRORS, whole
+from ..net.transport import CLIENT_ERRORS, whole_timeouts
 from ..net.upstream import Client
 from .live import LiveStream
 from .prepared import PreparedProvider
@@ -64,7 +64,7 @@ async def count(session: Client, target: Target, remaining_s: float, _now: float
             url,
             prepared.count_body(req),
             prepared.headers_for(req, False),
-            whole(prepared.connect_s, prepared.read_s, remaining_s),
+            whole_timeouts(prepared.connect_s, prepared.read_s, remaining_s),
             prepared.tls,
             prepared.proxy,
         )

@@ -320,7 +320,7 @@ class PreparedProvider:
         if completion.filtered(normalized["choices"]):
             return filtered(status), None
         accepted = {m for m in (requested, model) if m}
-        problem = (exact is None and completion.malformed(normalized)) or validation.check(
+        problem = (exact is None and completion.malformed(normalized)) or validation.validate(
             self.spec.validation, normalized, body, accepted
         )
         if problem:

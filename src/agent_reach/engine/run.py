@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..chat.request import ChatRequest
-from ..core.outcomes import DEADLINE, FIRST_TOKEN, Outcome
+from ..core.outcomes import DEADLINE_DETAIL, FIRST_TOKEN, Outcome
 from ..core.routing import Policy, Walk
 from ..core.trace import Attempt, Reason
 
@@ -51,7 +51,7 @@ class Run:
             return False
         if outcome.detail.startswith(FIRST_TOKEN):
             return self._own_first_token(self.policy.first_token_ms or provider_ms)
-        return self.own_deadline and outcome.detail == DEADLINE
+        return self.own_deadline and outcome.detail == DEADLINE_DETAIL
 
     def left(self, now: float) -> float:
         """Seconds left of the deadline at `now` (monotonic)."""

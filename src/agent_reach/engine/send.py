@@ -27,7 +27,7 @@ from ..net.transport import (
     past_deadline,
     timeouts,
     transport_failure,
-    whole,
+    whole_timeouts,
 )
 from ..net.upstream import Client, Response
 from .live import STREAM_FAILURES, LiveStream, Stalled
@@ -118,7 +118,7 @@ async def fetch(
             prepared.url(target.model, False),
             prepared.body(req, target.model, False, target.max_output, target.bare),
             prepared.headers_for(req, False),
-            whole(prepared.connect_s, prepared.read_s, remaining_s),
+            whole_timeouts(prepared.connect_s, prepared.read_s, remaining_s),
             prepared.tls,
             prepared.proxy,
         )

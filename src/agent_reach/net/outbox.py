@@ -1,15 +1,14 @@
 """Writes made during one turn of the event loop, sent together at its end.
 
 A write to a socket whose reader sleeps wakes that reader, and on a VM waking a sleeping peer
-is the dearest part of a write: at 32 requests in flight, 13 % of the proxy's CPU went to it
-(`sock_def_readable`, `perf`), two wakes per request. Written one after another, the writes of
-every request answered in a turn wake each reader about once: 266 → 207 µs of CPU per request
-(docs/decisions.md).
+is the dearest part of a write (`sock_def_readable` in `perf`), two wakes per request. Written
+one after another, the writes of every request answered in a turn wake each reader about once
+(docs/decisions.md has the figures).
 
 The turn's first write goes at once (`write`), and what follows it in the turn is held to the
 turn's end: the first wakes its reader while the rest of the turn runs, and a request alone
-waits for nothing (held too, each write waited 17 µs at 1 in flight, p50, for the rest of the
-turn: the end of its task, the teardown of its values). A stream's chunks are all held
+waits for nothing (held too, each write would wait for the rest of the turn: the end of its
+task, the teardown of its values). A stream's chunks are all held
 (`hold`): a relay's chunks per second count there, not a chunk's microseconds.
 
 Two kinds of write go out at once, after what is pending: one to a transport that already

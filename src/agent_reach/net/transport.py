@@ -41,7 +41,7 @@ def timeouts(connect_s: float, read_s: float, remaining_s: float) -> Timeouts:
     return Timeouts(max(0.001, min(connect_s, remaining_s)), max(0.001, min(read_s, remaining_s)))
 
 
-def whole(connect_s: float, read_s: float, remaining_s: float) -> Timeouts:
+def whole_timeouts(connect_s: float, read_s: float, remaining_s: float) -> Timeouts:
     """The timeouts of a request whose answer is read whole (a try, a health check): connect
     and read as `timeouts`, and what is left of the deadline for the whole exchange.
     `past_deadline` tells when that ran out."""

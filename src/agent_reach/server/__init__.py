@@ -35,8 +35,8 @@ class CannotServe(Exception):
 
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's event loop where it is installed (a dependency but on Windows): the proxy's
-    sockets, timers and callbacks in C, ~10 % of its CPU per request (docs/decisions.md); None,
-    asyncio's own, elsewhere."""
+    sockets, timers and callbacks in C (docs/decisions.md has what it saves); None, asyncio's
+    own, elsewhere."""
     try:
         import uvloop
     except ImportError:
@@ -83,11 +83,10 @@ async def run(
         with socket.fromfd(sock.fileno(), sock.family, sock.type) as dup:
             dup.listen(2048)
     # Everything loaded so far lives as long as the server: keep it out of the collector's
-    # way (measured: p99 at 32 in flight drops from ~40 ms of collection pauses to ~15 ms).
-    # The youngest generation is collected after 20,000 new objects, not 700: the requests in
-    # flight hold a few thousand, so at 700 each collection walked (and aged) live ones again
-    # and again, while at 20,000 most of a request's objects are freed before one comes
-    # (A/B at 32 in flight: CPU per request -3 to -5 %, p99 lower; docs/decisions.md).
+    # way. The youngest generation is collected after 20,000 new objects, not 700: the
+    # requests in flight hold a few thousand, so at 700 each collection walked (and aged) live
+    # ones again and again, while at 20,000 most of a request's objects are freed before one
+    # comes (docs/decisions.md has the figures).
     gc.collect()
     gc.freeze()
     gc.set_threshold(GC_YOUNG, 10, 10)

@@ -15,8 +15,8 @@ The provider and the attempts come from the engine's events: the guard gives eac
 a `Served` record and makes it current for the request's task; `observe`, subscribed to the
 engine, fills it in; `AccessLog` (the server's access-log hook) makes the line when the
 response is done, streams included. Access lines are written once per turn of the event loop,
-one write for every request that ended in it (a write per line cost 8 % of the proxy's CPU per
-request under load), and always before any other line, so the order holds.
+one write for every request that ended in it (a write per line is a cost per request,
+docs/decisions.md), and always before any other line, so the order holds.
 """
 
 from __future__ import annotations

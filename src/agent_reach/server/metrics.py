@@ -2,8 +2,8 @@
 
 An event only adds to plain counters of this process (a dict entry per metric and labels, the
 latest value of a gauge, the durations in a list); they reach the Prometheus metrics when
-`/metrics` is read (`render`), or every `FLUSH_AT` durations if it is not. Updating the
-metrics themselves per event (a lock and a few calls each) cost 3 % of the proxy's CPU.
+`/metrics` is read (`render`), or every `FLUSH_AT` durations if it is not: updating the
+metrics themselves per event would take a lock and a few calls each.
 """
 
 from __future__ import annotations

@@ -75,10 +75,6 @@ def chat_usage(value: Any) -> dict[str, Any] | None:
     return out
 
 
-# ---------------------------------------------------------------------------------------------
-# Chat → Responses (the client direction)
-
-
 def response_usage(usage: Any) -> dict[str, Any] | None:
     """Chat usage as Responses usage, details included."""
     if not isinstance(usage, dict):

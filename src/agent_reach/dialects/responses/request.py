@@ -29,10 +29,6 @@ from .tools import Tool, flattened, tool_items, tool_map
 _SAMPLING = ("temperature", "top_p", "parallel_tool_calls", "user")
 
 
-# ---------------------------------------------------------------------------------------------
-# Chat → Responses (the provider direction)
-
-
 def _input_parts(content: Any, role: str) -> list[dict[str, Any]]:
     text_type = "output_text" if role == "assistant" else "input_text"
     out: list[dict[str, Any]] = []

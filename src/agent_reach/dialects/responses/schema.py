@@ -23,9 +23,6 @@ from ...chat.checks import (
     tagged,
 )
 
-# ---------------------------------------------------------------------------------------------
-# Responses → chat (the client direction)
-
 TEXT_PARTS = ("input_text", "output_text", "text", "summary_text")
 
 _TEXT = shape({"text": STRING}, ("text",))

@@ -78,7 +78,7 @@ class StreamEncoder:
 
     `start()` gives `response.created` and `response.in_progress`; `feed(chunk)` the events a
     chunk produces (an output item opens at its first piece and closes when another kind of
-    item starts); `finish()` closes what is open and ends with `response.completed` carrying
+    item starts); `finish_events()` closes what is open and ends with `response.completed` carrying
     the whole response; `fail(message)` ends a cut stream with `response.failed`. Events are
     `(type, data)` pairs, `data` with its increasing `sequence_number`.
     """

@@ -32,8 +32,7 @@ DEFAULT_ROUTE = "agent_reach.default_route"
 # request (tool schemas included) and guarantees that whatever is accepted can be sent on.
 MAX_DEPTH = 128
 _WRITER_DEPTH = 254  # orjson.dumps refuses deeper values (tests/test_guard.py checks it)
-# A larger body is checked at once: counting its brackets would cost more than the check (at
-# 90 KB, 45 us a bracket against 65 us for `check_depth`).
+# A larger body is checked at once: counting its brackets would cost more than the check.
 _COUNTED = 16 * 1024
 
 
