@@ -22,7 +22,6 @@ import re
 import resource
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -149,12 +148,6 @@ class Processes:
     def stop_all(self) -> None:
         for proc in list(reversed(self.running)):
             self.stop(proc)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_mock(procs: Processes, cpu: int | None = 1) -> int:

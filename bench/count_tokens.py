@@ -25,7 +25,8 @@ from pathlib import Path
 import anthropic
 import yaml
 
-from common import AGENT_REACH, RESULTS, Processes, free_port
+from agent_reach.net.ports import free_port
+from common import AGENT_REACH, RESULTS, Processes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.token_corpus import corpus

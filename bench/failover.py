@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_reach import AllProvidersFailed, Router
-from common import free_port, pct
+from agent_reach.net.ports import free_port
+from common import pct
 
 HERE = Path(__file__).parent
 REQUEST = {"model": "bench", "messages": [{"role": "user", "content": "ping"}]}

@@ -36,9 +36,10 @@ from aiohttp import web
 
 from agent_reach.config import CircuitConfig
 from agent_reach.core.breaker import CircuitState
+from agent_reach.net.ports import free_port
 from agent_reach.state import LoggedAttempt, open_store
 from agent_reach.state.redis import RedisStore
-from common import RESULTS, Processes, agent_reach_serve, free_port, machine, pct
+from common import RESULTS, Processes, agent_reach_serve, machine, pct
 
 COMPLETION = {
     "id": "chatcmpl-bench",

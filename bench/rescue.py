@@ -38,7 +38,8 @@ import openai
 import yaml
 from aiohttp import web
 
-from common import Processes, agent_reach_serve, free_port, sse_chunk
+from agent_reach.net.ports import free_port
+from common import Processes, agent_reach_serve, sse_chunk
 
 FAILURES = ("cut", "stall", "garbage", "one-bad")
 STYLES = ("exact", "top", "word", "prefill")

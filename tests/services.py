@@ -9,11 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from agent_reach.net.ports import free_port
 
 
 @dataclass

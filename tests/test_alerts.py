@@ -14,8 +14,8 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, Envelope, LoginPassword
 
 from agent_reach import AllProvidersFailed, Router
+from agent_reach.net.ports import free_port
 
-from .services import free_port
 from .upstream import Upstream
 
 HELLO = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}

@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 import yaml
 
+from agent_reach.net.ports import free_port
 from agent_reach.version import PROTOCOL_VERSION, __version__
 
-from ..services import free_port
 from ..upstream import Upstream, proxy_config, refused_url
 
 pytestmark = pytest.mark.slow

@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
+from agent_reach.net.ports import free_port
+
 from ..readme import README, ROOT, cli_table_commands, code_blocks, section, shown_commands
-from ..services import free_port
 from ..upstream import Upstream, refused_url
 from .test_cli import BIN
 from .test_proxy import start, stop

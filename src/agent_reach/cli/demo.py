@@ -141,7 +141,8 @@ async def _serve(port: int) -> None:
     from aiohttp import web
 
     from ..config.write import to_yaml
-    from .simulated import app, free_port
+    from ..net.ports import free_port
+    from .simulated import app
 
     started = time.perf_counter()
     stop = asyncio.Event()  # Ctrl-C stops it cleanly from here on, before anything is printed
@@ -183,9 +184,10 @@ async def _serve(port: int) -> None:
 async def _demo() -> None:
     from aiohttp import web
 
+    from ..net.ports import free_port
     from ..router import Router
     from .render import TraceLines
-    from .simulated import app, free_port
+    from .simulated import app
 
     runner = web.AppRunner(app(), access_log=None)
     await runner.setup()

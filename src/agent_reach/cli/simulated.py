@@ -14,7 +14,6 @@ A connection-refused provider needs no server: a free port nothing listens on.
 from __future__ import annotations
 
 import asyncio
-import socket
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -30,13 +29,6 @@ MODELS = ("qwen2:72b", "qwen2.5-coder:7b")  # what the simulated Ollama lists
 TOOL_WORD = "agent-reach-demo"
 COMMAND = f"echo {TOOL_WORD}"
 _USAGE = {"prompt_tokens": 14, "completion_tokens": 31, "total_tokens": 45}
-
-
-def free_port() -> int:
-    """A port nothing listens on: connecting to it is refused at once."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def reply(body: dict[str, Any]) -> tuple[str, dict[str, str] | None]:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import IO, TYPE_CHECKING
 
+from ..net.ports import free_port
 from ..router import Router
 
 if TYPE_CHECKING:
@@ -193,12 +194,6 @@ def _server(gateway: Gateway, app: App, *, access_log: bool) -> Server:
         access=access_logger(access_log),
         error_body=gateway.error_bytes,
     )
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def run_workers(
