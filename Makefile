@@ -37,7 +37,7 @@ fmt: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/failover.py
 	$(BIN)/python bench/startup.py
-	$(BIN)/python bench/peers.py
+	$(BIN)/python bench/peers
 	$(BIN)/python bench/floor.py
 	$(BIN)/python bench/state_overhead.py
 	$(BIN)/python bench/hedging.py

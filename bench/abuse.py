@@ -48,6 +48,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from agent_reach.net.ports import free_port
 from common import (
     PATH,
     RESULTS,
@@ -60,7 +61,6 @@ from common import (
     agent_reach_serve,
     builds,
     cpu_s,
-    free_port,
     interleaved,
     machine,
     pct,

@@ -1,6 +1,6 @@
-"""The chart of bench/peers.py's results: `python bench/chart.py latest.json latest.png`.
+"""The chart of bench/peers's results: `python bench/chart.py latest.json latest.png`.
 
-Run by peers.py with the Python of bench/.peers/plot (a venv of its own holding matplotlib),
+Run by bench/peers with the Python of bench/.peers/plot (a venv of its own holding matplotlib),
 so that matplotlib is never a dependency of agent-reach. Log scales: the peers differ by
 orders of magnitude; every bar carries its value.
 """

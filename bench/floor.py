@@ -5,11 +5,11 @@ keys, no checks, no failover, no log) and `agent-reach serve` as a user runs it,
     .venv/bin/python bench/floor.py [--quick] [--before REV]
 
 Per proxy: the added p50 at 1 in flight (interleaved rounds of keep-alive requests, as
-bench/peers.py), req/s at 32 in flight (wrk, the median of 5 runs of 3 s, taken in rounds
+bench/peers), req/s at 32 in flight (wrk, the median of 5 runs of 3 s, taken in rounds
 across the proxies) and the CPU time its process spent per request in that run (utime + stime
 ÷ requests: steadier than req/s on a shared machine), then agent-reach over the floor and
 over nginx. The upstream, wrk and this script's client run on CPU 1, the
-proxies on CPU 0 (as bench/peers.py). `--before REV`: agent-reach at commit REV too, beside
+proxies on CPU 0 (as bench/peers). `--before REV`: agent-reach at commit REV too, beside
 this tree's (bench/common.py's `build_at`). Results: bench/results/floor.{json,md}.
 """
 
@@ -36,19 +36,11 @@ from common import (
     publish,
     spread,
 )
-from peers import (
-    AUTH,
-    CONFIGS,
-    LOAD_CPU,
-    PROXY_CPU,
-    Peer,
-    agent_reach,
-    bench_env,
-    cold_start,
-    need_nginx,
-    nginx_proxy,
-    start_nginx,
-)
+from peers.base import CONFIGS, LOAD_CPU, PROXY_CPU
+from peers.contenders import AUTH, Peer, agent_reach, bench_env, nginx_proxy
+from peers.install import need_nginx
+from peers.nginx import start_nginx
+from peers.scenarios import cold_start
 
 FLOOR = Path(__file__).parent / "peers" / "aiohttp_floor.py"
 

@@ -9,7 +9,7 @@ agent-reach and through LiteLLM's proxy, side by side in one run, on one chat-on
   Ollama). LiteLLM's proxy has no Gemini face for chat deployments: that row is agent-reach's.
 - Proxies: `agent-reach serve` (bench/peers/agent-reach.yaml) and LiteLLM 1.108.7
   (bench/peers/litellm-ingress.yaml: deployments LiteLLM bridges to chat completions, as it
-  must for chat-only providers; installed into bench/.peers/ by bench/peers.py's installer),
+  must for chat-only providers; installed into bench/.peers/ by bench/peers's installer),
   on CPU 0; the upstreams and this script's client on CPU 1.
 - Measured: the latency added at 1 in flight (interleaved keep-alive rounds, p50/p99 over
   the direct upstream) and the added time to the first streamed content event, for every API
@@ -42,21 +42,11 @@ from common import (
     spread,
     start_mock,
 )
-from peers import (
-    INSTALLS,
-    LITELLM_SPEC,
-    LOAD_CPU,
-    PROXY_KEY,
-    Peer,
-    agent_reach,
-    bench_env,
-    cold_start,
-    install_venv,
-    litellm,
-    need_nginx,
-    start_nginx,
-    streaming,
-)
+from peers.base import INSTALLS, LOAD_CPU, PROXY_KEY
+from peers.contenders import Peer, agent_reach, bench_env, litellm
+from peers.install import LITELLM_SPEC, install_venv, need_nginx
+from peers.nginx import start_nginx
+from peers.scenarios import cold_start, streaming
 
 APIS = {
     "chat": "/v1/chat/completions",
@@ -219,7 +209,7 @@ def run(quick: bool, workdir: Path, logs: Path) -> dict[str, Any]:
 
 def check_stream_shapes(all_targets: dict[str, Target]) -> dict[str, str]:
     """'ok' for a stream whose content arrives in its own API's events."""
-    from peers import stream_once
+    from peers.scenarios import stream_once
 
     out = {}
     for name, target in all_targets.items():

@@ -36,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from agent_reach.net.ports import free_port
 from common import (
     HERE,
     RESULTS,
@@ -44,7 +45,6 @@ from common import (
     Processes,
     Target,
     agent_reach_serve,
-    free_port,
     machine,
     pin_self,
     spread,
@@ -54,16 +54,10 @@ from common import (
 from floor import cpu_s
 from mock_upstream import BODY as COMPLETION
 from mock_upstream import SSE_END, SSE_FRAMES
-from peers import (
-    AUTH,
-    LOAD_CPU,
-    PROXY_CPU,
-    PROXY_KEY,
-    UPSTREAM_KEY,
-    _nginx_frame,
-    install_nginx,
-    nginx_command,
-)
+from peers.base import LOAD_CPU, PROXY_CPU, PROXY_KEY, UPSTREAM_KEY
+from peers.contenders import AUTH
+from peers.install import install_nginx
+from peers.nginx import nginx_command, nginx_frame
 
 RESPONSE = {
     "id": "resp_bench",
@@ -160,7 +154,7 @@ def upstream_conf(port: int, workdir: Path) -> str:
     """nginx answering the chat answer, a 20-chunk SSE stream (unpaced), a Responses answer and
     a Messages answer, each from memory."""
     sse = b"".join([*SSE_FRAMES, SSE_END]).decode()
-    return _nginx_frame(
+    return nginx_frame(
         workdir,
         "warn",
         f"""

@@ -9,7 +9,7 @@
   otherwise an aiohttp load generator in its own process, said in the output).
 - Pinning (2-core machine): the proxy on CPU 0; the mock upstream and the load generator on
   CPU 1. The mock alone serves far more than the proxy, so the proxy is what is measured.
-Results go to bench/results/proxy.json. `bench/peers.py` does the same against nginx and next
+Results go to bench/results/proxy.json. `bench/peers` does the same against nginx and next
 to LiteLLM and Portkey.
 """
 
@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent_reach.net.ports import free_port
 from common import (
     PATH,
     RESULTS,
@@ -30,7 +31,6 @@ from common import (
     Processes,
     Target,
     agent_reach_serve,
-    free_port,
     interleaved,
     spread,
     start_mock,

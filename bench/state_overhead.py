@@ -17,13 +17,13 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from agent_reach.net.ports import free_port
 from common import (
     PATH,
     Processes,
     Target,
     agent_reach_serve,
     ensure_wrk,
-    free_port,
     start_mock,
     wait_until_ok,
     wrk_run,

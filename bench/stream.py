@@ -11,7 +11,7 @@ in one run.
   upstream then bounds the run, and a proxy reads the fewer events per read the faster it is
   than the upstream: per core then flatters the slower proxy); `/idle/` with one content
   chunk, then nothing.
-- Proxies on CPU 0: nginx (one worker, bench/peers.py's `nginx_proxy_conf`: keep-alive to the
+- Proxies on CPU 0: nginx (one worker, bench/peers's `nginx_proxy_conf`: keep-alive to the
   upstream, `proxy_buffering off`) relaying chat → chat, the floor for one hop; agent-reach
   (bench/peers/agent-reach-stream.yaml) relaying chat → chat, chat → Responses and chat →
   Messages: the client asks in that API, the upstream speaks chat completions SSE. With
@@ -21,7 +21,7 @@ in one run.
   spells hit all alike; the median round. The client is aiohttp in this process (on CPU 1),
   counting SSE events (blank-line separated) in what it reads: a stream counts when it ended
   with all `LONG_CHUNKS` content events in it (one stream per target is parsed in full first,
-  bench/peers.py's `stream_once`, to check that they really are content events of that API;
+  bench/peers's `stream_once`, to check that they really are content events of that API;
   a target whose first two such streams fail is left out, said in the output). chunks/s: content chunks relayed per second of the run (the proxy has one core); per
   CPU-second: the same over the user + system time the proxy's process used (per core,
   steadier on a shared machine).
@@ -69,18 +69,10 @@ from common import (
 )
 from ingress import APIS, body
 from mock_upstream import LONG_CHUNKS
-from peers import (
-    AUTH,
-    CONFIGS,
-    LOAD_CPU,
-    PROXY_CPU,
-    Peer,
-    bench_env,
-    cold_start,
-    need_nginx,
-    nginx_proxy,
-    stream_once,
-)
+from peers.base import CONFIGS, LOAD_CPU, PROXY_CPU
+from peers.contenders import AUTH, Peer, bench_env, nginx_proxy
+from peers.install import need_nginx
+from peers.scenarios import cold_start, stream_once
 
 CONFIG = CONFIGS / "agent-reach-stream.yaml"
 RELAYS = ("chat", "responses", "messages")  # what the client asks in; the upstream speaks chat

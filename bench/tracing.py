@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from agent_reach.net.ports import free_port
 from common import (
     HERE,
     PATH,
@@ -29,7 +30,6 @@ from common import (
     Load,
     Processes,
     Target,
-    free_port,
     start_mock,
     wait_until_ok,
 )
