@@ -397,3 +397,34 @@ def test_kept_responses_evict_and_expire_as_a_walk_over_all_of_them(
         reference.save(id, "x" * size, now + ttl, now, keep)
         assert [i for i in kept.rows if kept.load(i, now)] == reference.live(now)
         assert kept.bytes == sum(len(d) for _, d, _ in kept.rows.values())
+
+
+async def test_circuits_of_the_old_sqlite_layout_move_to_their_records(tmp_path: Path) -> None:
+    """A state file whose circuits have a column per field: each moves to its record
+    (`CircuitState.to_dict`), open as it was."""
+    import sqlite3
+
+    db = tmp_path / "state.db"
+    conn = sqlite3.connect(db)
+    conn.execute(
+        "CREATE TABLE circuits (provider TEXT PRIMARY KEY, failures INTEGER NOT NULL, "
+        "open_until REAL NOT NULL, trial INTEGER NOT NULL, cause TEXT NOT NULL)"
+    )
+    conn.execute("INSERT INTO circuits VALUES ('p@x', 3, 1900000000.0, 0, 'server_error')")
+    conn.commit()
+    conn.close()
+    store = open_store(f"sqlite:///{db}")
+    try:
+        assert await store.circuit("p@x") == OPEN
+    finally:
+        await store.aclose()
+
+
+def test_a_circuit_serializes_itself() -> None:
+    state = CircuitState(2, 1_900_000_000.5, True, "timeout")
+    assert CircuitState.from_dict(state.to_dict()) == state
+    as_text = {"failures": "2", "open_until": "1900000000.5", "trial": "1", "cause": "timeout"}
+    assert CircuitState.from_dict(as_text) == state  # a Redis hash
+    assert CircuitState.from_dict({}) == CLOSED
+    with pytest.raises(ValueError):  # noqa: PT011
+        CircuitState.from_dict({"failures": "many"})

@@ -121,7 +121,7 @@ def test_a_state_file_from_before_identities_keeps_working(up: Upstream, tmp_pat
     report = json.loads(cli(tmp_path, cfg, "report", "--json").stdout)
     assert report["providers"][0]["requests"] == 2
     conn = sqlite3.connect(db)
-    assert [r[0] for r in conn.execute("SELECT provider FROM circuits")] == []
+    assert [r[0] for r in conn.execute("SELECT provider FROM breakers")] == []
     conn.close()
 
 

@@ -22,9 +22,10 @@ whole opens a circuit after `failures` consecutive failures, not after `failures
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, tzinfo
-from typing import Protocol
+from typing import Any, Protocol
 
 from .trace import EFFECTS, Circuit, Reason
 
@@ -44,10 +45,29 @@ class CircuitPolicy(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class CircuitState:
+    """A provider's circuit: consecutive counted failures, open until when (0: closed), whether
+    the open circuit is leased for its half-open trial, and what opened it. It serializes
+    itself (`to_dict` / `from_dict`): a store never spells its fields."""
+
     failures: int = 0
     open_until: float = 0.0
     trial: bool = False
     cause: str = ""  # the reason that opened it, for details and status views
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form kept in the state store (and published to a fleet)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CircuitState:
+        """The inverse of `to_dict`, also of a record whose values are all text (a Redis
+        hash); a field it lacks takes its default. ValueError (or TypeError) for one that
+        cannot be read."""
+        kept: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name in data:
+                kept[f.name] = _typed(f.default, data[f.name])
+        return cls(**kept)
 
     @property
     def closed(self) -> bool:
@@ -78,6 +98,15 @@ class CircuitState:
             view["out_until"] = round(self.open_until, 1)
             view["note"] = f"out until {ends:%H:%M} (usage limit)"
         return view
+
+
+def _typed(default: Any, value: Any) -> Any:
+    """`value` as the type of a field whose default is `default`."""
+    if isinstance(default, bool):
+        if value in (True, False, 0, 1, "1", "0", "true", "false"):
+            return value in (True, 1, "1", "true")
+        raise ValueError(f"not a flag: {value!r}")
+    return type(default)(value)
 
 
 CLOSED = CircuitState()

@@ -30,9 +30,7 @@ from .store import Keep, LearnedCap, LoggedAttempt
 T = TypeVar("T")
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS circuits (
-    provider TEXT PRIMARY KEY, failures INTEGER NOT NULL, open_until REAL NOT NULL,
-    trial INTEGER NOT NULL, cause TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS breakers (provider TEXT PRIMARY KEY, state TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS usage (
     provider TEXT NOT NULL, key TEXT NOT NULL, amount INTEGER NOT NULL, expires REAL NOT NULL,
     PRIMARY KEY (provider, key));
@@ -50,8 +48,6 @@ CREATE TABLE IF NOT EXISTS attempts (
 CREATE INDEX IF NOT EXISTS attempts_ts ON attempts (ts);
 CREATE TABLE IF NOT EXISTS responses (
     id TEXT PRIMARY KEY, data TEXT NOT NULL, expires REAL NOT NULL);
--- circuits of versions before identities (protocol §12) were keyed by name alone: dropped
-DELETE FROM circuits WHERE provider NOT LIKE '%@%';
 """
 _PRUNE_EVERY_S = 600.0
 
@@ -88,7 +84,7 @@ class SQLiteStore(CachedStore):
             _patiently(lambda: conn.execute("PRAGMA journal_mode=WAL"))
             conn.execute("PRAGMA synchronous=NORMAL")
             _patiently(lambda: conn.executescript(_SCHEMA))
-            _patiently(lambda: _add_sent(conn))
+            _patiently(lambda: _migrate(conn))
             self._conn = conn
         return self._conn
 
@@ -99,10 +95,8 @@ class SQLiteStore(CachedStore):
             db = self._db()
             now = time.time()
             circuits = {
-                p: CircuitState(f, o, bool(t), c)
-                for p, f, o, t, c in db.execute(
-                    "SELECT provider, failures, open_until, trial, cause FROM circuits"
-                )
+                p: CircuitState.from_dict(json.loads(state))
+                for p, state in db.execute("SELECT provider, state FROM breakers")
             }
             health = {
                 p: Health.from_dict(json.loads(r))
@@ -138,11 +132,11 @@ class SQLiteStore(CachedStore):
     async def _save_circuit(self, provider: str, state: CircuitState, before: CircuitState) -> None:
         def save() -> None:
             if state == CLOSED:
-                self._db().execute("DELETE FROM circuits WHERE provider = ?", (provider,))
+                self._db().execute("DELETE FROM breakers WHERE provider = ?", (provider,))
             else:
                 self._db().execute(
-                    "INSERT OR REPLACE INTO circuits VALUES (?, ?, ?, ?, ?)",
-                    (provider, state.failures, state.open_until, int(state.trial), state.cause),
+                    "INSERT OR REPLACE INTO breakers VALUES (?, ?)",
+                    (provider, json.dumps(state.to_dict())),
                 )
 
         await self._run(save)
@@ -305,12 +299,30 @@ class SQLiteStore(CachedStore):
         self._executor.shutdown(wait=True)
 
 
-def _add_sent(conn: sqlite3.Connection) -> None:
-    """An attempt log written before attempts said whether they were sent gets the column:
-    its lines are taken as sent but those with no status and no time, or of a skip reason."""
-    conn.execute("BEGIN IMMEDIATE")  # another process may be adding it too
+def _migrate(conn: sqlite3.Connection) -> None:
+    """A state file of an older layout, brought up to this one (once, whichever process opens
+    it first): circuits kept a column per field move to their records (`CircuitState.to_dict`;
+    those of versions before identities, keyed by name alone, are dropped), and an attempt
+    log written before attempts said whether they were sent gets the column (its lines taken
+    as sent but those with no status and no time, or of a skip reason)."""
+    if "circuits" not in _tables(conn) and "sent" in _columns(conn, "attempts"):
+        return
+    conn.execute("BEGIN IMMEDIATE")  # another process may be at it too
     try:
-        if "sent" not in {row[1] for row in conn.execute("PRAGMA table_info(attempts)")}:
+        if "circuits" in _tables(conn):
+            rows = conn.execute(
+                "SELECT provider, failures, open_until, trial, cause FROM circuits "
+                "WHERE provider LIKE '%@%'"
+            ).fetchall()
+            conn.executemany(
+                "INSERT OR IGNORE INTO breakers VALUES (?, ?)",
+                [
+                    (p, json.dumps(CircuitState(f, o, bool(t), c).to_dict()))
+                    for p, f, o, t, c in rows
+                ],
+            )
+            conn.execute("DROP TABLE circuits")
+        if "sent" not in _columns(conn, "attempts"):
             skips = [str(r) for r, effect in EFFECTS.items() if effect.skip]
             conn.execute("ALTER TABLE attempts ADD COLUMN sent INTEGER NOT NULL DEFAULT 1")
             conn.execute(
@@ -322,6 +334,14 @@ def _add_sent(conn: sqlite3.Connection) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
 
 
 def _patiently(step: Callable[[], object], tries: int = 5) -> None:

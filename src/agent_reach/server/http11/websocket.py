@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -24,11 +25,12 @@ from typing import TYPE_CHECKING
 
 from wsproto.connection import Connection as Frames
 from wsproto.connection import ConnectionState, ConnectionType
-from wsproto.events import BytesMessage, CloseConnection, Message, Ping, TextMessage
+from wsproto.events import BytesMessage, CloseConnection, Ping, TextMessage
 from wsproto.frame_protocol import CloseReason
-from wsproto.utilities import LocalProtocolError, ParseFailed, generate_accept_token
+from wsproto.utilities import LocalProtocolError, generate_accept_token
 
-from .wire import HTTPError, Request, StreamResponse
+from ...core.errors import RequestError
+from .wire import Request, StreamResponse
 
 if TYPE_CHECKING:
     from ...net.outbox import Outbox
@@ -69,20 +71,21 @@ def route(session: Session) -> Callable[[Request], Awaitable[StreamResponse]]:
 
 def accept_token(request: Request) -> str:
     """The `Sec-WebSocket-Accept` of a valid handshake (RFC 6455 §4.2.1); `HTTPError` 426 for a
-    request that asks for no WebSocket, 400 for a broken handshake."""
+    request that asks for no WebSocket, 400 for a broken handshake (`RequestError`, answered in
+    the shape of the path's API)."""
     headers = request.headers
     upgrade = headers.get("Upgrade", "").lower()
     tokens = {t.strip().lower() for t in headers.get("Connection", "").split(",")}
     if upgrade != "websocket" or "upgrade" not in tokens:
-        raise HTTPError(426, "this path speaks WebSocket: send Upgrade: websocket")
+        raise RequestError("this path speaks WebSocket: send Upgrade: websocket", status=426)
     if headers.get("Sec-WebSocket-Version") != "13":
-        raise HTTPError(400, "Sec-WebSocket-Version must be 13")
+        raise RequestError("Sec-WebSocket-Version must be 13")
     key = headers.get("Sec-WebSocket-Key", "")
     try:
         if len(base64.b64decode(key, validate=True)) != 16:
             raise ValueError(key)
     except (binascii.Error, ValueError):
-        raise HTTPError(400, "Sec-WebSocket-Key must be 16 bytes in base64") from None
+        raise RequestError("Sec-WebSocket-Key must be 16 bytes in base64") from None
     return generate_accept_token(key.encode()).decode()
 
 
@@ -114,7 +117,7 @@ class WebSocket:
         self._loop = asyncio.get_running_loop()
         self._messages: deque[str | bytes | None] = deque()
         self._waiter: asyncio.Future[None] | None = None
-        self._parts: list[str | bytes] = []
+        self._parts: list[str | bytes | bytearray] = []
         self._size = 0
         self._reading = True
         self.close_code: int | None = None  # once closed: the code of the close
@@ -127,17 +130,16 @@ class WebSocket:
         """Bytes that arrived: the messages, pings and close they make."""
         self._idle.cancel()
         self._idle = self._loop.call_later(self._limits.idle_s, self._expire, "idle")
-        try:
-            self._frames.receive_data(data)
-            for event in self._frames.events():
-                if isinstance(event, Message):
-                    self._message(event)
-                elif isinstance(event, Ping):
-                    self._write(self._frames.send(event.response()))
-                elif isinstance(event, CloseConnection):
-                    self._closed_by_peer(event)
-        except ParseFailed as exc:
-            self._shut(exc.code, str(exc)[:120])
+        self._frames.receive_data(data)
+        for event in self._frames.events():
+            if isinstance(event, TextMessage | BytesMessage):
+                self._message(event)
+            elif isinstance(event, Ping):
+                self._write(self._frames.send(event.response()))
+            elif isinstance(event, CloseConnection):
+                self._closing(event)
+            if self.close_code is not None:
+                return
 
     def lost(self) -> None:
         """The socket closed."""
@@ -147,7 +149,7 @@ class WebSocket:
             self.close_code = CloseReason.ABNORMAL_CLOSURE
         self._put(None)
 
-    def _message(self, event: Message[str] | Message[bytes]) -> None:
+    def _message(self, event: TextMessage | BytesMessage) -> None:
         self._size += len(event.data)
         if self._size > self._limits.max_message_bytes:
             limit = self._limits.max_message_bytes
@@ -160,13 +162,16 @@ class WebSocket:
         if isinstance(event, TextMessage):
             self._put("".join(p for p in parts if isinstance(p, str)))
         else:
-            assert isinstance(event, BytesMessage)
-            self._put(b"".join(p for p in parts if isinstance(p, bytes)))
+            self._put(b"".join(p for p in parts if not isinstance(p, str)))
 
-    def _closed_by_peer(self, event: CloseConnection) -> None:
+    def _closing(self, event: CloseConnection) -> None:
+        """The peer's close frame, answered; or a frame wsproto could not parse, closed with
+        the code it gives."""
+        if self._frames.state is not ConnectionState.REMOTE_CLOSING:
+            self._shut(event.code, (event.reason or "")[:120])
+            return
         self.close_code = event.code
-        if self._frames.state is ConnectionState.REMOTE_CLOSING:
-            self._write(self._frames.send(event.response()))
+        self._write(self._frames.send(event.response()))
         self._end()
 
     def _expire(self, why: str) -> None:
@@ -177,10 +182,8 @@ class WebSocket:
         socket; what the session waits for ends."""
         if self.close_code is None:
             self.close_code = code
-            try:
+            with contextlib.suppress(LocalProtocolError):  # the peer's close crossed ours
                 self._write(self._frames.send(CloseConnection(code, reason)))
-            except LocalProtocolError:
-                pass  # the peer's close crossed ours
         self._end()
 
     def _end(self) -> None:
