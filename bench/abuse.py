@@ -23,8 +23,27 @@ normal p50 under attack within 2x of the baseline.
 Then the descriptor attack, against a second proxy started under `ulimit -n 1024`
 (`prlimit --nofile=1024:1024`): `--fd-idle` connections that send nothing, reopened as the
 proxy closes them, for `--fd-seconds`, while a client sends normal requests on its keep-alive
-connection and, once a second, one on a new connection. Targets: every request on the open
-connection answered; the proxy's log grows by a few lines (one per episode), not one per socket.
+connection and, five times a second, one on a new connection (a new client: `Legit`). Targets:
+every request answered, on the open connection and on new ones (at the cap a new connection
+closes the one idle the longest); the proxy's log grows by a few lines (one per episode), not
+one per socket.
+
+Then three attacks of issue 40, each against a proxy of its own while `Legit` clients (a new
+connection each, ten a second) send normal requests, each reporting the legitimate requests
+answered, the proxy's RSS growth and its log lines:
+  - the refused-body trickle (item 2): `--trickle` connections, as many as `max_connections`,
+    each sending a request with a wrong client key that announces a 4 MB body, `--trickle-mb`
+    MB of it at once and then a byte a second for 10 s, legitimate requests from 1.5 s on (once
+    the refused ones' linger is over). Targets: every legitimate request answered; every
+    trickling connection closed; RSS growth at most 256 KB per connection (what one read of
+    the event loop takes may arrive before the answer is decided; none of the body is kept);
+  - the big unfinished heads (item 4): `--heads` connections, each sending 127 headers of
+    8,190 bytes and no blank line. Targets: every one answered 431; RSS growth at most 64 KB
+    per connection (`max_head_bytes` is 32 KB);
+  - the pool-hogging key (item 6): one client key opening `--hog` streams that stay open (the
+    mock's `/idle/`) while another key's requests go to the same provider and to one on another
+    origin. Targets: every legitimate request answered; the hog has at most
+    `max_requests_per_key` (256) under way, the rest refused 429.
 
 Last, the concurrent budget: `--budget-burst` requests at once to a provider with
 `rate_limit: 2req/day`, through `serve --workers 2` on one SQLite file. Target: at most 2 reach
@@ -38,6 +57,7 @@ Results go to bench/results/abuse.json (this tree's; REV's under "before").
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -65,15 +85,20 @@ from common import (
     machine,
     pct,
     pin_self,
+    raise_nofile,
     rss_mb,
     side_by_side,
     start_mock,
     wait_until_ok,
 )
 
+LINGER_S = 1.5  # longer than the proxy's linger after an answer to a request it did not read
 STREAM = json.dumps(
     {"model": "bench", "messages": [{"role": "user", "content": "go"}], "stream": True}
 )
+
+
+KEY = "bench-legit-key"  # the client key of legitimate requests, where keys are on
 
 
 def start_proxy(
@@ -84,29 +109,44 @@ def start_proxy(
     prefix: tuple[str, ...] = (),
     name: str = "proxy",
     build: Build = THIS_TREE,
+    *,
+    keys: str | None = None,
+    server: dict[str, Any] | None = None,
+    elsewhere: int | None = None,
 ) -> tuple[int, int]:
+    """A proxy on the mock at port `upstream` (routes `normal`, `flood`, `idle`, and with
+    `elsewhere`, a second mock's port, `elsewhere`: another origin), client `keys` (comma
+    separated) or none; its port and pid."""
     base = f"http://127.0.0.1:{upstream}"
-    config = {
+    config: dict[str, Any] = {
         "health": {"mode": "off"},
         "state": "memory://",
         "server": {
             "keepalive_timeout_s": timeout_s,
             "request_timeout_s": timeout_s,
             "client_write_timeout_s": timeout_s,
+            **(server or {}),
         },
         "providers": [
             {"name": "mock", "endpoint": f"{base}{PATH}"},
             {"name": "flood", "endpoint": f"{base}/flood{PATH}", "timeout": {"read": 600000}},
+            {"name": "idle", "endpoint": f"{base}/idle{PATH}", "timeout": {"read": 600000}},
         ],
         "routes": {"normal": ["mock"]},
     }
+    if elsewhere is not None:
+        endpoint = f"http://127.0.0.1:{elsewhere}{PATH}"
+        config["providers"].append({"name": "elsewhere", "endpoint": endpoint})
     path = workdir / f"bench-abuse-{name}.json"
     path.write_text(json.dumps(config))
     env = {k: v for k, v in os.environ.items() if k != "AGENT_REACH_API_KEYS"}
+    if keys is not None:
+        env["AGENT_REACH_API_KEYS"] = keys
     port = free_port()
     cmd = [*prefix, *agent_reach_serve(path, port, build.executable), "--no-access-log"]
     proc = procs.start(cmd, cpu=0, env=env, log=workdir / f"{name}.log")
-    if wait_until_ok(Target(port), timeout_s=30) is None:
+    auth = {"Authorization": f"Bearer {keys.split(',')[-1]}"} if keys else {}
+    if wait_until_ok(Target(port, auth), timeout_s=30) is None:
         raise SystemExit("agent-reach serve did not answer within 30 s")
     return port, proc.pid
 
@@ -227,6 +267,221 @@ class Holder:
             sock.close()
 
 
+class Legit:
+    """Normal requests while an attack is on, each on a new connection (a new client), one
+    every `gap_s` from a thread, round the `targets`: how many were sent and answered 200."""
+
+    def __init__(self, targets: list[Target], gap_s: float) -> None:
+        self.targets = targets
+        self.gap_s = gap_s
+        self.sent = 0
+        self.answered: list[float] = []  # ms of each answered one
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.gap_s):
+            client = Client(self.targets[self.sent % len(self.targets)], timeout=15)
+            self.sent += 1
+            try:
+                ms = client.post()
+            except OSError:
+                ms = None
+            finally:
+                client.close()
+            if ms is not None:
+                self.answered.append(ms)
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        self._thread.join(30)
+        kept = self.answered
+        return {
+            "legit_sent": self.sent,
+            "legit_answered": len(kept),
+            "legit_p50_ms": round(pct(kept, 0.5), 3) if kept else None,
+            "legit_max_ms": round(max(kept), 1) if kept else None,
+        }
+
+
+def log_lines(log: Path) -> int:
+    return len(log.read_text().splitlines())
+
+
+class Watch:
+    """A proxy's RSS and log lines over an attack, from the moment it is made."""
+
+    def __init__(self, pid: int, log: Path) -> None:
+        self.pid, self.log = pid, log
+        self.lines = log_lines(log)
+        self.before = self.peak = rss_mb(pid)
+
+    def sample(self) -> None:
+        self.peak = max(self.peak, rss_mb(self.pid))
+
+    def figures(self, connections: int) -> dict[str, Any]:
+        """RSS before, at its peak and its growth per attacking connection; log lines since."""
+        self.sample()
+        return {
+            "rss_mb_before": round(self.before, 1),
+            "rss_mb_peak": round(self.peak, 1),
+            "rss_kb_growth_per_connection": round(
+                (self.peak - self.before) * 1024 / connections, 1
+            ),
+            "log_lines_during": log_lines(self.log) - self.lines,
+        }
+
+
+def send_each(socks: list[socket.socket], data: bytes) -> None:
+    """Send `data` on each socket, as far as the proxy takes it (5 s at most each)."""
+    for sock in socks:
+        sock.settimeout(5)
+        with contextlib.suppress(OSError):  # closed by the proxy under it
+            sock.sendall(data)
+        sock.setblocking(False)
+
+
+def statuses(socks: list[socket.socket], wait_s: float) -> list[int | None]:
+    """The status each socket's answer began with (None: none came within `wait_s` in all),
+    reading and dropping what else comes."""
+    heads = [b""] * len(socks)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and any(b"\r\n" not in h for h in heads):
+        for i, sock in enumerate(socks):
+            if b"\r\n" in heads[i]:
+                continue
+            try:
+                heads[i] += sock.recv(4096)
+            except BlockingIOError:
+                continue
+            except OSError:
+                heads[i] += b"\r\n"  # reset: no status
+        time.sleep(0.05)
+    found = []
+    for head in heads:
+        parts = head.split(b" ", 2)
+        ok = len(parts) > 1 and head.startswith(b"HTTP/") and parts[1].isdigit()
+        found.append(int(parts[1]) if ok else None)
+    return found
+
+
+def refused_trickle(
+    procs: Processes, upstream: int, workdir: Path, count: int, mb: float, build: Build
+) -> dict[str, Any]:
+    """Issue 40, 2: `count` connections (all that `max_connections` allows) that send a request
+    with a wrong key announcing a 4 MB body, `mb` MB of it at once, then a byte a second."""
+    server = {"max_connections": count}
+    port, pid = start_proxy(
+        procs, upstream, workdir, 30.0, name="trickle-proxy", build=build, keys=KEY, server=server
+    )
+    log = workdir / "trickle-proxy.log"
+    legit_target = Target(port, {"X-Agent-Reach-Route": "normal", "Authorization": f"Bearer {KEY}"})
+    Client(legit_target).post()  # warm
+    watch = Watch(pid, log)
+    head = (
+        f"POST {PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer wrong\r\n"
+        "Content-Type: application/json\r\nContent-Length: 4000000\r\n\r\n{"
+    ).encode()
+    socks = [connect(port) for _ in range(count)]
+    send_each(socks, head + b" " * int(mb * 2**20))
+    time.sleep(LINGER_S)  # every refused one has had its linger: its slot is free, or held
+    legit = Legit([legit_target], 0.1)
+    for _ in range(10):  # then a byte a second, for 10 s
+        watch.sample()
+        for sock in socks:
+            with contextlib.suppress(OSError):
+                sock.send(b" ")
+        time.sleep(1.0)
+    still_open = sum(not closed_by_server(s) for s in socks)
+    for sock in socks:
+        sock.close()
+    return {
+        "connections": count,
+        "mb_sent_at_once_each": mb,
+        "still_open_after_10_s": still_open,
+        **watch.figures(count),
+        **legit.stop(),
+    }
+
+
+def big_heads(
+    procs: Processes, upstream: int, workdir: Path, count: int, build: Build
+) -> dict[str, Any]:
+    """Issue 40, 4: `count` connections each sending 127 headers of 8,190 bytes and no blank
+    line (a megabyte each held until `request_timeout_s` before the head had a cap)."""
+    port, pid = start_proxy(procs, upstream, workdir, 30.0, name="heads-proxy", build=build)
+    log = workdir / "heads-proxy.log"
+    legit_target = Target(port, {"X-Agent-Reach-Route": "normal"})
+    Client(legit_target).post()
+    watch = Watch(pid, log)
+    legit = Legit([legit_target], 0.1)
+    start = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    pad = b"p" * (8190 - len("X-Pad-000: "))
+    lines_sent = start + b"".join(b"X-Pad-%03d: %s\r\n" % (i, pad) for i in range(127))
+    socks = [connect(port) for _ in range(count)]
+    began = time.monotonic()
+    send_each(socks, lines_sent)
+    sent_s = time.monotonic() - began
+    watch.sample()
+    found = statuses(socks, 5.0)
+    time.sleep(max(0.0, 3.0 - (time.monotonic() - began)))  # legitimate requests for 3 s at least
+    for sock in socks:
+        sock.close()
+    return {
+        "connections": count,
+        "bytes_sent_each": len(lines_sent),
+        "sent_in_s": round(sent_s, 1),
+        "answered_431": found.count(431),
+        "unanswered": found.count(None),
+        **watch.figures(count),
+        **legit.stop(),
+    }
+
+
+def pool_hog(
+    procs: Processes, upstream: int, workdir: Path, hog: int, seconds: float, build: Build
+) -> dict[str, Any]:
+    """Issue 40, 6: one key opens `hog` streams that stay open, to one provider, while another
+    key's requests go to the same provider and to one on another origin."""
+    elsewhere = start_mock(procs)
+    port, pid = start_proxy(
+        procs,
+        upstream,
+        workdir,
+        600.0,
+        name="hog-proxy",
+        build=build,
+        keys=f"bench-hog-key,{KEY}",
+        elsewhere=elsewhere,
+    )
+    log = workdir / "hog-proxy.log"
+    auth = {"Authorization": f"Bearer {KEY}"}
+    same = Target(port, {"X-Agent-Reach-Route": "normal", **auth})
+    other = Target(port, {"X-Agent-Reach-Route": "elsewhere", **auth})
+    Client(same).post()
+    watch = Watch(pid, log)
+    hog_request = Target(
+        port, {"X-Agent-Reach-Route": "idle", "Authorization": "Bearer bench-hog-key"}, STREAM
+    ).wire()
+    socks = [connect(port) for _ in range(hog)]
+    send_each(socks, hog_request)
+    found = statuses(socks, 10.0)  # the streams' heads, or their 429s
+    legit = Legit([same, other], 0.1)
+    time.sleep(seconds)
+    result = {
+        "hog_streams": hog,
+        "hog_under_way": found.count(200),
+        "hog_refused_429": found.count(429),
+        "hog_unanswered": found.count(None),
+        **watch.figures(hog),
+        **legit.stop(),
+    }
+    for sock in socks:
+        sock.close()
+    return result
+
+
 def descriptor_attack(
     procs: Processes, upstream: int, workdir: Path, idle: int, seconds: float, build: Build
 ) -> dict[str, Any]:
@@ -240,12 +495,14 @@ def descriptor_attack(
     for _ in range(50):
         client.post()
     lines_before, cpu_before = len(log.read_text().splitlines()), cpu_s(pid)
+    rss_before = rss_mb(pid)
     holder = Holder(port, idle)
+    time.sleep(1.0)  # every silent connection opened, the cap full of them
+    fresh = Legit([target], 0.2)
     kept: list[float] = []
-    failed = fresh_ok = fresh_refused = 0
-    stop = next_fresh = time.monotonic()
-    stop += seconds
-    while (now := time.monotonic()) < stop:
+    failed = 0
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
         try:
             ms = client.post()
         except OSError:
@@ -254,17 +511,9 @@ def descriptor_attack(
             failed += 1
         else:
             kept.append(ms)
-        if now >= next_fresh:
-            next_fresh = now + 1.0
-            fresh = Client(target, timeout=15)
-            try:
-                ok = fresh.post() is not None
-            except OSError:
-                ok = False
-            fresh_ok, fresh_refused = fresh_ok + ok, fresh_refused + (not ok)
-            fresh.close()
         time.sleep(0.01)
-    held_fds = fds(pid)
+    held_fds, rss_held = fds(pid), rss_mb(pid)
+    new = fresh.stop()
     holder.stop()
     client.close()
     text = log.read_text()
@@ -277,8 +526,11 @@ def descriptor_attack(
         "failed_on_open_connection": failed,
         "p50_ms": round(pct(kept, 0.5), 3) if kept else None,
         "max_ms": round(max(kept), 1) if kept else None,
-        "new_connections_answered": fresh_ok,
-        "new_connections_refused": fresh_refused,
+        "new_connections": new["legit_sent"],
+        "new_connections_answered": new["legit_answered"],
+        "new_connections_p50_ms": new["legit_p50_ms"],
+        "rss_mb_before": round(rss_before, 1),
+        "rss_mb_held": round(rss_held, 1),
         "log_lines_during": len(text.splitlines()) - lines_before,
         "accept_error_lines": text.count("cannot accept"),
         "proxy_cpu_s": round(cpu_s(pid) - cpu_before, 2),
@@ -350,9 +602,15 @@ def main() -> None:
     parser.add_argument("--fd-idle", type=int, default=1100, help="silent connections, ulimit 1024")
     parser.add_argument("--fd-seconds", type=float, default=15.0)
     parser.add_argument("--budget-burst", type=int, default=60, help="requests at once")
+    parser.add_argument("--trickle", type=int, default=200, help="refused bodies trickling")
+    parser.add_argument("--trickle-mb", type=float, default=3.0, help="sent at once, each")
+    parser.add_argument("--heads", type=int, default=1000, help="unfinished 1 MB heads")
+    parser.add_argument("--hog", type=int, default=1100, help="one key's open streams")
+    parser.add_argument("--hog-seconds", type=float, default=10.0)
     add_before(parser)
     args = parser.parse_args()
     pin_self(1)
+    raise_nofile()
     runs = {build.label: run(args, build) for build in builds(args.before)}
     result = runs.pop(THIS_TREE.label)
     if runs:
@@ -426,6 +684,12 @@ def run(args: argparse.Namespace, build: Build) -> dict[str, Any]:
         print(json.dumps({"descriptor attack": fd}), flush=True)
         budget = concurrent_budget(procs, upstream, Path(tmp), args.budget_burst, build)
         print(json.dumps({"concurrent budget": budget}), flush=True)
+        trickle = refused_trickle(procs, upstream, Path(tmp), args.trickle, args.trickle_mb, build)
+        print(json.dumps({"refused-body trickle": trickle}), flush=True)
+        heads = big_heads(procs, upstream, Path(tmp), args.heads, build)
+        print(json.dumps({"big unfinished heads": heads}), flush=True)
+        hogged = pool_hog(procs, upstream, Path(tmp), args.hog, args.hog_seconds, build)
+        print(json.dumps({"pool-hogging key": hogged}), flush=True)
 
     summary = {
         "rss_kb_per_unread_stream": round(per_stream_kb, 1),
@@ -447,9 +711,24 @@ def run(args: argparse.Namespace, build: Build) -> dict[str, Any]:
         == {"idle": args.idle, "slowloris": args.slowloris, "unread": args.unread},
         "ulimit 1024: every request on an open connection answered": fd["failed_on_open_connection"]
         == 0,
+        "ulimit 1024: every new connection answered": fd["new_connections_answered"]
+        == fd["new_connections"],
         "ulimit 1024: log lines per episode, not per socket": fd["log_lines_during"] <= 4,
         "concurrent budget: at most the limit reach the provider": budget["reached_provider"]
         <= budget["limit"],
+        "refused-body trickle: every legitimate request answered": all_answered(trickle),
+        "refused-body trickle: every trickling connection closed": trickle["still_open_after_10_s"]
+        == 0,
+        "refused-body trickle: RSS growth <= 256 KB per connection": trickle[
+            "rss_kb_growth_per_connection"
+        ]
+        <= 256,
+        "big heads: every one answered 431": heads["answered_431"] == args.heads,
+        "big heads: every legitimate request answered": all_answered(heads),
+        "big heads: RSS growth <= 64 KB per connection": heads["rss_kb_growth_per_connection"]
+        <= 64,
+        "pool hog: every legitimate request answered": all_answered(hogged),
+        "pool hog: at most 256 of its streams under way": hogged["hog_under_way"] <= 256,
     }
     print(json.dumps(summary))
     for name, met in targets.items():
@@ -461,8 +740,15 @@ def run(args: argparse.Namespace, build: Build) -> dict[str, Any]:
         "summary": summary,
         "descriptor_attack": fd,
         "concurrent_budget": budget,
+        "refused_trickle": trickle,
+        "big_heads": heads,
+        "pool_hog": hogged,
         "targets": targets,
     }
+
+
+def all_answered(row: dict[str, Any]) -> bool:
+    return bool(row["legit_sent"]) and row["legit_answered"] == row["legit_sent"]
 
 
 if __name__ == "__main__":

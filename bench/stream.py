@@ -26,7 +26,9 @@ in one run.
   CPU-second: the same over the user + system time the proxy's process used (per core,
   steadier on a shared machine).
 - Idle streams: `--streams` (1,000) at once through each proxy, raw sockets each reading its
-  stream's first content event and then holding it open, through a proxy started afresh for
+  stream's first content event and then holding it open (spread over client keys, `PER_KEY`
+  each: a key may have 256 requests under way; more than 1,024 streams would wait for
+  agent-reach's upstream connections to one origin), through a proxy started afresh for
   each (memory freed by one relay's streams would be reused by the next's); RSS of the proxy's
   process tree with the first 50 open, with all open (the growth ÷ the streams opened in
   between: per open idle stream) and after they closed. The soft limit of open files is raised
@@ -69,7 +71,7 @@ from common import (
 )
 from ingress import APIS, body
 from mock_upstream import LONG_CHUNKS
-from peers.base import CONFIGS, LOAD_CPU, PROXY_CPU
+from peers.base import CONFIGS, LOAD_CPU, PROXY_CPU, PROXY_KEY
 from peers.contenders import AUTH, Peer, bench_env, nginx_proxy
 from peers.install import need_nginx
 from peers.scenarios import cold_start, stream_once
@@ -80,6 +82,14 @@ GOAL = 1 / 10  # agent-reach's chat → chat chunks/s per core over nginx's, at 
 NGINX = "nginx, chat → chat"
 IDLE_MARK = b"t0"  # the text of the idle stream's one content chunk, in every API
 WARM = 50  # idle streams opened before the memory they cost is counted
+# Idle streams per client key: one key may have 256 requests under way at once
+# (server.max_requests_per_key), so the idle streams are spread over keys of their own.
+PER_KEY = 200
+
+
+def idle_keys(streams: int) -> list[str]:
+    """The client keys the idle streams are spread over, `PER_KEY` each."""
+    return [f"{PROXY_KEY}-idle-{i}" for i in range(-(-streams // PER_KEY))]
 
 
 @dataclass(frozen=True)
@@ -230,21 +240,24 @@ def throughput(todo: list[Relay], settings: Settings) -> dict[str, dict[str, Any
 
 
 async def hold_idle(target: Target, count: int, pid: int, max_s: float) -> dict[str, Any]:
-    """`count` streams of `target` opened (64 at a time), each read to its first content event
-    and then held: the first `WARM` alone, then the rest. The RSS (MB) of process `pid` with
-    the first `WARM` open, with all open and after closing; per stream: the growth between the
-    first two over the streams opened in between (so what a first stream sets up once is not
-    spread over the others)."""
-    request = target.wire()
+    """`count` streams of `target` opened (64 at a time, round the `idle_keys`), each read to
+    its first content event and then held: the first `WARM` alone, then the rest. The RSS (MB)
+    of process `pid` with the first `WARM` open, with all open and after closing; per stream:
+    the growth between the first two over the streams opened in between (so what a first
+    stream sets up once is not spread over the others)."""
+    requests = [
+        replace(target, headers={**target.headers, "Authorization": f"Bearer {key}"}).wire()
+        for key in idle_keys(count)
+    ]
     writers: list[asyncio.StreamWriter] = []
     gate = asyncio.Semaphore(64)
     stop = time.monotonic() + max_s
 
-    async def one() -> None:
+    async def one(i: int) -> None:
         async with gate:
             reader, writer = await asyncio.open_connection("127.0.0.1", target.port)
             writers.append(writer)
-            writer.write(request)
+            writer.write(requests[i % len(requests)])
             seen = b""
             while IDLE_MARK not in seen:
                 data = await asyncio.wait_for(reader.read(65536), stop - time.monotonic())
@@ -252,15 +265,15 @@ async def hold_idle(target: Target, count: int, pid: int, max_s: float) -> dict[
                     raise ConnectionError(f"closed before a content event: {seen[-300:]!r}")
                 seen += data
 
-    async def batch(n: int) -> list[BaseException]:
-        done = await asyncio.gather(*(one() for _ in range(n)), return_exceptions=True)
+    async def batch(first: int, n: int) -> list[BaseException]:
+        done = await asyncio.gather(*(one(first + i) for i in range(n)), return_exceptions=True)
         return [d for d in done if isinstance(d, BaseException)]
 
     began = time.monotonic()
-    failures = await batch(WARM)
+    failures = await batch(0, WARM)
     await asyncio.sleep(0.5)
     warm = rss_mb(pid)
-    failures += await batch(count - WARM)
+    failures += await batch(WARM, count - WARM)
     opened_s = time.monotonic() - began
     await asyncio.sleep(1.0)
     held = rss_mb(pid)
@@ -336,6 +349,7 @@ def main() -> None:
     with Processes() as procs:
         upstream = start_mock(procs, cpu=LOAD_CPU)
         env = bench_env(upstream, upstream, upstream)
+        env["BENCH_PROXY_KEYS"] = ",".join([PROXY_KEY, *idle_keys(settings.streams)])
         nginx = nginx_proxy(nginx_install.path, env, workdir)
         nginx.raw = None
         peers = [agent_reach(b, env) for b in agents]

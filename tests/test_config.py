@@ -188,6 +188,18 @@ def test_yaml_bare_off(tmp_path: Path) -> None:
         ({**MIN, "heath": {}}, ["field 'heath'", "did you mean 'health'"]),
         ({**MIN, "defaults": {"retires": 1}}, ["defaults", "did you mean 'retries'"]),
         ({**MIN, "state": "postgres://x"}, ["field 'state'", "sqlite:///"]),
+        (
+            {**MIN, "server": {"max_head_bytes": 512}},
+            ["field 'server.max_head_bytes'", "greater than or equal to 1024", "got 512"],
+        ),
+        (
+            {**MIN, "server": {"max_requests_per_key": 0}},
+            ["field 'server.max_requests_per_key'", "greater than 0", "got 0"],
+        ),
+        (
+            {**MIN, "server": {"max_upstream_connections": 8, "max_upstream_per_origin": 9}},
+            ["max_upstream_per_origin (9) is above max_upstream_connections (8)"],
+        ),
         ({**MIN, "alerts": [{"type": "webhook"}]}, ["field 'alerts.0.url'", "required"]),
         ({**MIN, "alerts": [{"type": "pager"}]}, ["alerts.0"]),
         ({**MIN, "alerts": [{"type": "webhook", "urll": "x"}]}, ["did you mean 'url'"]),

@@ -75,6 +75,7 @@ NOW = 1_800_000_000.0
         ({"transport": Transport.CONNECT_TIMEOUT}, Reason.CONNECT_FAILED, None),
         ({"transport": Transport.TLS}, Reason.CONNECT_FAILED, None),
         ({"transport": Transport.READ_TIMEOUT}, Reason.TIMEOUT, None),
+        ({"transport": Transport.POOL_TIMEOUT}, Reason.TIMEOUT, None),
         ({"transport": Transport.DEADLINE}, Reason.TIMEOUT, None),
         ({"transport": Transport.DISCONNECTED}, Reason.SERVER_ERROR, None),
         ({"status": 401}, Reason.AUTH_FAILED, None),

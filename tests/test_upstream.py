@@ -17,6 +17,8 @@ import pytest
 import trustme
 
 from agent_reach.core.proxies import Proxy
+from agent_reach.core.trace import Reason
+from agent_reach.net.transport import transport_failure
 from agent_reach.net.upstream import (
     HIGH_WATER,
     READ_SIZE,
@@ -26,6 +28,7 @@ from agent_reach.net.upstream import (
     DeadlineExceeded,
     Disconnected,
     Malformed,
+    PoolTimeout,
     ReadTimeout,
     Timeouts,
     TLSFailed,
@@ -34,6 +37,7 @@ from agent_reach.net.upstream import (
 T = Timeouts(1.0, 1.0, 5.0)
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 WRITERS: list[asyncio.StreamWriter] = []  # every accepted connection, closed after each test
+SERVERS: list[asyncio.Server] = []  # every listening server, closed after each test
 
 
 @pytest.fixture(autouse=True)
@@ -41,8 +45,11 @@ async def _close_accepted() -> AsyncIterator[None]:
     yield
     for writer in WRITERS:
         writer.close()
+    for server in SERVERS:
+        server.close()
     await asyncio.sleep(0.05)
     WRITERS.clear()
+    SERVERS.clear()
 
 
 async def listen(handler: Handler, tls: ssl.SSLContext | None = None) -> asyncio.Server:
@@ -50,7 +57,9 @@ async def listen(handler: Handler, tls: ssl.SSLContext | None = None) -> asyncio
         WRITERS.append(writer)
         await handler(reader, writer)
 
-    return await asyncio.start_server(tracked, "127.0.0.1", 0, ssl=tls)
+    server = await asyncio.start_server(tracked, "127.0.0.1", 0, ssl=tls)
+    SERVERS.append(server)
+    return server
 
 
 Answer = Callable[[bytes], bytes]  # the request's head and body → the bytes written back
@@ -379,14 +388,17 @@ async def test_at_most_limit_exchanges_run_at_once_the_rest_wait_in_turn() -> No
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal running, most
-        while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            running += 1
-            most = max(most, running)
-            order.append(head.split(b" ")[1].decode())
-            await asyncio.sleep(0.05)
-            running -= 1
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx")
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                running += 1
+                most = max(most, running)
+                order.append(head.split(b" ")[1].decode())
+                await asyncio.sleep(0.05)
+                running -= 1
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return  # the client closed its connection
 
     server = await listen(serve)
     url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
@@ -407,6 +419,71 @@ async def test_at_most_limit_exchanges_run_at_once_the_rest_wait_in_turn() -> No
     assert most == 2
     await client.close()
     server.close()
+
+
+async def held(release: asyncio.Event) -> str:
+    """A server that answers each request once `release` is set; its URL."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                await reader.readuntil(b"\r\n\r\n")
+                await release.wait()
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return  # the client went
+
+    server = await listen(serve)
+    return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+
+
+async def test_a_wait_for_a_free_connection_lasts_the_connect_timeout_at_most() -> None:
+    """Issue 40, 6: every slot taken by answers that do not come, a request (a stream's, with
+    no deadline of its own; a whole answer's, with one far off) fails as `PoolTimeout` once
+    its connect timeout has passed, not at its deadline or never: the walk moves on."""
+    release = asyncio.Event()
+    url = await held(release)
+    client = Client("t", limit=2)
+    hogs = [asyncio.create_task(client.fetch("GET", url, b"", {}, T)) for _ in range(2)]
+    await asyncio.sleep(0.1)  # both under way
+    start = time.monotonic()
+    with pytest.raises(PoolTimeout, match=r"no free connection within 300 ms \(all 2 "):
+        await asyncio.wait_for(client.request("GET", url, b"", {}, Timeouts(0.3, 5.0)), 5)
+    with pytest.raises(PoolTimeout):
+        await asyncio.wait_for(client.fetch("GET", url, b"", {}, Timeouts(0.3, 5.0, 10.0)), 5)
+    assert time.monotonic() - start < 3.0
+    outcome = transport_failure(PoolTimeout("no free connection within 300 ms"), False)
+    assert (outcome.reason, outcome.detail) == (Reason.TIMEOUT, "no free connection within 300 ms")
+    with pytest.raises(DeadlineExceeded):  # the deadline first: the request's own timeout
+        await client.fetch("GET", url, b"", {}, Timeouts(0.3, 5.0, 0.1))
+    release.set()
+    assert [body for _, body in await asyncio.gather(*hogs)] == [b"x", b"x"]
+    _, body = await asyncio.wait_for(client.fetch("GET", url, b"", {}, T), 2)
+    assert body == b"x"  # the slots came back, none lost to the waits that gave up
+    await client.close()
+
+
+async def test_one_origin_takes_at_most_its_share_of_the_connections() -> None:
+    """Slow answers from one origin take its `per_origin` slots, not the client's: another
+    origin's requests go at once, and the slow one's next waits (then gives up) alone."""
+    slow_release, fast_release, stuck = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    slow, fast, other = await held(slow_release), await held(fast_release), await held(stuck)
+    fast_release.set()
+    client = Client("t", limit=3, per_origin=2)
+    hogs = [asyncio.create_task(client.fetch("GET", slow, b"", {}, T)) for _ in range(2)]
+    await asyncio.sleep(0.1)
+    with pytest.raises(PoolTimeout, match=r"\(all 2 to this host in use\)"):
+        await client.fetch("GET", slow, b"", {}, Timeouts(0.2, 5.0, 10.0))
+    _, body = await asyncio.wait_for(client.fetch("GET", fast, b"", {}, T), 2)
+    assert body == b"x"  # the third slot, with no wait
+    waiting = asyncio.create_task(client.fetch("GET", other, b"", {}, T))
+    await asyncio.sleep(0.1)  # all three in use now
+    with pytest.raises(PoolTimeout, match=r"\(all 3 in use\)"):
+        await client.fetch("GET", fast, b"", {}, Timeouts(0.2, 5.0, 10.0))
+    slow_release.set()
+    stuck.set()
+    assert [body for _, body in await asyncio.gather(*hogs, waiting)] == [b"x"] * 3
+    await client.close()
 
 
 async def test_bytes_on_an_idle_connection_retire_it() -> None:

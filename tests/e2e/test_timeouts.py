@@ -1,7 +1,7 @@
 """Client connection limits (protocol §14) with 2 s settings, against `agent-reach serve`: idle,
 slowloris and trickled-body connections are closed within ~3 s, a streaming client that reads
-nothing is dropped and its upstream cancelled, connections past `max_connections` get a 503,
-and normal requests keep answering all the while."""
+nothing is dropped and its upstream cancelled, connections past `max_connections` get a 503
+when every one has a request under way, and normal requests keep answering all the while."""
 
 from __future__ import annotations
 
@@ -33,6 +33,11 @@ JSON = ("Content-Type", "application/json")  # an API POST without keys must say
 def proxy(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
     config = base_config(upstream, server=LIMITS)
     config["providers"].append({"name": "firehose", "endpoint": upstream.url("firehose")})
+    # The `hang` scenario, waited for as long as a test needs: a request under way.
+    waited = {"connect": 500, "read": 20000}
+    config["providers"].append(
+        {"name": "held", "endpoint": upstream.url("hang"), "timeout": waited}
+    )
     p = start(config, tmp_path_factory.mktemp("timeouts"), upstream)
     yield p
     assert stop(p) == 0
@@ -153,9 +158,19 @@ def test_a_client_that_reads_nothing_is_dropped_and_its_upstream_cancelled(
 
 
 def test_connections_past_the_cap_get_a_503(proxy: Proxy) -> None:
-    held = [connect(proxy.port) for _ in range(LIMITS["max_connections"])]
+    """With a request under way on every connection (idle ones would be closed for new ones,
+    tests/e2e/test_descriptors.py)."""
+    cap = LIMITS["max_connections"]
+    before = len(proxy.upstream.bodies("hang"))
+    held = [connect(proxy.port) for _ in range(cap)]
     try:
-        time.sleep(0.2)
+        order = ("X-Agent-Reach-Fallback-Order", "held")
+        for sock in held:
+            sock.sendall(request("POST", "/v1/chat/completions", JSON, order, body=BODY, key=None))
+        deadline = time.monotonic() + 10
+        while len(proxy.upstream.bodies("hang")) < before + cap and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(proxy.upstream.bodies("hang")) == before + cap
         reply = exchange(proxy.port, request("GET", "/v1/models", key=None))
         assert reply.status == 503
         assert_valid(ERROR, reply.json())

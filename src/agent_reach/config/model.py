@@ -146,6 +146,19 @@ class ServerConfig(Section):
     request_timeout_s: Annotated[float, Field(gt=0)] = 30.0
     client_write_timeout_s: Annotated[float, Field(gt=0)] = 60.0
     max_connections: Annotated[int, Field(gt=0)] = 10000
+    # A request's line and headers together (nginx's default; an unfinished head holds this
+    # much at most): past it 431. Below 1 KB no client's head fits; above 1 MiB the 128 lines
+    # of 8 KB allowed come first.
+    max_head_bytes: Annotated[int, Field(ge=1024, le=2**20)] = 32 * 1024
+    # Requests under way at once per client key (with client auth off, per client address):
+    # past it 429, so that one key cannot take the upstream connections every other key needs.
+    max_requests_per_key: Annotated[int, Field(gt=0)] = 256
+    # Exchanges with providers at once (this process's upstream client, the library's and the
+    # CLI's too), and at most so many of them with one origin (scheme, host, port): one slow
+    # provider cannot take the slots every other one needs. A wait for a free one is bounded by
+    # the provider's connect timeout, then counts as its `timeout`.
+    max_upstream_connections: Annotated[int, Field(gt=0)] = 4096
+    max_upstream_per_origin: Annotated[int, Field(gt=0)] = 1024
     # The `anthropic-beta` flags a Messages client may pass to `format: anthropic` providers
     # (its only header that is forwarded); `"*"` for any.
     anthropic_betas: list[str] = [
@@ -168,6 +181,15 @@ class ServerConfig(Section):
         for item in value:
             ipaddress.ip_network(item, strict=False)  # ValueError: named in the config error
         return value
+
+    @model_validator(mode="after")
+    def _upstream_share(self) -> ServerConfig:
+        if self.max_upstream_per_origin > self.max_upstream_connections:
+            raise ValueError(
+                f"max_upstream_per_origin ({self.max_upstream_per_origin}) is above"
+                f" max_upstream_connections ({self.max_upstream_connections})"
+            )
+        return self
 
 
 class TracingConfig(Section):

@@ -25,6 +25,7 @@ class Transport(StrEnum):
     CONNECT_TIMEOUT = "connect_timeout"
     TLS = "tls"
     READ_TIMEOUT = "read_timeout"  # no response head / no stream chunk within the read timeout
+    POOL_TIMEOUT = "pool_timeout"  # no free upstream connection within the connect timeout
     DISCONNECTED = "disconnected"  # the server closed the connection mid-response
     DEADLINE = "deadline"  # the request's end-to-end budget ran out
 
@@ -65,6 +66,7 @@ _TRANSPORT = {
     Transport.CONNECT_TIMEOUT: (Reason.CONNECT_FAILED, "connect timeout"),
     Transport.TLS: (Reason.CONNECT_FAILED, "TLS failure"),
     Transport.READ_TIMEOUT: (Reason.TIMEOUT, "read timeout"),
+    Transport.POOL_TIMEOUT: (Reason.TIMEOUT, "no free connection"),
     Transport.DISCONNECTED: (Reason.SERVER_ERROR, "server closed the connection"),
     Transport.DEADLINE: (Reason.TIMEOUT, DEADLINE_DETAIL),
 }

@@ -113,7 +113,10 @@ class Engine:
     @property
     def session(self) -> Client:
         if self._session is None or self._session.closed:
-            self._session = new_session()
+            server = self.config.server
+            self._session = new_session(
+                server.max_upstream_connections, server.max_upstream_per_origin
+            )
         return self._session
 
     async def aclose(self) -> None:

@@ -11,10 +11,13 @@ from ..core.outcomes import Outcome, Transport, classify
 from ..core.proxies import Proxy
 from ..version import __version__
 from .upstream import (
+    MAX_CONNECTIONS,
+    ORIGIN_CONNECTIONS,
     Client,
     ConnectFailed,
     ConnectTimeout,
     DeadlineExceeded,
+    PoolTimeout,
     ReadTimeout,
     Timeouts,
     TLSFailed,
@@ -24,9 +27,10 @@ from .upstream import (
 USER_AGENT = f"agent-reach/{__version__}"
 
 
-def new_session() -> Client:
-    """A client with pooled keep-alive connections (call inside a running loop)."""
-    return Client(USER_AGENT)
+def new_session(limit: int = MAX_CONNECTIONS, per_origin: int = ORIGIN_CONNECTIONS) -> Client:
+    """A client with pooled keep-alive connections, at most `limit` in use at once and
+    `per_origin` of them to one origin (call inside a running loop)."""
+    return Client(USER_AGENT, limit, per_origin)
 
 
 @functools.lru_cache(maxsize=64)
@@ -71,6 +75,7 @@ _KINDS: tuple[tuple[type[BaseException], Transport], ...] = (
     (ConnectTimeout, Transport.CONNECT_TIMEOUT),
     (TLSFailed, Transport.TLS),
     (ConnectFailed, Transport.CONNECT),
+    (PoolTimeout, Transport.POOL_TIMEOUT),
     (TimeoutError, Transport.READ_TIMEOUT),
 )
 

@@ -6,7 +6,10 @@ A `Client` sends one request and gives a `Response` once its head is in: `read` 
 whole body, `readline` one line of a stream. What an unread answer may hold in memory is
 bounded (`HIGH_WATER`): past it the socket stops being read until the reader catches up,
 so a client that reads nothing holds the upstream back, not our memory. A `read_s` bounds
-every wait for bytes; `connect_s` bounds the connection with its TLS handshake.
+every wait for bytes; `connect_s` bounds the connection with its TLS handshake, and, before
+it, the wait for a free connection: at most `MAX_CONNECTIONS` exchanges run at once, at most
+`ORIGIN_CONNECTIONS` of them to one origin, so that slow answers from one provider cannot
+take the slots every other provider needs (protocol §14).
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ READ_SIZE = 2**15
 MAX_LINE = 2**20  # one line of a stream (an SSE `data:` line) may not be longer
 DNS_TTL_S = 300.0
 IDLE_S = 30.0  # an idle pooled connection is closed after this (below servers' own timers)
-MAX_CONNECTIONS = 1024  # in use at once, all origins together; more wait for one
+MAX_CONNECTIONS = 4096  # in use at once, all origins together; more wait for one
+ORIGIN_CONNECTIONS = 1024  # in use at once to one origin: the rest stay for the others
 
 
 class UpstreamError(Exception):
@@ -63,6 +67,11 @@ class TLSFailed(UpstreamError):
 
 class ReadTimeout(UpstreamError, TimeoutError):
     """No byte of the answer within the read timeout."""
+
+
+class PoolTimeout(UpstreamError, TimeoutError):
+    """No connection free (to the origin, or at all) within the connect timeout: the provider
+    is as good as unreachable for now, and the walk moves on."""
 
 
 class DeadlineExceeded(UpstreamError, TimeoutError):
@@ -158,6 +167,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.closed = False
         self.idle = False  # in the pool, between requests
         self.idle_since = 0.0
+        self.slots: _Slots | None = None  # its origin's, taken for the exchange under way
         self._timer: asyncio.TimerHandle | None = None
         self._reset()
 
@@ -431,9 +441,10 @@ class _Slots:
     `asyncio.Semaphore`, whose `locked` walks its waiters in Python at every take: here a
     take while one is free is a subtraction)."""
 
-    __slots__ = ("_free", "_waiters")
+    __slots__ = ("_free", "_waiters", "limit")
 
     def __init__(self, limit: int) -> None:
+        self.limit = limit
         self._free = limit
         self._waiters: deque[asyncio.Future[None]] = deque()
 
@@ -441,9 +452,15 @@ class _Slots:
     def full(self) -> bool:
         return self._free <= 0 or bool(self._waiters)
 
+    def grab(self) -> bool:
+        """Take a slot that is free now (none is, while others wait); whether one was."""
+        if self.full:
+            return False
+        self._free -= 1
+        return True
+
     async def take(self) -> None:
-        if not self.full:
-            self._free -= 1
+        if self.grab():
             return
         waiter = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
@@ -466,15 +483,20 @@ class _Slots:
 
 
 class Client:
-    """Pooled HTTP/1.1 connections to upstreams. Use within one running loop."""
+    """Pooled HTTP/1.1 connections to upstreams, at most `limit` exchanges at once and
+    `per_origin` of them to one origin. Use within one running loop."""
 
-    def __init__(self, user_agent: str, limit: int = MAX_CONNECTIONS) -> None:
+    def __init__(
+        self, user_agent: str, limit: int = MAX_CONNECTIONS, per_origin: int = ORIGIN_CONNECTIONS
+    ) -> None:
         self._base = (
             f"User-Agent: {user_agent}\r\nAccept: */*\r\nAccept-Encoding: gzip, deflate\r\n"
         ).encode()
         self._idle: dict[Origin, deque[_Connection]] = {}
         self._dns: dict[tuple[str, int], tuple[float, list[Address]]] = {}
         self._slots = _Slots(limit)
+        self._per_origin = min(per_origin, limit)
+        self._origins: dict[Origin, _Slots] = {}  # one per configured origin: a few
         self._outbox = Outbox()
         self._scratch = memoryview(bytearray(READ_SIZE))
         self.closed = False
@@ -492,13 +514,15 @@ class Client:
     ) -> Response:
         """Send a request (through proxy `via`, if given); its answer once the head is in
         (within the read timeout). `deadline`: the loop's time by which the whole exchange
-        must be done (`fetch`), else `DeadlineExceeded`."""
+        must be done (`fetch`), else `DeadlineExceeded`. No connection free within
+        `timeouts.connect_s` is `PoolTimeout`."""
         origin, path = _target(url, tls, via)
         head = self._head(method, path, origin, body, headers)
-        await self._acquire(deadline)
+        slots = await self._acquire(origin, timeouts.connect_s, deadline)
         conn: _Connection | None = None
         try:
             conn = self._pooled(origin) or await self._connect(origin, timeouts.connect_s)
+            conn.slots = slots
             conn.read_s = timeouts.read_s
             conn.deadline = deadline
             conn.head_only = method == "HEAD"
@@ -509,6 +533,7 @@ class Client:
         except BaseException:
             if conn is not None:
                 conn.close()
+            slots.give()
             self._slots.give()
             raise
         return Response(self, origin, conn)
@@ -541,16 +566,36 @@ class Client:
         resp.release()
         return resp, raw
 
-    async def _acquire(self, deadline: float | None) -> None:
-        """A slot of the `limit` in use, waited for until `deadline` at most."""
-        if deadline is None or not self._slots.full:
-            await self._slots.take()
-            return
+    async def _acquire(self, origin: Origin, wait_s: float, deadline: float | None) -> _Slots:
+        """A slot of `origin`'s and one of all origins', waited for `wait_s` at most (else
+        `PoolTimeout`) and until `deadline` (else `DeadlineExceeded`); `origin`'s slots, to
+        give back."""
+        slots = self._origins.get(origin)
+        if slots is None:
+            slots = self._origins[origin] = _Slots(self._per_origin)
+        if not self._slots.full and slots.grab():  # the usual case: no wait, no timer
+            self._slots.grab()
+            return slots
+        until = asyncio.get_running_loop().time() + wait_s
+        late = deadline is not None and deadline <= until  # the deadline comes first
+        taken = False
         try:
-            async with asyncio.timeout_at(deadline):
+            async with asyncio.timeout_at(deadline if late else until):
+                await slots.take()
+                taken = True
                 await self._slots.take()
-        except TimeoutError:
-            raise DeadlineExceeded("deadline") from None
+        except BaseException as exc:
+            if taken:
+                slots.give()
+            if not isinstance(exc, TimeoutError):
+                raise
+            if late:
+                raise DeadlineExceeded("deadline") from None
+            full = slots if slots.full else self._slots
+            where = " to this host" if full is slots else ""
+            wait = f"no free connection within {wait_s * 1000:.0f} ms"
+            raise PoolTimeout(f"{wait} (all {full.limit}{where} in use)") from None
+        return slots
 
     def _head(
         self, method: str, path: bytes, origin: Origin, body: bytes, headers: dict[str, str]
@@ -590,6 +635,9 @@ class Client:
 
     def give_back(self, origin: Origin, conn: _Connection) -> None:
         """A connection whose answer is done: pooled when reusable, else closed."""
+        if conn.slots is not None:
+            conn.slots.give()
+            conn.slots = None
         self._slots.give()
         conn.disarm()
         if self.closed or not conn.reusable():

@@ -10,6 +10,10 @@ In order, for every route (those added later too):
     the token parsed exactly and
     compared in constant time against every key (or, for the status page's reads, its
     cookie); else 401. When none are set, what keeps web pages out (`browsers`): 403 / 415;
+  - how many requests the client has under way (`InFlight`, every path but `OPEN_PATHS`): at
+    most `server.max_requests_per_key` per client key, or with client auth off per address,
+    else 429 with `Retry-After`, so that one key cannot take the upstream connections every
+    other key needs;
   - the body's encoding: gzip and deflate are decoded as it arrives (in bounded steps), any other
     is 415;
   - its size: a Content-Length over `server.max_body_bytes` is 413 at once (before
@@ -114,6 +118,60 @@ class Keys:
         return valid
 
 
+class InFlight:
+    """Requests under way per client, at most `cap` each. A client is known only while it has
+    some (so the table is as large as the requests in flight); its first refusal is one log
+    line, and the count refused another once it has none under way."""
+
+    __slots__ = ("_refused", "_under_way", "cap")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._under_way: dict[str, int] = {}
+        self._refused: dict[str, tuple[int, str]] = {}  # refused meanwhile, and as named
+
+    def enter(self, who: str, remote: str | None) -> bool:
+        """Whether `who` (a key's owner, or the address `remote`) may start one more request."""
+        under_way = self._under_way.get(who, 0)
+        if under_way < self.cap:
+            self._under_way[who] = under_way + 1
+            return True
+        count, named = self._refused.get(who) or (0, _named(who, remote))
+        if not count:
+            log.server_log.warning(
+                "429 to %s: %d requests under way (server.max_requests_per_key); refusing more",
+                named,
+                self.cap,
+            )
+        self._refused[who] = (count + 1, named)
+        return False
+
+    def leave(self, who: str) -> None:
+        """One request of `who`'s is over."""
+        under_way = self._under_way[who] - 1
+        if under_way:
+            self._under_way[who] = under_way
+            return
+        del self._under_way[who]
+        if self._refused:
+            refused = self._refused.pop(who, None)
+            if refused is not None:
+                log.server_log.warning(
+                    "%s: %d requests refused over server.max_requests_per_key",
+                    refused[1],
+                    refused[0],
+                )
+
+
+def _named(who: str, remote: str | None) -> str:
+    """A client as the log names it: by its address, and its key by its owner's first
+    characters (a keyed hash: never the key)."""
+    where = remote or "-"
+    if who == (remote or ""):
+        return f"client {where}"
+    return f"client key {who[:8]}… from {where}"
+
+
 class Guard:
     """The checks above, as the function every request passes before its handler
     (`middleware`) and as the screen that runs before anything else (`expect`)."""
@@ -124,6 +182,11 @@ class Guard:
         self.max_body = server.max_body_bytes
         self.request_timeout_s = server.request_timeout_s
         self.too_large = f"request body over {self.max_body} bytes (server.max_body_bytes)"
+        self.in_flight = InFlight(server.max_requests_per_key)
+        self.too_many = (
+            f"more than {self.in_flight.cap} requests at once from this client"
+            " (server.max_requests_per_key): retry when one has ended"
+        )
 
     def authorized(self, request: Request) -> bool:
         """Whether the request carries a valid key: a header, or the status page's cookie."""
@@ -151,20 +214,27 @@ class Guard:
         path = request.path
         if request.method == "CONNECT":
             return _error(path, 405, "CONNECT is not supported")
+        owner = None
         if self.keys and path not in OPEN_PATHS:
             query = tuple(request.query.getall("key", ())) if face_of(path).query_key else ()
             key, problem = self.keys.read(request.headers, query)
             if problem is not None and not self._page_cookie(request):
                 return _error(path, 401, problem, code="invalid_api_key")
             if key is not None:
-                request[OWNER] = self.keys.owners[key]
+                owner = request[OWNER] = self.keys.owners[key]
         elif not self.keys and (away := self.browsers.refused(request)) is not None:
             return _error(path, away[0], away[1])
-        if request.body_exists:
-            refused = await self._read_body(request)
-            if refused is not None:
-                return refused
+        # Counted per key (its owner, a hash: never the key), else per address: with client
+        # auth off (or the status page's cookie) the address is all there is to tell clients.
+        who = None if path in OPEN_PATHS else owner or request.remote or ""
+        if who is not None and not self.in_flight.enter(who, request.remote):
+            headers = {"Retry-After": "1"}
+            return _error(path, 429, self.too_many, code="rate_limit_exceeded", headers=headers)
         try:
+            if request.body_exists:
+                refused = await self._read_body(request)
+                if refused is not None:
+                    return refused
             return await handler(request)
         except HTTPError as exc:
             return _http_error(request, exc)
@@ -179,6 +249,9 @@ class Guard:
                 raise
             log.server_log.error("%s %s failed", request.method, quoted(path), exc_info=exc)
             return _error(path, 500, "internal error")
+        finally:
+            if who is not None:
+                self.in_flight.leave(who)
 
     async def _read_body(self, request: Request) -> StreamResponse | None:
         """Read the whole body into the request (where `request.read()` finds it); an error

@@ -123,7 +123,8 @@ def _changes(old: Config, new: Config) -> str:
     return f"{len(after)} providers" + (f" ({'; '.join(parts)})" if parts else "")
 
 
-# What the listener, its connections and the guard take at start (the rest is read per request).
+# What the listener, its connections, the guard and the upstream client take at start (the
+# rest is read per request).
 _AT_START = (
     "host",
     "port",
@@ -133,6 +134,10 @@ _AT_START = (
     "request_timeout_s",
     "client_write_timeout_s",
     "max_connections",
+    "max_head_bytes",
+    "max_requests_per_key",
+    "max_upstream_connections",
+    "max_upstream_per_origin",
 )
 
 

@@ -76,6 +76,7 @@ _OPENAI_TYPES = {
     404: "not_found_error",
     405: "invalid_request_error",
     413: "request_too_large",
+    429: "rate_limit_error",
 }
 _FAULT_TYPES = {400: "invalid_request_error", 404: "invalid_request_error", 429: "rate_limit_error"}
 

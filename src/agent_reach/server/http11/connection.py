@@ -8,7 +8,9 @@ answer) and cancels the request being handled, with its upstream, when the clien
 What llhttp cannot parse (a bad chunk size, an 8 KB URL, 200 headers, a NUL or a bare CR in a
 header, an HTTP/2 preface, Content-Length with Transfer-Encoding) is answered in its turn, in
 the error shape of the API that the request line's path belongs to, with one log line, and
-the connection closed. The limits:
+the connection closed (after `LINGER_S`, below). The limits:
+  - `max_head_bytes` for the request line and headers together, counted as they arrive (an
+    unfinished head too, whose lines llhttp would otherwise gather without end): else 431;
   - `request_timeout_s` from a request's first byte until its head is complete: else 408 and
     closed (the guard times the body against the same start, `Request.started`). A head is
     timed only while no request is queued or handled: bytes that arrive meanwhile are the next
@@ -20,7 +22,9 @@ the connection closed. The limits:
   - `first_byte_timeout_s` for a new connection's first byte: else closed, without a word;
   - `keepalive_timeout_s` for an idle connection, new or between requests: then closed;
   - `max_connections` open at once (clamped to the descriptors there are, `descriptors`): the
-    next one is answered 503 and closed, with one log line per episode of refusals.
+    next one closes the connection idle the longest (`Server.idle`: waiting for its first byte
+    or between requests), or, when every one has a request under way, is answered 503 and
+    closed; one log line per episode of either.
 An answer sent before its request's body was read to the end (a 401 or 403 decided on the head,
 a 413, a 408) closes the connection: what still comes is read and dropped, never kept, for at
 most `LINGER_S`, so that the client reads the answer and a refused client holds no slot.
@@ -32,7 +36,7 @@ import asyncio
 import logging
 import re
 import socket
-from collections import deque
+from collections import OrderedDict, deque
 from http import HTTPStatus
 from typing import TYPE_CHECKING, NamedTuple, Protocol, cast
 
@@ -42,7 +46,7 @@ from multidict import CIMultiDict
 from ...config import ServerConfig
 from ...core.errors import escaped
 from ...net.outbox import Outbox
-from .descriptors import Refusals
+from .descriptors import evictions, refusals
 from .wire import App, Body, PayloadError, Request, Response, StreamResponse
 
 if TYPE_CHECKING:
@@ -116,6 +120,10 @@ class Connection(asyncio.Protocol):
         self._parsing: Request | None = None  # the request whose body is arriving
         self._in_head = False  # a head has begun and is not complete
         self._begun = 0.0  # loop time of its first byte
+        self._head_size = 0  # its header lines parsed so far, in bytes
+        self._head_bytes = 0  # bytes received while it is unfinished (at least)
+        self._begins = 0  # requests begun in the bytes being parsed
+        self._oversize = False  # the head grew past max_head_bytes
         self._queue: deque[Request | Problem] = deque()
         self._task: asyncio.Task[None] | None = None
         self._dead = False  # nothing more is parsed: answer what is queued, then close
@@ -142,16 +150,12 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self._remote = str(peer[0]) if isinstance(peer, tuple) else None
         server = self._server
-        server.connections.add(self)
-        cap = self._limits.max_connections
-        if len(server.connections) <= cap:
-            server.refusals.accepted()
+        if server.admit(self):
             self._first = self._loop.call_later(self._limits.first_byte_timeout_s, self.close)
-            self._idle = self._loop.call_later(self._limits.keepalive_timeout_s, self.close)
+            self._rest()
             return
         self._over = True
-        server.refusals.refused(cap)
-        if len(server.connections) > cap + _REFUSED_WAITING:
+        if server.refusing > _REFUSED_WAITING:
             self._refuse()
         else:  # answered once its request line tells the path, or in 1 s
             self._start_timer(min(1.0, self._limits.request_timeout_s))
@@ -170,18 +174,29 @@ class Connection(asyncio.Protocol):
         if self._idle is not None:
             self._idle.cancel()
             self._idle = None
-        if self._parsing is None and not self._in_head:
+            self._server.idle.pop(self, None)
+        carried = self._in_head  # these bytes go on with a head
+        starts = not carried and self._parsing is None  # or they begin one
+        if starts:
             self._head = data[:_SNIFF]
             if self._waiting() and self._timer is None:
                 self._start_timer(self._limits.request_timeout_s)
-        elif self._in_head and len(self._head) < _SNIFF:
+        elif carried and len(self._head) < _SNIFF:
             self._head += data[: _SNIFF - len(self._head)]
+        self._begins = 0
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:  # CONNECT, or an Upgrade: answered, then closed
             self._dead = True
         except httptools.HttpParserError as exc:
             self._malformed(exc)
+        if self._in_head and not self._dead:  # a head, still unfinished
+            if self._begins == 0 if carried else starts and self._begins == 1:
+                self._head_bytes += len(data)  # all of them are its (else: its lines count)
+            lines = self._head_size + len(self._url)
+            if max(self._head_bytes, lines) > self._limits.max_head_bytes:
+                self._dead = True
+                self._enqueue(self._too_large())
 
     def _waiting(self) -> bool:
         """Whether the connection waits for a request: none is queued or being handled."""
@@ -223,6 +238,8 @@ class Connection(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self._in_head = True
+        self._begins += 1
+        self._head_size = self._head_bytes = 0
         self._url = b""
         self._headers = CIMultiDict()
         if self._timer is None:
@@ -235,10 +252,14 @@ class Connection(asyncio.Protocol):
             raise ValueError(_TOO_LONG)
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_size += len(name) + len(value) + 4  # and ": ", CRLF
         if len(name) + len(value) > MAX_LINE:
             self._problem = _TOO_LONG
         elif len(self._headers) >= MAX_HEADERS:
             self._problem = f"more than {MAX_HEADERS} headers"
+        elif self._head_size + len(self._url) > self._limits.max_head_bytes:
+            self._oversize = True
+            raise ValueError("request head too large")
         if self._problem is not None:
             raise ValueError(self._problem)
         value = value.strip(b" \t")  # the whitespace around a value is not part of it
@@ -287,7 +308,15 @@ class Connection(asyncio.Protocol):
         if parsing is not None and parsing.content is not None and not self._in_head:
             parsing.content.fail(PayloadError("malformed chunked body"))  # the guard's 400
             return
-        self._enqueue(Problem(400, self._message(exc), self._sniffed()))
+        if self._oversize:
+            self._enqueue(self._too_large())
+        else:
+            self._enqueue(Problem(400, self._message(exc), self._sniffed()))
+
+    def _too_large(self) -> Problem:
+        limit = self._limits.max_head_bytes
+        message = f"the request head is over {limit} bytes (server.max_head_bytes)"
+        return Problem(431, message, self._sniffed())
 
     def _message(self, exc: httptools.HttpParserError) -> str:
         if self._head.startswith(b"PRI * HTTP/2"):
@@ -316,8 +345,8 @@ class Connection(asyncio.Protocol):
                 if not self._reading and self.transport is not None:
                     self._reading = True
                     self.transport.resume_reading()
-                if isinstance(item, Problem):
-                    self._answer(item.status, item.message, item.path, logged=True)
+                if isinstance(item, Problem):  # the rest of what it sent is not read: linger
+                    self._answer(item.status, item.message, item.path, logged=True, linger=True)
                     return
                 if self._paused:
                     await self._drain()
@@ -336,7 +365,7 @@ class Connection(asyncio.Protocol):
         if self._dead or self._server.closing:
             self.close()
         elif not self._in_head:
-            self._idle = self._loop.call_later(self._limits.keepalive_timeout_s, self.close)
+            self._rest()
         elif self._timer is None:  # a head began while the last request was handled
             self._start_timer(self._limits.request_timeout_s)
 
@@ -401,9 +430,11 @@ class Connection(asyncio.Protocol):
         if self._paused:
             await self._drain()
 
-    def _answer(self, status: int, message: str, path: str, *, logged: bool = False) -> None:
+    def _answer(
+        self, status: int, message: str, path: str, *, logged: bool = False, linger: bool = False
+    ) -> None:
         """Answer `status` outside any request (its head is incomplete or unparsable) and
-        close."""
+        close (with `linger`, as `close` says)."""
         transport = self.transport
         if transport is None:
             return
@@ -416,11 +447,18 @@ class Connection(asyncio.Protocol):
             "X-Content-Type-Options: nosniff\r\n\r\n"
         )
         self._outbox.write(transport, head.encode() + body)
-        self.close()
+        self.close(linger=linger)
+
+    def _rest(self) -> None:
+        """Wait for a request (a new connection: its first): closed after
+        `keepalive_timeout_s`, or sooner for a new connection at the cap (`Server.admit`)."""
+        self._idle = self._loop.call_later(self._limits.keepalive_timeout_s, self.close)
+        self._server.idle[self] = None
 
     def close(self, *, linger: bool = False) -> None:
         """Close; with `linger`, after the client has read our answer (its half-close, or
         `LINGER_S`), reading and dropping what it still sends."""
+        self._server.idle.pop(self, None)
         transport = self.transport
         if transport is None or transport.is_closing():
             return
@@ -479,7 +517,11 @@ class Connection(asyncio.Protocol):
             self._drained.set_exception(ConnectionResetError("the client went away"))
         if self._task is not None:
             self._task.cancel()  # the handler, and with it its upstream request
-        self._server.connections.discard(self)
+        server = self._server
+        server.connections.discard(self)
+        server.idle.pop(self, None)
+        if self._over:
+            server.refusing -= 1
 
     @property
     def idle(self) -> bool:
@@ -502,8 +544,9 @@ def _head(version: str, response: StreamResponse, framing: str, close: bool) -> 
 
 
 class Server:
-    """The protocol factory of every listening socket: makes `Connection`s, counts them, and
-    runs `screen` on each request before the app (and before its body's `100 Continue`)."""
+    """The protocol factory of every listening socket: makes `Connection`s, counts them (and
+    keeps the idle ones in order, the longest idle first), and runs `screen` on each request
+    before the app (and before its body's `100 Continue`)."""
 
     def __init__(
         self,
@@ -518,9 +561,14 @@ class Server:
         self.limits = limits
         self.screen = screen
         self.access = access
-        self.connections: set[Connection] = set()
+        self.connections: set[Connection] = set()  # admitted, and those being refused
         self.error_body = error_body  # in the shape of the path's API (the app knows it)
-        self.refusals = Refusals(_log)
+        self.refusing = 0  # of them, those being refused
+        # Admitted connections that wait for a request (a new one for its first), in the order
+        # they began to: an ordered dict, so that taking the oldest or any one out is O(1).
+        self.idle: OrderedDict[Connection, None] = OrderedDict()
+        self.refusals = refusals(_log, limits.max_connections)
+        self.evictions = evictions(_log, limits.max_connections)
         self.outbox = Outbox()
         self.requests_count = 0
         self.closing = False
@@ -528,6 +576,26 @@ class Server:
 
     def __call__(self) -> Connection:
         return Connection(self)
+
+    def admit(self, conn: Connection) -> bool:
+        """Whether a new connection is served: there is room under `max_connections`, or the
+        connection idle the longest is closed to make room (a silent socket, or a client's
+        keep-alive one, which the client opens again); else it is refused, as every one has a
+        request under way (or a head arriving, which `request_timeout_s` bounds)."""
+        self.connections.add(conn)
+        if len(self.connections) - self.refusing <= self.limits.max_connections:
+            self.evictions.calm()
+        elif self.idle:
+            oldest, _ = self.idle.popitem(last=False)
+            self.connections.discard(oldest)
+            oldest.close()
+            self.evictions.happened()
+        else:
+            self.refusing += 1
+            self.refusals.happened()
+            return False
+        self.refusals.calm()
+        return True
 
     async def start(
         self, host: str, port: int, *, reuse_port: bool = False, backlog: int = 100

@@ -3,11 +3,13 @@ one, and a process may hold `RLIMIT_NOFILE` of them (often 1024: shells, systemd
 
 At start the soft limit is raised to the hard one, and `server.max_connections` is clamped so
 that each client connection may have one upstream socket open besides, with `RESERVE` left for
-files (the state store, logs); the start says so when it clamps. Past the cap new connections
-are refused (`Refusals`: one log line when refusing starts and one when it ends, not one per
-socket). Should the process still run out, asyncio logs each failed `accept` and retries in a
-tight loop: `accept_batch` keeps a burst of accepts within the spare descriptors, and
-`quiet_accept_errors` lets one such line through every `ACCEPT_LOG_S`.
+files (the state store, logs); the start says so when it clamps. At the cap a new connection
+closes the one idle the longest (waiting for its first byte, or between requests), and only when
+none is idle is it refused (each an `Episode`: one log line when it starts and one when it ends,
+not one per socket), so that silent sockets cannot keep new clients out. Should the process
+still run out, asyncio logs each failed `accept` and retries in a tight loop: `accept_batch`
+keeps a burst of accepts within the spare descriptors, and `quiet_accept_errors` lets one
+such line through every `ACCEPT_LOG_S`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ except ImportError:  # Windows: no such limit to raise
 
 RESERVE = 64  # descriptors kept for files and listening sockets
 ACCEPT_LOG_S = 10.0  # at most one "accept failed" line this often
-QUIET_S = 1.0  # an episode of refusals ends with a connection accepted this long after the last
+QUIET_S = 1.0  # an episode ends with a connection accepted this long after its last one
 _ACCEPT_FAILED = "socket.accept() out of system resource"
 
 
@@ -58,30 +60,43 @@ def accept_batch(cap: int) -> int:
     return max(16, min(2048, cap // 4))
 
 
-class Refusals:
-    """Connections refused past the cap, logged per episode: one line when refusing starts,
-    one (with the count) when a connection is accepted `QUIET_S` after the last refusal (an
-    attacker refilling the cap as fast as it frees keeps one episode going)."""
+class Episode:
+    """Something done to connection after connection (refusing new ones past the cap, closing
+    idle ones to admit new ones), logged per episode: `starts` when it starts, `ends` (with the
+    count) when a connection is accepted without it `QUIET_S` after the last time (an attacker
+    refilling the cap as fast as it frees keeps one episode going)."""
 
-    __slots__ = ("_last", "_log", "count")
+    __slots__ = ("_ends", "_last", "_log", "_starts", "count")
 
-    def __init__(self, log: logging.Logger) -> None:
+    def __init__(self, log: logging.Logger, starts: str, ends: str) -> None:
         self._log = log
-        self.count = 0  # refused in the current episode
+        self._starts = starts
+        self._ends = ends  # with one %d: the count
+        self.count = 0  # in the current episode
         self._last = 0.0  # when the last one was
 
-    def refused(self, cap: int) -> None:
+    def happened(self) -> None:
         if self.count == 0:
-            self._log.warning(
-                "refusing new connections (503): %d open (server.max_connections)", cap
-            )
+            self._log.warning(self._starts)
         self.count += 1
         self._last = time.monotonic()
 
-    def accepted(self) -> None:
+    def calm(self) -> None:
         if self.count and time.monotonic() - self._last >= QUIET_S:
-            self._log.warning("accepting connections again after refusing %d", self.count)
+            self._log.warning(self._ends, self.count)
             self.count = 0
+
+
+def refusals(log: logging.Logger, cap: int) -> Episode:
+    """New connections refused (503): every one of the `cap` is busy with a request."""
+    starts = f"refusing new connections (503): {cap} open (server.max_connections)"
+    return Episode(log, starts, "accepting connections again after refusing %d")
+
+
+def evictions(log: logging.Logger, cap: int) -> Episode:
+    """Idle connections closed to admit new ones, the longest idle first (as nginx does)."""
+    starts = f"closing idle connections for new ones: {cap} open (server.max_connections)"
+    return Episode(log, starts, "closed %d idle connections for new ones")
 
 
 def quiet_accept_errors(loop: asyncio.AbstractEventLoop, log: logging.Logger) -> None:
