@@ -159,6 +159,11 @@ class ServerConfig(Section):
     # the provider's connect timeout, then counts as its `timeout`.
     max_upstream_connections: Annotated[int, Field(gt=0)] = 4096
     max_upstream_per_origin: Annotated[int, Field(gt=0)] = 1024
+    # A WebSocket (a route that upgrades to one): closed after this long with no frame, and
+    # after this long in all (OpenAI's Responses WebSocket lives an hour); its messages are
+    # bodies, held to `max_body_bytes` each.
+    websocket_idle_s: Annotated[float, Field(gt=0)] = 900.0
+    websocket_max_s: Annotated[float, Field(gt=0)] = 3600.0
     # The `anthropic-beta` flags a Messages client may pass to `format: anthropic` providers
     # (its only header that is forwarded); `"*"` for any.
     anthropic_betas: list[str] = [

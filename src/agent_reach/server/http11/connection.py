@@ -47,6 +47,8 @@ from ...config import ServerConfig
 from ...core.errors import escaped
 from ...net.outbox import Outbox
 from .descriptors import evictions, refusals
+from .websocket import Limits as WebSocketLimits
+from .websocket import Switch, WebSocket, handshake
 from .wire import App, Body, PayloadError, Request, Response, StreamResponse
 
 if TYPE_CHECKING:
@@ -138,6 +140,8 @@ class Connection(asyncio.Protocol):
         self._first: asyncio.TimerHandle | None = None  # first_byte_timeout_s
         self._idle: asyncio.TimerHandle | None = None  # keepalive_timeout_s
         self._remote: str | None = None
+        self._upgraded = b""  # what came after an Upgrade request's head
+        self._ws: WebSocket | None = None
 
     # -- receiving ---------------------------------------------------------------------------
 
@@ -161,6 +165,9 @@ class Connection(asyncio.Protocol):
             self._start_timer(min(1.0, self._limits.request_timeout_s))
 
     def data_received(self, data: bytes) -> None:
+        if self._ws is not None:  # the connection is a WebSocket's now
+            self._ws.feed(data)
+            return
         if self._first is not None:
             self._first.cancel()
             self._first = None
@@ -186,8 +193,9 @@ class Connection(asyncio.Protocol):
         self._begins = 0
         try:
             self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade:  # CONNECT, or an Upgrade: answered, then closed
-            self._dead = True
+        except httptools.HttpParserUpgrade as exc:  # CONNECT, or an Upgrade: nothing more parsed
+            self._dead = True  # answered, then closed, but by a route that takes a WebSocket
+            self._upgraded = data[exc.args[0] :] if exc.args else b""
         except httptools.HttpParserError as exc:
             self._malformed(exc)
         if self._in_head and not self._dead:  # a head, still unfinished
@@ -376,6 +384,11 @@ class Connection(asyncio.Protocol):
         start = self._loop.time()
         try:
             response = server.screen(request) or await server.app.handle(request)
+            if isinstance(response, Switch):  # a WebSocket route: the connection is its now
+                await self._switch(request, response)
+                if server.access is not None and server.access.enabled:
+                    server.access.log(request, 101, self._loop.time() - start)
+                return False
         except BaseException:  # the client left (499, as nginx writes it), or the answer broke
             if server.access is not None and server.access.enabled:
                 status = CLIENT_LEFT if self._dead else 200 if request.responded else 500
@@ -407,6 +420,30 @@ class Connection(asyncio.Protocol):
         if close:
             self.close(linger=content is not None and not content.is_eof())
         return not close
+
+    async def _switch(self, request: Request, switch: Switch) -> None:
+        """Hand the connection to a WebSocket route: the 101, then its session, until it
+        returns (the connection closes after it)."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            raise ConnectionResetError("the client went away")
+        self._outbox.write(transport, handshake(switch.accept))
+        request.responded = True
+        limits = self._limits
+        wl = WebSocketLimits(limits.max_body_bytes, limits.websocket_idle_s, limits.websocket_max_s)
+        ws = self._ws = WebSocket(transport, self._outbox, wl, self._writable)
+        if self._upgraded:
+            ws.feed(self._upgraded)
+            self._upgraded = b""
+        try:
+            await switch.session(ws, request)
+        finally:
+            await ws.close()
+
+    async def _writable(self) -> None:
+        """Wait while the client reads nothing of what was written to it."""
+        if self._paused:
+            await self._drain()
 
     def start_stream(self, request: Request, response: StreamResponse) -> None:
         """Write a stream's head (chunked, to an HTTP/1.1 client)."""
@@ -511,6 +548,8 @@ class Connection(asyncio.Protocol):
                 timer.cancel()
         self._timer = self._stall = self._first = self._idle = None
         self._dead = True
+        if self._ws is not None:
+            self._ws.lost()
         if self._parsing is not None and self._parsing.content is not None:
             self._parsing.content.fail(PayloadError("the client went away"))
         if self._drained is not None and not self._drained.done():

@@ -1,0 +1,194 @@
+"""The HTTP/1.1 server hands a connection to a WebSocket route (issue 34, 6): an echo route on
+a real server on 127.0.0.1, driven by a real client (`websockets`), and raw sockets for what a
+client library will not send. No API uses it yet."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import socket
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+from wsproto.connection import Connection, ConnectionType
+from wsproto.events import TextMessage
+from wsproto.utilities import generate_accept_token
+
+from agent_reach.config import ServerConfig
+from agent_reach.server.guard import Guard
+from agent_reach.server.http11.connection import Server
+from agent_reach.server.http11.websocket import WebSocket, route
+from agent_reach.server.http11.wire import App, Request, Response
+
+
+async def echo(ws: WebSocket, request: Request) -> None:
+    """Each message back as it came, until the client closes."""
+    while (message := await ws.receive()) is not None:
+        await ws.send(message)
+
+
+async def plain(request: Request) -> Response:
+    return Response(body=b'{"ok":true}', content_type="application/json")
+
+
+async def served(**limits: float) -> tuple[Server, str]:
+    config = ServerConfig(max_body_bytes=1000, **limits)
+    guard = Guard(frozenset(), config, None)
+    app = App(guard.middleware)
+    app.add("GET", "/echo", route(echo))
+    app.add("GET", "/plain", plain)
+    server = Server(
+        app, limits=config, screen=guard.expect, access=None, error_body=lambda *_: b"{}"
+    )
+    await server.start("127.0.0.1", 0)
+    host, port = server.addresses[0]
+    return server, f"ws://{host}:{port}"
+
+
+@pytest.fixture
+async def echo_url() -> AsyncIterator[str]:
+    server, url = await served()
+    yield url
+    await server.close(1.0)
+
+
+async def test_a_real_client_talks_to_a_websocket_route(echo_url: str) -> None:
+    async with connect(f"{echo_url}/echo") as ws:
+        await ws.send("hello")
+        assert await ws.recv() == "hello"
+        await ws.send(b"\x00\x01bytes")
+        assert await ws.recv() == b"\x00\x01bytes"
+        await ws.send(["frag", "mented"])  # one message in two frames
+        assert await ws.recv() == "fragmented"
+        pong = await ws.ping()
+        await asyncio.wait_for(pong, 5)  # pings are answered
+    assert ws.close_code == 1000
+
+
+async def test_a_message_over_the_limit_is_closed_1009(echo_url: str) -> None:
+    async with connect(f"{echo_url}/echo") as ws:
+        await ws.send("x" * 1001)  # max_body_bytes is 1000
+        with pytest.raises(ConnectionClosed):
+            await ws.recv()
+    assert ws.close_code == 1009
+
+
+@pytest.mark.parametrize(
+    ("limits", "busy"), [({"websocket_idle_s": 0.3}, False), ({"websocket_max_s": 0.6}, True)]
+)
+async def test_a_silent_or_old_websocket_is_closed_1001(
+    limits: dict[str, float], busy: bool
+) -> None:
+    """Idle: nothing for `websocket_idle_s`. Old: open `websocket_max_s`, however busy."""
+    server, url = await served(**limits)
+    try:
+        async with connect(f"{url}/echo", ping_interval=None) as ws:
+            start = time.monotonic()
+            with pytest.raises(ConnectionClosed):
+                while time.monotonic() - start < 10:
+                    if busy:
+                        await ws.send("still here")
+                        await ws.recv()
+                        await asyncio.sleep(0.05)
+                    else:
+                        await ws.recv()
+        assert ws.close_code == 1001
+        assert time.monotonic() - start < 5
+        assert not server.connections  # and the connection is gone
+    finally:
+        await server.close(1.0)
+
+
+def handshake(port: int, *headers: str, extra: bytes = b"") -> tuple[socket.socket, bytes]:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    lines = ["GET /echo HTTP/1.1", "Host: 127.0.0.1", *headers]
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + extra)
+    reply = b""
+    while b"\r\n\r\n" not in reply:
+        data = sock.recv(65536)
+        if not data:
+            break
+        reply += data
+    return sock, reply
+
+
+UPGRADE = ("Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13")
+
+
+async def test_the_handshake_is_checked_and_answered_in_the_apis_shape(echo_url: str) -> None:
+    port = int(echo_url.rsplit(":", 1)[1])
+    key = base64.b64encode(os.urandom(16)).decode()
+
+    def exchange(*headers: str) -> bytes:
+        sock, reply = handshake(port, *headers)
+        sock.close()
+        return reply
+
+    no_upgrade = await asyncio.to_thread(exchange)
+    assert no_upgrade.startswith(b"HTTP/1.1 426 ")
+    assert b"this path speaks WebSocket" in no_upgrade
+    old_version = await asyncio.to_thread(
+        exchange,
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        "Sec-WebSocket-Version: 8",
+        f"Sec-WebSocket-Key: {key}",
+    )
+    assert old_version.startswith(b"HTTP/1.1 400 ")
+    bad_key = await asyncio.to_thread(exchange, *UPGRADE, "Sec-WebSocket-Key: short")
+    assert bad_key.startswith(b"HTTP/1.1 400 ")
+    good = await asyncio.to_thread(exchange, *UPGRADE, f"Sec-WebSocket-Key: {key}")
+    assert good.startswith(b"HTTP/1.1 101 Switching Protocols\r\n")
+    assert f"Sec-WebSocket-Accept: {generate_accept_token(key.encode()).decode()}".encode() in good
+
+
+async def test_a_frame_sent_with_the_handshake_is_read(echo_url: str) -> None:
+    """The bytes after the head, in the same packet, are the WebSocket's first frame."""
+    port = int(echo_url.rsplit(":", 1)[1])
+    key = base64.b64encode(os.urandom(16)).decode()
+    client = Connection(ConnectionType.CLIENT)
+    frame = client.send(TextMessage("with the handshake"))
+
+    def exchange() -> bytes:
+        sock, reply = handshake(port, *UPGRADE, f"Sec-WebSocket-Key: {key}", extra=frame)
+        rest = reply.partition(b"\r\n\r\n")[2]
+        while b"with the handshake" not in rest:
+            data = sock.recv(65536)
+            if not data:
+                break
+            rest += data
+        sock.close()
+        return rest
+
+    rest = await asyncio.to_thread(exchange)
+    client.receive_data(rest)
+    assert [e.data for e in client.events() if isinstance(e, TextMessage)] == ["with the handshake"]
+
+
+async def test_a_route_that_takes_no_websocket_answers_an_upgrade_and_closes(
+    echo_url: str,
+) -> None:
+    port = int(echo_url.rsplit(":", 1)[1])
+
+    def exchange() -> tuple[bytes, bytes]:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        sock.sendall(
+            b"GET /plain HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\n\r\n"
+        )
+        reply = b""
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                break
+            reply += data
+        sock.close()
+        return reply, reply.partition(b"\r\n\r\n")[2]
+
+    reply, body = await asyncio.to_thread(exchange)
+    assert reply.startswith(b"HTTP/1.1 200 ")
+    assert body == b'{"ok":true}'  # and then the connection closed
