@@ -26,6 +26,7 @@ class ConnectProxy:
     credentials: str | None = field(default=None, repr=False)
     answer: int | None = None  # every request is answered with this status instead
     silent: bool = False  # every request is read and never answered
+    echo: bool = False  # a refusal quotes the request's head (as some proxies' error pages do)
     hosts: dict[str, str] = field(default_factory=dict)  # names only it resolves (→ address)
     port: int = 0
     tunnels: list[str] = field(default_factory=list)  # host:port of each CONNECT it opened
@@ -110,9 +111,11 @@ class ConnectProxy:
         if status is not None:
             self.refused.append(status)
             challenge = 'Proxy-Authenticate: Basic realm="test"\r\n' if status == 407 else ""
+            body = b"refused:\n" + head if self.echo else b""
             writer.write(
                 f"HTTP/1.1 {status} {_REASONS.get(status, 'Refused')}\r\n{challenge}"
-                "Content-Length: 0\r\nConnection: close\r\n\r\n".encode()
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                + body
             )
             await _close(writer)
             return

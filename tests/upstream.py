@@ -394,6 +394,7 @@ class Upstream:
     probing: bool = False  # that first answer (the probe) is being made
     beside_probe: int = 0  # requests they received while the probe was being made
     cached: list[bytes] = field(default_factory=list)  # the bodies the `caching` scenario saw
+    stray: list[str] = field(default_factory=list)  # path and query of requests no route took
     tls: ssl.SSLContext | None = None  # serve https with this context
 
     def url(self, scenario: str, kind: str = "openai") -> str:
@@ -426,6 +427,7 @@ class Upstream:
         self.cancelled.clear()
         self.cancelled_at.clear()
         self.cached.clear()
+        self.stray.clear()
         self.switch = "ok"
         self.reopens_at = self.probe_s = 0.0
         self.probing, self.beside_probe = False, 0
@@ -443,6 +445,8 @@ class Upstream:
             await asyncio.sleep(30)
         if scenario == "auth":
             return await self.s_auth(request, None, False)
+        if scenario == "echourl":
+            return await self.s_echourl(request, None, False)
         if scenario == "ollama-readme":  # the local model of examples/config.yaml
             return web.json_response({"models": [{"name": "qwen2.5:7b"}]})
         if request.path.endswith("/api/tags"):
@@ -553,6 +557,16 @@ class Upstream:
         as it came: URL-encoded."""
         error = {"message": f"bad key in {request.raw_path}", "type": "invalid_request_error"}
         return web.json_response({"error": error}, status=401)
+
+    async def s_echokey(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A 200 that says the key it was sent, whole or in a stream's second chunk."""
+        said = "you sent " + request.headers.get("Authorization", "")
+        if stream:
+            return web.Response(
+                body=sse(chunk("hello ", role=True)) + sse(chunk(said)) + sse(b"[DONE]"),
+                content_type="text/event-stream",
+            )
+        return web.json_response(completion(said))
 
     async def s_keyed(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """Answers only the key `KEYED_GOOD`; any other key gets a 401."""
@@ -1321,7 +1335,13 @@ class Upstream:
         app.router.add_post("/s/{scenario}/v1/messages", self.chat)
         app.router.add_post("/s/{scenario}/v1beta/models/{call}", self.gemini)
         app.router.add_post("/s/{scenario}/v1/messages/count_tokens", self.count_tokens)
+        app.router.add_route("*", "/{anything:.*}", self.elsewhere)
         return app
+
+    async def elsewhere(self, request: web.Request) -> web.StreamResponse:
+        """A request no scenario takes: recorded (`stray`), 404."""
+        self.stray.append(request.path_qs)
+        return web.json_response({"error": "nothing here"}, status=404)
 
     def start(self) -> None:
         ready = threading.Event()

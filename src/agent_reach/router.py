@@ -169,6 +169,12 @@ class Router:
 
         return await status.logged(self.engine, since, everything)
 
+    @property
+    def skipped_records(self) -> int:
+        """How many records (and messages) of a shared state store it could not read and
+        skipped (`agent_reach_state_skipped_records_total`)."""
+        return self.engine.store.skipped
+
     async def refresh_health(self) -> None:
         """Run every provider's health check now and remember the results (health mode
         `background`)."""

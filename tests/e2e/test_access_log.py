@@ -144,7 +144,8 @@ def test_access_lines_can_be_turned_off(
 
 
 def test_workers_pass_the_log_options_on(upstream: Upstream, tmp_path: Path) -> None:
-    proxy = start(base_config(upstream), tmp_path, upstream, "--workers", "2", "--no-access-log")
+    shared = base_config(upstream, state=f"sqlite:///{tmp_path}/state.db")  # workers share it
+    proxy = start(shared, tmp_path, upstream, "--workers", "2", "--no-access-log")
     try:
         _wait_ready(proxy)
         for _ in range(5):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import signal
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -104,6 +105,8 @@ def test_the_printed_commands_complete_a_tool_turn_and_ctrl_c_stops_it(
 ) -> None:
     config = Path(demo.env["HOME"]) / ".agent-reach" / "demo.yaml"
     assert f"config: {config}\n" in demo.lines
+    assert stat.S_IMODE(config.parent.stat().st_mode) == 0o700  # it made the folder
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
     work = tmp_path / "work"
     work.mkdir()
     codex, claude = [x.strip() for x in demo.lines if " run -- " in x]

@@ -526,7 +526,8 @@ def test_sigterm_drains_in_flight_requests(upstream: Upstream, tmp_path: Path) -
 
 
 def test_workers_share_one_port(upstream: Upstream, tmp_path: Path) -> None:
-    proxy = start(base_config(upstream), tmp_path, upstream, "--workers", "2")
+    shared = base_config(upstream, state=f"sqlite:///{tmp_path}/state.db")  # workers share it
+    proxy = start(shared, tmp_path, upstream, "--workers", "2")
     try:
         deadline = time.time() + 10
         while time.time() < deadline:  # the workers start after the parent's line

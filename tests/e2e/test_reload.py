@@ -188,6 +188,29 @@ def test_a_reload_that_would_turn_client_auth_off_is_refused(up: Upstream, tmp_p
         assert stop(proxy) == 0
 
 
+def test_a_reload_that_fails_while_its_router_is_built_is_counted_and_logged(
+    up: Upstream, tmp_path: Path
+) -> None:
+    direct = {"name": "ok", "endpoint": up.url("ok"), "proxy": "none"}
+    # The new provider follows HTTPS_PROXY, which holds no http proxy: found when it is
+    # prepared, as the new router is built, after the file validated.
+    https = {"name": "far", "endpoint": "https://api.example.test/v1/chat/completions"}
+    proxy = start(config(direct), tmp_path, up, env={"HTTPS_PROXY": "socks5://127.0.0.1:1080"})
+    try:
+        rewrite(tmp_path, config(direct, https))
+        proxy.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: reloads(proxy).get("error") == 1.0)
+        raw = proxy.client().chat.completions.with_raw_response.create(model="m", messages=MSG)
+        assert raw.headers["X-Agent-Reach-Trace"].startswith("ok:ok:")  # the old config
+    finally:
+        assert stop(proxy) == 0
+    log = (tmp_path / "proxy.log").read_text()
+    assert "config reload failed, still serving the old config: provider 'far'" in log
+    assert "socks5:// proxies are not supported" in log
+    assert "never retrieved" not in log
+    assert "Traceback" not in log
+
+
 def test_after_a_reload_the_access_log_names_the_provider_and_limits_say_restart(
     up: Upstream, tmp_path: Path
 ) -> None:

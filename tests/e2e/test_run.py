@@ -8,6 +8,7 @@ import os
 import pty
 import re
 import socket
+import stat
 import subprocess
 import sys
 import textwrap
@@ -350,6 +351,8 @@ def test_a_full_screen_agent_gets_its_lines_in_a_file_and_the_summary_at_exit(
     written = log.read_text()
     assert "agent-reach: dead connect_failed → ok ok, " in written
     assert " POST /v1/chat/completions 200 " in written  # and the proxy's access lines
+    assert stat.S_IMODE(log.parent.stat().st_mode) == 0o700  # run made the folder
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
 
 
 def test_setup_write_keeps_tokens_private(tmp_path: Path) -> None:

@@ -140,7 +140,7 @@ async def _serve(port: int) -> None:
 
     from aiohttp import web
 
-    from ..config.write import to_yaml
+    from ..config.write import to_yaml, write_private
     from ..net.ports import free_port
     from .simulated import app
 
@@ -155,10 +155,9 @@ async def _serve(port: int) -> None:
     port = runner.addresses[0][1]
     refused = free_port()
     target = Path("~/.agent-reach/demo.yaml").expanduser()
-    target.parent.mkdir(parents=True, exist_ok=True)
     config = agents_config(port, refused)
     header = "# Written by `agent-reach demo --serve`: its simulated providers, while it runs.\n"
-    target.write_text(header + to_yaml(config), encoding="utf-8")
+    write_private(target, header + to_yaml(config))
     base = f"http://127.0.0.1:{port}"
     me = command()
     run = f"{me} --config {target} run --"

@@ -68,6 +68,7 @@ def init(obj: dict[str, Any], force: bool, path: str | None, as_json: bool) -> N
     import asyncio
 
     from .. import catalog
+    from ..config.write import write_private
 
     target = config_target(path or obj["config_path"])
     if target.exists() and not force:
@@ -97,8 +98,7 @@ def init(obj: dict[str, Any], force: bool, path: str | None, as_json: bool) -> N
         )
     text = render(kept, json_file=target.suffix.lower() == ".json")
     _check(text, target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+    write_private(target, text)
     names = ", ".join(c.entry.name for c in kept)
     click.echo(f"wrote {target} with {len(kept)} provider(s): {names}", err=as_json)
     mapped = [c.entry.name for c in kept if "model_map" in c.provider]

@@ -27,7 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
@@ -35,6 +35,9 @@ from ..core.events import CircuitEvent, Event, RequestEvent
 from . import agents
 from .exits import expected_errors, fail
 from .render import chain
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 RUN_LOG = "~/.agent-reach/run.log"  # where the lines go while a full-screen agent runs
 
@@ -44,8 +47,8 @@ def agent_env(
 ) -> dict[str, str]:
     """`environ` with the OpenAI, Anthropic and Gemini SDKs' base URLs and keys set to the
     proxy, and the other agents' settings (`agents.env_for`), without the variables in
-    `hidden` (the providers' keys, the proxy's client keys): the program reaches providers
-    through the proxy, and holds no key of theirs."""
+    `hidden` (`secret_variables`): the program reaches providers through the proxy, and
+    holds no secret of the config's."""
     env = {k: v for k, v in environ.items() if k != "ANTHROPIC_AUTH_TOKEN" and k not in hidden}
     env.update(
         {
@@ -57,6 +60,27 @@ def agent_env(
         }
     )
     return env
+
+
+# What every program runs with, and no secret, though a config's `${VAR}` may read it.
+_ORDINARY = frozenset({"HOME", "PATH", "USER", "LOGNAME", "SHELL", "PWD", "TMPDIR", "LANG", "TERM"})
+
+
+def secret_variables(config: Config) -> frozenset[str]:
+    """The variables the program is not given: each one the config names for a secret (the
+    providers' `api_key_env` and `proxy_auth_env`, the client keys' `api_keys_env`, an email
+    alert's `username_env` and `password_env`) and each one its `${VAR}`s read (a Redis
+    password, a collector's token, a webhook's secret, a key in an endpoint), but the few
+    every program runs with (`HOME`, `PATH`, …)."""
+    from ..config import EmailAlert
+
+    named: list[str | None] = [config.server.api_keys_env]
+    for p in config.providers:
+        named += [p.api_key_env, p.proxy_auth_env]
+    for sink in config.alerts:
+        if isinstance(sink, EmailAlert):
+            named += [sink.username_env, sink.password_env]
+    return frozenset(var for var in named if var) | (config.variables - _ORDINARY)
 
 
 def codex_overrides(base: str) -> list[str]:
@@ -207,9 +231,9 @@ def _writer(*streams: IO[str]) -> Callable[[str], None]:
 @click.option("--quiet", "-q", is_flag=True, help="No failover lines and no summary on stderr.")
 @click.option(
     "--log",
-    "log_file",
-    type=click.File("a", lazy=False),
-    help="Append the proxy's access lines (and the failover lines) to this file.",
+    "log_path",
+    type=click.Path(dir_okay=False),
+    help="Append the proxy's access lines (and the failover lines) to this file (new: 0600).",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
@@ -219,7 +243,7 @@ def run(
     route: str | None,
     port: int,
     quiet: bool,
-    log_file: IO[str] | None,
+    log_path: str | None,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND with the proxy in front of it: `agent-reach run -- codex exec "…"`."""
@@ -232,13 +256,17 @@ def run(
         fail(f"no route or provider named {route!r}", 2)
     import asyncio
 
+    from ..config.write import open_private
     from ..server import CannotServe, run_with
 
+    try:
+        log_file = None if log_path is None else open_private(Path(log_path), append=True)
+    except OSError as exc:
+        fail(f"--log {log_path}: {exc.strerror or exc}", 2)
     tui = not quiet and log_file is None and sys.stderr.isatty() and full_screen(command)
     if tui:  # lines on its screen would be drawn over: they go to a file it does not touch
         target = Path(RUN_LOG).expanduser()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        log_file = target.open("a", encoding="utf-8")
+        log_file = open_private(target, append=True)
         click.echo(
             f"agent-reach: {os.path.basename(command[0])} draws over this terminal: what its"
             f" requests meet goes to {target} (tail -f it); a summary follows when it exits",
@@ -251,9 +279,7 @@ def run(
         watch.write(elsewhere)
     router.subscribe(watch)
     key = "AIza-" + secrets.token_urlsafe(24)  # Gemini CLI takes only keys that look Google's
-    config = router.config
-    named = [p.api_key_env for p in config.providers] + [config.server.api_keys_env]
-    hidden = frozenset(var for var in named if var)
+    hidden = secret_variables(router.config)
     try:
         code = asyncio.run(
             run_with(

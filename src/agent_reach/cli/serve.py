@@ -63,6 +63,7 @@ def serve(
 
     api_keys(server, router.config.source)  # client auth meant but off: refused before serving
     if workers > 1:
+        _shared_state(router.config.state, workers, router.config.source)
         from ..server import run_workers
 
         config_args = ["--config", router.config.source] if obj["config_path"] else []
@@ -92,3 +93,19 @@ def serve(
     except OSError as exc:  # e.g. the port is taken
         click.echo(f"agent-reach: cannot serve on {host}:{port}: {exc.strerror or exc}", err=True)
         sys.exit(2)
+
+
+def _shared_state(state: str, workers: int, source: str) -> None:
+    """Several workers must share their state: with `memory://` each would keep its own
+    budgets (a `3req/day` budget would take 3 a worker), stored responses (found only by the
+    worker that made them) and login throttle. ConfigError for that combination."""
+    if state.startswith("memory://"):
+        from ..core.errors import ConfigError
+
+        raise ConfigError(
+            f"field 'state': memory:// is kept in each process, and --workers {workers} starts"
+            f" {workers} of them: budgets, stored responses and the login throttle would be"
+            " each worker's own; use sqlite:///PATH (the default) or redis://HOST:PORT/DB, or"
+            " one worker",
+            file=source,
+        )

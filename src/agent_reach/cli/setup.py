@@ -156,9 +156,9 @@ def _write(path: Path, text: str) -> None:
     keeps that, so `--undo` goes back to the user's own file; a `.bak` of the user's own from
     before is replaced). They may hold tokens: the backup takes the old file's mode, a new
     file is 0600 and new directories 0700."""
-    missing = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
-    for directory in reversed(missing):
-        directory.mkdir(mode=0o700)
+    from ..config.write import private_parents
+
+    private_parents(path)
     mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o600
     backup, mark = _saved(path)
     writes: list[tuple[Path, bytes]] = []

@@ -19,8 +19,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..core.errors import ConfigError
+from ..core.redaction import Redactor
 from .describe import describe, did_you_mean, where
-from .model import Config
+from .model import Config, Expansion
 from .provider import Provider
 
 DEFAULT_PATH = "~/.agent-reach/config.yaml"
@@ -116,7 +117,7 @@ def config_from_data(data: Any, *, source: str = "<dict>") -> Config:
         raise ConfigError("expected a mapping at the top level with `providers:`", file=source)
     if "providers" not in data and "agent_reach_fallbacks" in data:
         data = {("providers" if k == "agent_reach_fallbacks" else k): v for k, v in data.items()}
-    expanded: dict[str, str] = {}  # what `${VAR}` became → `${VAR}`
+    expanded: list[Expansion] = []
     data = _expand(data, (), source, data, expanded)
     try:
         data = _apply_defaults(data, source)
@@ -124,18 +125,14 @@ def config_from_data(data: Any, *, source: str = "<dict>") -> Config:
             config = Config.model_validate(data)
         except ValidationError as exc:
             raise ConfigError(describe(exc, data, Config), file=source) from None
-        config.attach(source, _load_hooks(config, source), _load_tls(config, source))
+        config.attach(
+            source, _load_hooks(config, source), _load_tls(config, source), tuple(expanded)
+        )
     except ConfigError as exc:  # it may quote a value: never what a variable held (a key)
-        exc.args = (_masked(str(exc), expanded),)
+        shown = Redactor.of({e.value: f"${{{e.name}}}" for e in expanded})
+        exc.args = (shown.text(str(exc)),)
         raise
     return config
-
-
-def _masked(text: str, expanded: dict[str, str]) -> str:
-    """`text` with each variable's value written as the `${VAR}` it came from, longest first."""
-    for value in sorted(expanded, key=len, reverse=True):
-        text = text.replace(value, expanded[value])
-    return text
 
 
 def _load_hooks(config: Config, source: str) -> dict[tuple[str, str], Any]:
@@ -200,10 +197,10 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def _expand(
-    value: Any, loc: tuple[Any, ...], source: str, root: Any, expanded: dict[str, str]
+    value: Any, loc: tuple[Any, ...], source: str, root: Any, expanded: list[Expansion]
 ) -> Any:
-    """`${VAR}` and `${VAR:-default}` in every string, from the environment; what each
-    variable held goes into `expanded` (value → `${VAR}`)."""
+    """`${VAR}` and `${VAR:-default}` in every string, from the environment; each variable
+    read goes into `expanded` (where, its name, what it held)."""
     if isinstance(value, str) and "${" in value:
 
         def sub(m: re.Match[str]) -> str:
@@ -217,8 +214,7 @@ def _expand(
                         file=source,
                     )
                 return default
-            if len(got) >= 3:  # shorter is no secret, and would mask too much
-                expanded[got] = f"${{{var}}}"
+            expanded.append(Expansion(loc, var, got))
             return got
 
         return _VAR.sub(sub, value)

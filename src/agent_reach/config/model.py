@@ -9,8 +9,10 @@ from __future__ import annotations
 import ipaddress
 import re
 import ssl
+from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import Annotated, Any, Literal, Union
+from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
@@ -110,6 +112,14 @@ class WebhookAlert(_Sink):
     timeout_ms: Ms = 3000
 
     _url = field_validator("url")(http_url)
+
+    @property
+    def origin(self) -> str:
+        """`scheme://host:port` of its URL, as log lines name it: the rest (a Slack-style
+        path, a `?token=`, a `user:password@`) is often the secret that lets anyone post."""
+        parts = urlsplit(self.url)
+        host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+        return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
 
 
 class EmailAlert(_Sink):
@@ -211,6 +221,22 @@ class TracingConfig(Section):
         return None if value is None else http_url(value)
 
 
+@dataclass(frozen=True, slots=True)
+class Expansion:
+    """One `${VAR}` the loader read from the environment: where in the file (the location of
+    the value it stands in), the variable, and what it held."""
+
+    at: tuple[str | int, ...]
+    name: str
+    value: str = field(repr=False)
+
+
+def _credential(value: str, url: str) -> bool:
+    """Whether `value` stands in the query or the `user:password@` of `url`."""
+    parts = urlsplit(url)
+    return value in parts.query or value in parts.netloc.rpartition("@")[0]
+
+
 class Config(Section):
     """The whole config file (protocol §2.2)."""
 
@@ -235,6 +261,7 @@ class Config(Section):
     _source: str = PrivateAttr(default="<dict>")
     _hooks: dict[tuple[str, str], Any] = PrivateAttr(default_factory=dict)
     _tls: dict[str, ssl.SSLContext] = PrivateAttr(default_factory=dict)
+    _expanded: tuple[Expansion, ...] = PrivateAttr(default=())
 
     @property
     def source(self) -> str:
@@ -246,13 +273,38 @@ class Config(Section):
         source: str,
         hooks: dict[tuple[str, str], Any],
         tls: dict[str, ssl.SSLContext] | None = None,
+        expanded: tuple[Expansion, ...] = (),
     ) -> None:
         """Record the file this config was read from, its loaded hook functions
-        ((provider, field) → function) and the TLS contexts of the providers that set
-        `ssl_verify` or `ca_file`; the loader does this once, after validation."""
+        ((provider, field) → function), the TLS contexts of the providers that set
+        `ssl_verify` or `ca_file`, and the `${VAR}`s it read; the loader does this once,
+        after validation."""
         self._source = source
         self._hooks = hooks
         self._tls = tls or {}
+        self._expanded = expanded
+
+    @property
+    def variables(self) -> frozenset[str]:
+        """The environment variables its `${VAR}`s read (what they held is the config's:
+        a Redis password, a collector's token, a key in an endpoint)."""
+        return frozenset(e.name for e in self._expanded)
+
+    def endpoint_secrets(self, name: str) -> tuple[str, ...]:
+        """What `${VAR}`s put where a credential goes in provider `name`'s `endpoint` or
+        `health_check` (its own or the `defaults:` one): the query or the `user:password@`
+        (`?key=${GEMINI_KEY}`). Secrets, as its key is (protocol §14); elsewhere in a URL (a
+        host, a path) a variable is no secret."""
+        i, spec = next((i, p) for i, p in enumerate(self.providers) if p.name == name)
+        check = spec.health_check or ""
+        urls: dict[tuple[str | int, ...], str] = {
+            ("providers", i, "endpoint"): spec.endpoint,
+            ("providers", i, "health_check"): check,
+            ("defaults", "health_check"): check,
+        }
+        return tuple(
+            e.value for e in self._expanded if e.at in urls and _credential(e.value, urls[e.at])
+        )
 
     @field_validator("version", mode="before")
     @classmethod

@@ -4,15 +4,21 @@ file), `probe --write` (one provider added to a file the user owns) and the cata
 A file the user wrote keeps its comments: a provider is added as text after the last item of
 its provider list. Where that cannot be done safely (a JSON file, a flow-style list), the file
 is rewritten as a whole and the old one kept as `*.bak`.
+
+Every file agent-reach creates in the user's folders (a config, `run.log`, a `--log` file, an
+agent's settings, the state file) is created 0600, in new directories made 0700
+(`open_private`, `private_parents`): they hold keys' names and more, what was asked of whom,
+stored conversations. A file that exists keeps its mode.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import textwrap
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from ..core.errors import ConfigError
 from ..version import PROTOCOL_VERSION
@@ -118,18 +124,38 @@ def _list_key(data: dict[str, Any]) -> str:
     return "agent_reach_fallbacks" if embedded else "providers"
 
 
+def private_parents(path: Path) -> None:
+    """Make the missing directories above `path`, each 0700."""
+    missing = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+
+
+def open_private(path: Path, append: bool = False) -> IO[str]:
+    """`path` open to write text (to its end with `append`, else from empty), created 0600
+    when it is new, in missing directories made 0700."""
+    private_parents(path)
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+    return os.fdopen(os.open(path, flags, 0o600), "a" if append else "w", encoding="utf-8")
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `text` to `path` as `open_private` opens it."""
+    with open_private(path) as out:
+        out.write(text)
+
+
 def append_provider(target: Path, entry: dict[str, Any]) -> How:
     """Add `entry` to the config file's providers and say how: `created` (a new file),
     `appended` (the text added after the list's last item, comments kept) or `rewrote` (a JSON
     file, or a list that text cannot be appended to; the old file is kept as `.bak`)."""
     json_file = target.suffix.lower() == ".json"
     if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
         if json_file:
-            target.write_text(_json({"version": PROTOCOL_VERSION, "providers": [entry]}))
+            write_private(target, _json({"version": PROTOCOL_VERSION, "providers": [entry]}))
         else:
             head = f'version: "{PROTOCOL_VERSION}"\nproviders:\n'
-            target.write_text(head + to_yaml([entry], indent=2), encoding="utf-8")
+            write_private(target, head + to_yaml([entry], indent=2))
         return "created"
     data, items = read_raw(target)
     key = _list_key(data)

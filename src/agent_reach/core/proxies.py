@@ -75,8 +75,19 @@ class Proxy:
         """The `Proxy-Authorization` value (Basic), or None without credentials."""
         if not self.user and not self.password:
             return None
-        token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode("ascii")
-        return f"Basic {token}"
+        return f"Basic {self._token}"
+
+    @property
+    def _token(self) -> str:
+        return base64.b64encode(f"{self.user}:{self.password}".encode()).decode("ascii")
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """What of its credentials must never be shown: the password, `user:password`, and
+        their base64 form (an upstream that echoes its `Proxy-Authorization` shows that)."""
+        if not self.user and not self.password:
+            return ()
+        return (self.password, f"{self.user}:{self.password}", self._token)
 
 
 def is_direct(setting: str) -> bool:

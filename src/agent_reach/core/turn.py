@@ -56,6 +56,7 @@ class Facts:
     larger_than: int | None = None  # the walk needs a window larger than this (a refusal)
     auth_last_resort: bool = False  # `last_resort_includes_auth`: a bad key's circuit defers
     input_tokens: int | None = None  # the request's estimated input, when a window is known
+    refused_model: str | None = None  # why `sent_model` cannot go in its URL, if it cannot
 
 
 @record
@@ -143,8 +144,11 @@ class Turn:
         return Send() if self.last_resort else Gather()
 
     def consider(self, facts: Facts, now: float) -> Skip | Consult | Send:
-        """The skip checks that need no network, then its health check, or admission."""
+        """The skip checks that need no network, then its health check, or admission. A
+        model its URL cannot take comes first: never deferred, so never a last resort."""
         self._facts = facts
+        if facts.refused_model is not None:
+            return Skip(Outcome(Reason.MODEL_UNAVAILABLE, None, facts.refused_model))
         skip = precheck(
             serves_model=facts.serves_model,
             model=facts.model,

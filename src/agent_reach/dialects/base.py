@@ -192,6 +192,16 @@ class Dialect(ABC):
         provider that knows none is then skipped rather than sent a request without one."""
         return True
 
+    def model_in_url(self, endpoint: str) -> bool:
+        """Whether `url` puts the model in a path segment of `endpoint`'s URL (then a model
+        whose `path_model` would not stay one segment, `convert.one_segment`, is never
+        sent)."""
+        return False
+
+    def path_model(self, model: str) -> str:
+        """What of a model's name `url` puts in the path."""
+        return model
+
     def headers(self) -> dict[str, str]:
         """Fixed headers the format needs besides auth and content type."""
         return {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from ..chat import paths
 from .base import Context, Mismatch, Shape, loads
@@ -114,6 +114,19 @@ def object_at(value: Any, key: str) -> dict[str, Any]:
 def with_model(endpoint: str, model: str) -> str:
     """`endpoint` with a `{model}` placeholder filled in (URL-quoted)."""
     return endpoint.replace("{model}", quote(model, safe=""))
+
+
+def one_segment(name: str) -> bool:
+    """Whether `name`, put in a URL as a path segment, stays one segment of that path: it is
+    not `.` or `..` and holds no `/` or `\\`, once percent-decoded as often as it decodes
+    (`%2e%2e`, `%252F`: a server, or a proxy before it, may decode it). A model named `..`
+    would send the request, and its `access_token`, to the endpoint's parent path."""
+    for _ in range(len(name)):  # each decoding that changes it makes it shorter
+        decoded = unquote(name)
+        if decoded == name:
+            break
+        name = decoded
+    return name not in (".", "..") and "/" not in name and "\\" not in name
 
 
 def bounded(value: Any, low: float, high: float) -> float | None:

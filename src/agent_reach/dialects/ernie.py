@@ -132,6 +132,9 @@ class Ernie(Dialect):
         return with_model(endpoint, model)
 
     def needs_model(self, endpoint: str) -> bool:
+        return self.model_in_url(endpoint)
+
+    def model_in_url(self, endpoint: str) -> bool:
         return "{model}" in endpoint  # ERNIE's model is its URL's last segment
 
     def body(

@@ -29,7 +29,7 @@ class CheckResult:
     """One provider's health check as `check`, `init` and `probe` report it."""
 
     provider: str
-    url: str | None  # its health URL; None: it has none (a TCP connect was tried instead)
+    url: str | None  # its health URL, redacted; None: it has none (a TCP connect was tried)
     reachable: bool  # something answered at its endpoint or health URL
     usable: bool  # a request would be sent to it
     health: str  # "ok", "none" (no health check), else the reason it failed
@@ -53,8 +53,9 @@ async def check_provider(
     ) -> CheckResult:
         usable = health in ("ok", "none") and reachable
         latency = round(ms, 1) if reachable else None
+        shown = None if url is None else prepared.redact(url)  # a `${VAR}` key in its query
         return CheckResult(
-            prepared.name, url, reachable, usable, health, detail, models, latency, status, via
+            prepared.name, shown, reachable, usable, health, detail, models, latency, status, via
         )
 
     url = prepared.health_url

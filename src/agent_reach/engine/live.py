@@ -9,6 +9,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 from ..chat import completion
+from ..core.redaction import Redactor
 from ..dialects import Mismatch, ProviderError, Verbatim
 from ..net.transport import CLIENT_ERRORS
 from ..net.upstream import Disconnected, ReadTimeout, Response
@@ -34,6 +35,7 @@ class LiveStream:
         *,
         keep_frames: bool = False,
         mark: Callable[[Frame], Frame] | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.resp = resp
         self.frames = frames
@@ -42,6 +44,7 @@ class LiveStream:
         # The provider's own frames, kept for a client that speaks its API (`take_frames`).
         self.kept: list[Frame] | None = [] if keep_frames else None
         self.mark = mark  # what a kept frame becomes (its artifacts tagged), if anything
+        self.redactor = redactor  # the provider's secrets, out of every line; None: it has none
         self._chunks = self._read() if resp is not None else None
         self._complete = False
         self._stall_s: float | None = None  # both set by `rest`, once content has gone out
@@ -61,7 +64,10 @@ class LiveStream:
     async def _read(self) -> AsyncGenerator[Batch, None]:
         assert self.resp is not None
         resp = self.resp
+        redactor = self.redactor
         while lines := await self._lines(resp):
+            if redactor is not None:
+                lines = redactor.lines(lines)
             frames = self.frames.feed(lines)
             at = 0
             while at < len(frames):

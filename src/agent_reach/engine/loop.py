@@ -89,6 +89,7 @@ class Engine:
                 config.hook(p.name, "post_process_hook"),
                 config.circuit.rate_limit_window_s,
                 config.tls(p.name),
+                config.endpoint_secrets(p.name),
             )
             for p in config.providers
         }
@@ -379,6 +380,7 @@ class Engine:
             larger_than=run.walk.larger_than,
             auth_last_resort=self.config.last_resort_includes_auth,
             input_tokens=run.input_tokens,
+            refused_model=prepared.refuses(target.model),
         )
 
     async def _skip(self, run: Run, turn: Turn, prepared: PreparedProvider, skip: Skip) -> None:

@@ -5,14 +5,12 @@ in); it does run the provider's hooks, which are user code.
 
 from __future__ import annotations
 
-import functools
 import os
-import re
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, quote_plus, urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 import orjson
 
@@ -22,16 +20,15 @@ from ..chat.request import ChatRequest
 from ..config import Provider, hooks
 from ..config.hooks import Hook, HookError
 from ..core import identity, proxies
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, quoted
 from ..core.outcomes import OK, ErrorInfo, Outcome, classify, filtered, mismatch
 from ..core.proxies import Proxy
 from ..core.quota import Budget
+from ..core.redaction import Redactor
 from ..core.routing import Health, Patterns
 from ..core.trace import Reason
 from ..dialects import Context, Dialect, Mismatch, Shape, Verbatim, artifacts
-from ..dialects.convert import continued
-
-REDACTED = "***"
+from ..dialects.convert import continued, one_segment
 
 
 @dataclass(frozen=True)
@@ -53,6 +50,7 @@ class PreparedProvider:
     postprocess: Hook | None = None
     budgets: tuple[Budget, ...] = ()
     needs_model: bool = True
+    model_in_url: bool = False  # its URL has the model in a path segment (ERNIE, Gemini)
     # Where its remembered state is kept (protocol §12 identity): circuit and health by name,
     # endpoint and key; budget counters by name and key. Fingerprints only, never the key.
     state_key: str = ""
@@ -67,6 +65,8 @@ class PreparedProvider:
     proxy: Proxy | None = None
     health_proxy: Proxy | None = None
     tls: ssl.SSLContext | None = None  # `ssl_verify: false` / `ca_file`; None: the default
+    # Its secrets (key, endpoint credentials, proxy credentials) in every spelling, as `***`.
+    redactor: Redactor = field(default_factory=Redactor, repr=False)
 
     @classmethod
     def prepare(
@@ -77,9 +77,12 @@ class PreparedProvider:
         postprocess: Hook | None = None,
         rate_limit_window_s: float = 60.0,
         tls: ssl.SSLContext | None = None,
+        secrets: tuple[str, ...] = (),
     ) -> PreparedProvider:
         """Resolve everything that does not change between requests; ConfigError when the
-        proxy variable that applies to it holds no http proxy."""
+        proxy variable that applies to it holds no http proxy. `secrets`: what else of its
+        config is never shown besides its key and its proxy's credentials (what `${VAR}`s put
+        in its endpoint's query, `Config.endpoint_secrets`)."""
         dialect = dialects.get(spec.format).for_endpoint(spec.endpoint)
         key = environ.get(spec.api_key_env) if spec.api_key_env else None
         auth: dict[str, str] = {}
@@ -100,6 +103,10 @@ class PreparedProvider:
             )
         except ValueError as exc:
             raise ConfigError(f"provider {spec.name!r}: {exc}") from None
+        proxied = (
+            *(proxy.secrets if proxy else ()),
+            *(health_proxy.secrets if health_proxy else ()),
+        )
         return cls(
             spec=spec,
             dialect=dialect,
@@ -116,6 +123,7 @@ class PreparedProvider:
             postprocess=postprocess,
             budgets=spec.budgets,
             needs_model=postprocess is None and dialect.needs_model(spec.endpoint),
+            model_in_url=dialect.model_in_url(spec.endpoint),
             state_key=state_key,
             quota_key=identity.quota_key(spec.name, key),
             rate_limit_window_s=rate_limit_window_s,
@@ -125,6 +133,7 @@ class PreparedProvider:
             proxy=proxy,
             health_proxy=health_proxy,
             tls=tls,
+            redactor=Redactor.masking((key, *secrets, *proxied)),
         )
 
     @property
@@ -176,6 +185,15 @@ class PreparedProvider:
         if models is None:
             return True
         return requested in models or self.model_for(requested) in models
+
+    def refuses(self, model: str) -> str | None:
+        """Why `model`, the name it would be asked for, is not sent to it: its URL has the
+        model in a path segment, and that name would not stay one (`..`, `a/b`,
+        `%2e%2e`), so the request (and a key in its query) would reach another path of the
+        host. None when it may be sent."""
+        if not self.model_in_url or one_segment(self.dialect.path_model(model)):
+            return None
+        return f"model {quoted(model)} cannot be a segment of its URL's path"
 
     def speaks(self, req: ChatRequest) -> bool:
         """Whether this provider speaks the API the request arrived in (`format: anthropic`
@@ -294,9 +312,11 @@ class PreparedProvider:
         raw_response: bool,
         now: float,
     ) -> tuple[Outcome, dict[str, Any] | None]:
-        """The outcome of a complete (non-streamed) answer, and the response to return."""
+        """The outcome of a complete (non-streamed) answer, and the response to return (its
+        secrets redacted: an answer that echoes its key goes out with `***`)."""
         if not 200 <= status < 300:
             return self._refusal(status, raw, headers, now), None
+        raw = self.redactor.body(raw)
         if "html" in content_type or raw.lstrip()[:1] == b"<":
             return mismatch(f"HTML page ({content_type or 'no content type'})", status), None
         try:
@@ -388,28 +408,15 @@ class PreparedProvider:
         )
 
     def redact(self, text: str) -> str:
-        """`text` with this provider's key replaced by `***`, as it is and URL-encoded (a URL
-        with `auth_query` carries it so)."""
-        for form in _forms(self.key):
-            if form in text:
-                text = text.replace(form, REDACTED)
-        return text
+        """`text` with this provider's secrets (its key, what `${VAR}`s put in its endpoint's
+        query, its proxy's credentials) replaced by `***`, in every spelling
+        (`redaction.written`: URL-encoded, as an `auth_query` URL carries a key, base64, as
+        a `Proxy-Authorization` header carries a proxy's)."""
+        return self.redactor.text(text)
 
     def excerpt(self, raw: bytes | None, limit: int = 2000) -> str | None:
         """A redacted, bounded piece of a raw body, for `--debug`."""
         return None if raw is None else self.redact(_excerpt(raw, limit))
-
-
-@functools.cache
-def _forms(key: str | None) -> tuple[str, ...]:
-    """The ways a key may be written in a text: as it is, URL-encoded (`%2B`, or `+` for a
-    space), longest first so that one never leaves a piece of another."""
-    if not key:
-        return ()
-    encoded = quote(key, safe="")
-    lower = re.sub(r"%[0-9A-F]{2}", lambda m: m[0].lower(), encoded)
-    found = {key, encoded, lower, quote(key), quote_plus(key)}
-    return tuple(sorted(found, key=len, reverse=True))
 
 
 _CHAT_CAPS = ("max_tokens", "max_completion_tokens")

@@ -172,6 +172,7 @@ async def open_stream(
                 prepared.dialect.decoder(ctx),
                 keep_frames=prepared.speaks(target.req),
                 mark=prepared.tag_frame,
+                redactor=prepared.redactor or None,
             )
             if not await live.first_content():
                 return Tried(_empty(live, status))

@@ -177,7 +177,7 @@ class Alerts:
                     await asyncio.sleep(0.5 * 2**attempt)
         finally:
             await session.close()
-        raise RuntimeError(f"webhook {sink.url}: {error}")
+        raise RuntimeError(f"webhook at {sink.origin}: {error}")
 
     def _email(self, sink: EmailAlert, alert: Alert) -> None:
         msg = EmailMessage()

@@ -167,7 +167,7 @@ class Gateway:
         return Response(status=308, headers={"Location": status_page.PATH})
 
     async def prometheus(self, request: Request) -> Response:
-        body = self.metrics.render()
+        body = self.metrics.render(self.router.skipped_records)
         return Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})
 
     async def status(self, request: Request) -> Response:

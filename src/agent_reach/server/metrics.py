@@ -72,6 +72,12 @@ class Metrics:
         )
         for result in ("ok", "error"):
             self.reloads.labels(result)
+        self.skipped_records = Counter(
+            "agent_reach_state_skipped_records",
+            "Records and messages of the shared state store it could not read, and skipped.",
+            registry=r,
+        )
+        self._skipped = 0  # what the store had counted at the last render
         self._tracked: set[str] = set()
         self.track(providers)
 
@@ -129,7 +135,11 @@ class Metrics:
         for provider, duration in seconds:
             self._child(self.attempt_seconds, provider).observe(duration)
 
-    def render(self) -> bytes:
-        """The text exposition format."""
+    def render(self, skipped_records: int) -> bytes:
+        """The text exposition format; `skipped_records`: what the state store has counted
+        (`Router.skipped_records`)."""
         self.flush()
+        if skipped_records > self._skipped:
+            self.skipped_records.inc(skipped_records - self._skipped)
+            self._skipped = skipped_records
         return generate_latest(self.registry)

@@ -57,6 +57,9 @@ class Reloader:
                         "turning client auth off needs a restart",
                         file=self.path,
                     )
+                # Building it prepares the providers: a proxy variable that holds no http proxy
+                # for a provider the old config did not have is found only now.
+                router = Router(config, store=self.proxy.router.store)
             except ConfigError as exc:
                 self.proxy.metrics.reloads.labels("error").inc()
                 log.error(
@@ -65,7 +68,6 @@ class Reloader:
                 return False
             old = self.proxy.config
             _warn_restart_only(old, config)
-            router = Router(config, store=self.proxy.router.store)
             self.proxy.adopt(router, keys)
             self.proxy.metrics.reloads.labels("ok").inc()
             log.info("agent-reach: config reloaded from %s: %s", self.path, _changes(old, config))

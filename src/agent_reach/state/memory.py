@@ -130,6 +130,7 @@ class MemoryStore:
         self.responses = Kept()
         self.policy: CircuitPolicy | None = None
         self.changed: CircuitChanged | None = None
+        self.skipped = 0  # records of a shared backend it could not read (none here)
 
     def follow(self, policy: CircuitPolicy, changed: CircuitChanged) -> None:
         self.policy, self.changed = policy, changed

@@ -19,12 +19,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..core import breaker
 from ..core.breaker import CLOSED, CircuitState
+from ..core.errors import quoted
 from ..core.routing import Health
 from .cached import CachedStore, Snapshot
 from .memory import MemoryStore, overflow
@@ -32,16 +35,25 @@ from .redis_layout import (
     CHANNEL,
     CLAIM_TRIAL,
     PREFIX,
+    attempt_fields,
+    attempt_of,
     cap_of,
     cap_value,
+    circuit_of,
+    count_of,
     fields,
     glob_escaped,
+    health_of,
     message,
+    meta_of,
+    meta_value,
     parse,
     public_url,
 )
 from .store import Keep, LearnedCap, LoggedAttempt
 
+log = logging.getLogger("agent_reach")
+T = TypeVar("T")
 _LOG_CAP = 100_000
 _KEEP_S = 3600  # circuit records and failure counts outlive their last change by an hour
 
@@ -74,40 +86,58 @@ class RedisStore(CachedStore):
         self._claim_script: Any = self.redis.register_script(CLAIM_TRIAL)
 
     async def _load(self) -> Snapshot:
+        from redis.exceptions import ResponseError
+
         circuits: dict[str, CircuitState] = {}
         async for key in self.redis.scan_iter(match=f"{PREFIX}circuit:*", count=500):
-            h = await self.redis.hgetall(key)
-            if h:
-                circuits[key.removeprefix(f"{PREFIX}circuit:")] = CircuitState(
-                    int(h["failures"]), float(h["open_until"]), h["trial"] == "1", h["cause"]
-                )
-        for name, count in await self._values("fails:"):
+            try:
+                h = await self.redis.hgetall(key)
+            except ResponseError:  # not a hash
+                h = None
+            if h == {}:
+                continue  # it expired since the scan
+            state = self._readable(key, None if h is None else circuit_of(h))
+            if state is not None:
+                circuits[key.removeprefix(f"{PREFIX}circuit:")] = state
+        for name, count in await self._values("fails:", count_of):
             found = circuits.get(name, CLOSED)
-            if int(count) > found.failures:
-                circuits[name] = CircuitState(
-                    int(count), found.open_until, found.trial, found.cause
-                )
+            if count > found.failures:
+                circuits[name] = CircuitState(count, found.open_until, found.trial, found.cause)
         used: dict[tuple[str, str], int] = {}
-        for name, value in await self._values("usage:"):
+        for name, value in await self._values("usage:", count_of):
             provider, _, window = name.partition("|")
-            used[(provider, window)] = int(value)
-        health = {
-            name: Health.from_dict(json.loads(v)) for name, v in await self._values("health:")
-        }
-        caps = {name: c for name, v in await self._values("cap:") if (c := cap_of(v))}
+            used[(provider, window)] = value
+        health = dict(await self._values("health:", health_of))
+        caps = dict(await self._values("cap:", cap_of))
         return Snapshot(circuits, health, used, caps)
 
-    async def _values(self, kind: str) -> list[tuple[str, str]]:
-        """(key without `agent-reach:{kind}`, value) of every live string key of a kind."""
+    async def _values(self, kind: str, read: Callable[[str], T | None]) -> list[tuple[str, T]]:
+        """(key without `agent-reach:{kind}`, value as `read` reads it) of every live string
+        key of a kind; one it cannot read is skipped (`_readable`)."""
         keys = [k async for k in self.redis.scan_iter(match=f"{PREFIX}{kind}*", count=500)]
         if not keys:
             return []
         values = await self.redis.mget(keys)
-        return [
-            (k.removeprefix(f"{PREFIX}{kind}"), v)
-            for k, v in zip(keys, values, strict=True)
-            if v is not None
-        ]
+        found = []
+        for key, value in zip(keys, values, strict=True):
+            if value is not None and (read_value := self._readable(key, read(value))) is not None:
+                found.append((key.removeprefix(f"{PREFIX}{kind}"), read_value))
+        return found
+
+    def _readable(self, where: str, value: T | None) -> T | None:
+        """`value`, what a reader made of the record or message at `where`; None (counted in
+        `skipped`, the first one logged) when the reader could not read it: one bad record
+        is skipped, and the store reads on."""
+        if value is None:
+            self.skipped += 1
+            if self.skipped == 1:
+                log.warning(
+                    "agent-reach: state store %s: skipped %s, which this version cannot read;"
+                    " further ones are counted in agent_reach_state_skipped_records_total",
+                    self.where,
+                    quoted(where),
+                )
+        return value
 
     async def _save_health(self, provider: str, health: Health, ttl_s: float) -> None:
         value = json.dumps(health.to_dict())
@@ -237,8 +267,12 @@ class RedisStore(CachedStore):
 
     def _apply(self, message: str) -> None:
         """A peer's circuit change: an opening (or a lease) that ends later than what this view
-        has wins; a close or a count applies unless this instance's own write is in flight."""
-        instance, key, state = parse(message)
+        has wins; a close or a count applies unless this instance's own write is in flight.
+        A message it cannot read is skipped."""
+        change = self._readable(f"a message on {CHANNEL}", parse(message))
+        if change is None:
+            return
+        instance, key, state = change
         if instance == self.instance:
             return
         before = self.circuits.get(key, CLOSED)
@@ -258,9 +292,7 @@ class RedisStore(CachedStore):
     async def flush(self) -> None:
         await super().flush()
         if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener  # its subscription is closed on the way out
+            await _stopped(self._listener)  # its subscription is closed on the way out
             self._listener = None
 
     async def _save_cap(self, key: str, cap: LearnedCap) -> None:
@@ -286,39 +318,16 @@ class RedisStore(CachedStore):
         min_id = int((time.time() - self.retention_s) * 1000)
         async with self.redis.pipeline(transaction=True) as pipe:
             for r in records:
-                fields = {
-                    "ts": r.ts,
-                    "request": r.request,
-                    "route": r.route,
-                    "provider": r.provider,
-                    "reason": r.reason,
-                    "status": "" if r.status is None else r.status,
-                    "ms": r.ms,
-                    "sent": int(r.sent),
-                    "last_resort": int(r.last_resort),
-                }
-                pipe.xadd(stream, fields, maxlen=_LOG_CAP, approximate=True)
+                pipe.xadd(stream, attempt_fields(r), maxlen=_LOG_CAP, approximate=True)
             pipe.xtrim(stream, minid=min_id, approximate=True)
             await pipe.execute()
 
     async def _read(self, since: float) -> list[LoggedAttempt]:
         # Entry ids are insertion times; a record is written within seconds of its `ts`.
-        rows = await self.redis.xrange(f"{PREFIX}attempts", min=int((since - 60) * 1000))
-        records = [
-            LoggedAttempt(
-                float(f["ts"]),
-                f["request"],
-                f["route"],
-                f["provider"],
-                f["reason"],
-                int(f["status"]) if f["status"] else None,
-                float(f["ms"]),
-                f.get("sent", "1") == "1",
-                f["last_resort"] == "1",
-            )
-            for _, f in rows
-        ]
-        return [r for r in records if r.ts >= since]
+        stream = f"{PREFIX}attempts"
+        rows = await self.redis.xrange(stream, min=int((since - 60) * 1000))
+        records = [self._readable(f"{stream} entry {i}", attempt_of(f)) for i, f in rows]
+        return [r for r in records if r is not None and r.ts >= since]
 
     async def _claim(self, key: str, until: float, now: float) -> bool:
         ttl_ms = max(1, int((until - now) * 1000))
@@ -333,7 +342,7 @@ class RedisStore(CachedStore):
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(f"{PREFIX}response:{id}", data, px=ttl_ms)
             pipe.zadd(index, {id: now})
-            pipe.hset(meta, id, f"{len(data)}|{expires}|{keep.owner}")
+            pipe.hset(meta, id, meta_value(len(data), expires, keep.owner))
             for key in (index, meta):
                 pipe.pexpire(key, ttl_ms)
             await pipe.execute()
@@ -341,11 +350,11 @@ class RedisStore(CachedStore):
         found = await self.redis.hmget(meta, ids) if ids else []
         rows, expired = [], []
         for i, value in zip(ids, found, strict=True):
-            size, until, who = (value or "0|0|").split("|", 2)
-            if float(until) <= now:
-                expired.append(i)
+            entry = None if value is None else self._readable(f"{meta} {i}", meta_of(value))
+            if entry is None or entry[1] <= now:
+                expired.append(i)  # gone, or unreadable: evicted
             else:
-                rows.append((i, who, int(size)))
+                rows.append((i, entry[2], entry[0]))
         gone = [*expired, *overflow(rows, keep)]
         if gone:
             async with self.redis.pipeline(transaction=True) as pipe:
@@ -368,3 +377,16 @@ class RedisStore(CachedStore):
 
     async def _close(self) -> None:
         await self.redis.aclose()
+
+
+async def _stopped(task: asyncio.Task[None], tries: int = 50) -> None:
+    """Cancel `task` and wait for its end, cancelling again each 0.1 s (5 s at most): one
+    cancel can be lost. redis-py sends a command inside `asyncio.wait_for`, which on Python
+    3.11 drops a cancel that comes as the command is written; the subscription then reads on
+    for ever, and `agent-reach report` (which closes the store right after it opened it)
+    never returned."""
+    for _ in range(tries):
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=0.1)
+        if done:
+            return

@@ -20,16 +20,41 @@ Keys (all under `agent-reach:`), each with a TTL so nothing grows without bound:
 Channel `agent-reach:circuits`: every circuit change is published (`instance|key|failures|
 open_until|trial|cause`); each instance applies its peers' at once, and the periodic re-read
 of the cached view stays as the fallback for what a dropped subscription missed.
+
+Each reader below is the inverse of a writer, and gives None for a record or message it cannot
+read (written by hand, by another program, by an older version): the store skips and counts it,
+and reads on.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import re
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, ParamSpec, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from ..core.breaker import CircuitState
-from .store import LearnedCap
+from ..core.routing import Health
+from .store import LearnedCap, LoggedAttempt
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _none_if_unreadable(read: Callable[P, T]) -> Callable[P, T | None]:
+    """`read`, giving None for a value it cannot read rather than raising."""
+
+    @functools.wraps(read)
+    def reader(*args: P.args, **kwargs: P.kwargs) -> T | None:
+        try:
+            return read(*args, **kwargs)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    return reader
+
 
 PREFIX = "agent-reach:"
 CHANNEL = f"{PREFIX}circuits"
@@ -61,6 +86,7 @@ def message(instance: str, key: str, state: CircuitState) -> str:
     )
 
 
+@_none_if_unreadable
 def parse(message: str) -> tuple[str, str, CircuitState]:
     """(instance, key, state) of a published circuit change."""
     instance, key, failures, open_until, trial, cause = message.split("|", 5)
@@ -77,19 +103,78 @@ def fields(state: CircuitState) -> dict[str, Any]:
     }
 
 
+@_none_if_unreadable
+def circuit_of(found: Mapping[str, str]) -> CircuitState:
+    """The circuit of a `circuit:` hash (`fields`)."""
+    failures, until = int(found["failures"]), float(found["open_until"])
+    return CircuitState(failures, until, found["trial"] == "1", found["cause"])
+
+
+@_none_if_unreadable
+def count_of(value: str) -> int:
+    """A `fails:` or `usage:` counter."""
+    return int(value)
+
+
+@_none_if_unreadable
+def health_of(value: str) -> Health:
+    """A `health:` key's value (`Health.to_dict` as JSON)."""
+    return Health.from_dict(json.loads(value))
+
+
 def cap_value(cap: LearnedCap) -> str:
     """A learned cap as its `cap:` key's value."""
     return f"{cap.tokens} {cap.until!r}"
 
 
-def cap_of(value: str) -> LearnedCap | None:
-    """The learned cap of a `cap:` key's value; None for one that is not (an older version's
-    plain number, or anything else)."""
+@_none_if_unreadable
+def cap_of(value: str) -> LearnedCap:
+    """The learned cap of a `cap:` key's value (an older version's plain number is none)."""
     tokens, _, until = value.partition(" ")
-    try:
-        return LearnedCap(int(tokens), float(until))
-    except ValueError:
-        return None
+    return LearnedCap(int(tokens), float(until))
+
+
+def attempt_fields(r: LoggedAttempt) -> dict[str, Any]:
+    """An attempt-log line as the fields of its `attempts` stream entry."""
+    return {
+        "ts": r.ts,
+        "request": r.request,
+        "route": r.route,
+        "provider": r.provider,
+        "reason": r.reason,
+        "status": "" if r.status is None else r.status,
+        "ms": r.ms,
+        "sent": int(r.sent),
+        "last_resort": int(r.last_resort),
+    }
+
+
+@_none_if_unreadable
+def attempt_of(f: Mapping[str, str]) -> LoggedAttempt:
+    """The attempt-log line of an `attempts` stream entry (`attempt_fields`)."""
+    return LoggedAttempt(
+        float(f["ts"]),
+        f["request"],
+        f["route"],
+        f["provider"],
+        f["reason"],
+        int(f["status"]) if f["status"] else None,
+        float(f["ms"]),
+        f.get("sent", "1") == "1",  # an older version's line: taken as sent
+        f["last_resort"] == "1",
+    )
+
+
+def meta_value(size: int, expires: float, owner: str) -> str:
+    """A stored response's entry in `responses:meta`."""
+    return f"{size}|{expires}|{owner}"
+
+
+@_none_if_unreadable
+def meta_of(value: str) -> tuple[int, float, str]:
+    """(size, expiry, owner) of a `responses:meta` entry (`meta_value`)."""
+    size, until, owner = value.split("|", 2)
+    return int(size), float(until), owner
 
 
 def glob_escaped(text: str) -> str:

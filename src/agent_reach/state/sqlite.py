@@ -55,9 +55,9 @@ _PRUNE_EVERY_S = 600.0
 def _private(path: Path) -> None:
     """The file holds whole conversations (stored responses): its new directories are 0700,
     the file 0600, and so its `-wal` and `-shm` (SQLite gives them the file's mode)."""
-    missing = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
-    for directory in reversed(missing):
-        directory.mkdir(mode=0o700)
+    from ..config.write import private_parents
+
+    private_parents(path)
     os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     for name in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         with contextlib.suppress(FileNotFoundError, PermissionError):

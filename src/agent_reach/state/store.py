@@ -61,6 +61,8 @@ class StateStore(Protocol):
     Providers are named by the keys of `identity`: circuits by `PreparedProvider.state_key`, budget
     counters by `PreparedProvider.quota_key`, attempt-log lines by `state_key`."""
 
+    skipped: int  # records and messages of its backend it could not read, skipped so far
+
     async def circuit(self, provider: str) -> CircuitState: ...
 
     async def set_circuit(self, provider: str, state: CircuitState) -> None: ...

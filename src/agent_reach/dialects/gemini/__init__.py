@@ -68,7 +68,7 @@ class Gemini(Dialect):
 
     def url(self, endpoint: str, model: str, stream: bool) -> str:
         base, _, query = endpoint.partition("?")
-        model = model.removeprefix("models/")
+        model = self.path_model(model)
         if "{model}" in base:
             base = with_model(base, model)
         elif not _METHOD.search(base):
@@ -80,8 +80,14 @@ class Gemini(Dialect):
         return base + ("?" + "&".join(params) if params else "")
 
     def needs_model(self, endpoint: str) -> bool:
+        return self.model_in_url(endpoint)
+
+    def model_in_url(self, endpoint: str) -> bool:
         base = endpoint.partition("?")[0]
         return "{model}" in base or not _METHOD.search(base)
+
+    def path_model(self, model: str) -> str:
+        return model.removeprefix("models/")  # as the API names its models
 
     def body(
         self, request: dict[str, Any], model: str, stream: bool, max_tokens_field: str
