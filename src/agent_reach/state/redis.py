@@ -23,6 +23,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from ..core import breaker
@@ -102,7 +103,7 @@ class RedisStore(CachedStore):
         for name, count in await self._values("fails:", count_of):
             found = circuits.get(name, CLOSED)
             if count > found.failures:
-                circuits[name] = CircuitState(count, found.open_until, found.trial, found.cause)
+                circuits[name] = replace(found, failures=count)
         used: dict[tuple[str, str], int] = {}
         for name, value in await self._values("usage:", count_of):
             provider, _, window = name.partition("|")
@@ -214,12 +215,10 @@ class RedisStore(CachedStore):
                 keys=[f"{PREFIX}circuit:{provider}"],
                 args=[
                     repr(time.time()),
-                    state.failures,
-                    repr(state.open_until),
-                    state.cause,
                     max(60, int(state.open_until - time.time()) + _KEEP_S),
                     CHANNEL,
                     message(self.instance, provider, state),
+                    *(item for pair in fields(state).items() for item in pair),
                 ],
             )
         finally:

@@ -1,8 +1,9 @@
 """The layout `state/redis.py` keeps in Redis (protocol §12.1): keys, channel, messages, scripts.
 
 Keys (all under `agent-reach:`), each with a TTL so nothing grows without bound:
-- `circuit:{key}`        a hash (failures, open_until, trial, cause); expires an hour after it
-                         would close; a closed circuit is deleted.
+- `circuit:{key}`        a hash, the fields of `CircuitState.to_dict` (failures, open_until,
+                         trial, cause) as text; expires an hour after it would close; a closed
+                         circuit is deleted.
 - `health:{key}`         the latest health check result (JSON), expiring after `health.ttl_s`.
 - `fails:{key}`          the fleet's count of consecutive failures (INCR), reset by a success,
                          expiring an hour after the last failure.
@@ -17,9 +18,9 @@ Keys (all under `agent-reach:`), each with a TTL so nothing grows without bound:
                          reads.
 - `attempts`             a stream (XADD, trimmed to the retention with MINID and ~100k
                          entries), read by `agent-reach report`.
-Channel `agent-reach:circuits`: every circuit change is published (`instance|key|failures|
-open_until|trial|cause`); each instance applies its peers' at once, and the periodic re-read
-of the cached view stays as the fallback for what a dropped subscription missed.
+Channel `agent-reach:circuits`: every circuit change is published (`instance|key|` and the
+circuit's `to_dict` as JSON); each instance applies its peers' at once, and the periodic
+re-read of the cached view stays as the fallback for what a dropped subscription missed.
 
 Each reader below is the inverse of a writer, and gives None for a record or message it cannot
 read (written by hand, by another program, by an older version): the store skips and counts it,
@@ -60,54 +61,45 @@ PREFIX = "agent-reach:"
 CHANNEL = f"{PREFIX}circuits"
 
 # The half-open trial, claimed atomically: won when the circuit is still cooled down (its
-# `open_until` passed and nobody leased it since); the lease is written and published.
+# `open_until` passed and nobody leased it since); the lease (its `fields`, from ARGV[5] on) is
+# written and published.
 CLAIM_TRIAL = """
 local ends = tonumber(redis.call('HGET', KEYS[1], 'open_until') or '0')
 if ends > tonumber(ARGV[1]) then return 0 end
-redis.call('HSET', KEYS[1], 'failures', ARGV[2], 'open_until', ARGV[3], 'trial', 1,
-           'cause', ARGV[4])
-redis.call('EXPIRE', KEYS[1], ARGV[5])
-redis.call('PUBLISH', ARGV[6], ARGV[7])
+redis.call('HSET', KEYS[1], unpack(ARGV, 5))
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 """
 
 
 def message(instance: str, key: str, state: CircuitState) -> str:
     """A circuit change as published on `CHANNEL`."""
-    return "|".join(
-        (
-            instance,
-            key,
-            str(state.failures),
-            repr(state.open_until),
-            str(int(state.trial)),
-            state.cause,
-        )
-    )
+    return f"{instance}|{key}|{json.dumps(state.to_dict())}"
 
 
 @_none_if_unreadable
 def parse(message: str) -> tuple[str, str, CircuitState]:
     """(instance, key, state) of a published circuit change."""
-    instance, key, failures, open_until, trial, cause = message.split("|", 5)
-    return instance, key, CircuitState(int(failures), float(open_until), trial == "1", cause)
+    instance, key, state = message.split("|", 2)
+    return instance, key, CircuitState.from_dict(json.loads(state))
 
 
-def fields(state: CircuitState) -> dict[str, Any]:
-    """A circuit as the fields of its `circuit:` hash."""
-    return {
-        "failures": state.failures,
-        "open_until": repr(state.open_until),
-        "trial": int(state.trial),
-        "cause": state.cause,
-    }
+def fields(state: CircuitState) -> dict[str, str]:
+    """A circuit as the fields of its `circuit:` hash (`to_dict`'s, as text)."""
+    return {name: _text(value) for name, value in state.to_dict().items()}
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(int(value))
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 @_none_if_unreadable
 def circuit_of(found: Mapping[str, str]) -> CircuitState:
     """The circuit of a `circuit:` hash (`fields`)."""
-    failures, until = int(found["failures"]), float(found["open_until"])
-    return CircuitState(failures, until, found["trial"] == "1", found["cause"])
+    return CircuitState.from_dict(found)
 
 
 @_none_if_unreadable
