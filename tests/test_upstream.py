@@ -18,11 +18,8 @@ import trustme
 
 from agent_reach.core.proxies import Proxy
 from agent_reach.core.trace import Reason
-from agent_reach.net.transport import transport_failure
-from agent_reach.net.upstream import (
-    HIGH_WATER,
-    READ_SIZE,
-    Client,
+from agent_reach.net.exchange import HIGH_WATER, READ_SIZE
+from agent_reach.net.failures import (
     ConnectFailed,
     ConnectTimeout,
     DeadlineExceeded,
@@ -30,9 +27,10 @@ from agent_reach.net.upstream import (
     Malformed,
     PoolTimeout,
     ReadTimeout,
-    Timeouts,
     TLSFailed,
 )
+from agent_reach.net.transport import transport_failure
+from agent_reach.net.upstream import Client, Timeouts
 
 T = Timeouts(1.0, 1.0, 5.0)
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]

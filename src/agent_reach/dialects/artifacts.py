@@ -119,6 +119,13 @@ class Origins:
         if len(self._by_digest) > self.size:
             self._by_digest.popitem(last=False)
 
+    def answered(self, response: dict[str, Any], origin: str) -> None:
+        """`origin` wrote the reasoning of each choice of a chat answer."""
+        for choice in response.get("choices") or ():
+            text = (choice.get("message") or {}).get("reasoning_content")
+            if isinstance(text, str) and text:
+                self.note(reasoning_digest(text).digest(), origin)
+
     def of(self, text: str) -> str | None:
         """The origin of a reasoning text, when this process handed it out."""
         return self._by_digest.get(reasoning_digest(text).digest())

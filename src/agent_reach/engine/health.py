@@ -21,6 +21,7 @@ from ..core.trace import EFFECTS, Reason
 from ..net.transport import CLIENT_ERRORS, past_deadline, transport_failure, whole_timeouts
 from ..net.upstream import Client
 from ..state import StateStore
+from . import judge
 from .prepared import PreparedProvider
 
 
@@ -121,8 +122,8 @@ async def run_check(
         outcome = transport_failure(exc, past_deadline(exc), prepared.health_proxy)
         return Health(False, now, outcome, ms=(time.perf_counter() - start) * 1000)
     ms = (time.perf_counter() - start) * 1000
-    result = prepared.judge_health(
-        status=status, content_type=content_type, raw=raw, now=now, ms=ms
+    result = judge.health(
+        prepared, status=status, content_type=content_type, raw=raw, now=now, ms=ms
     )
     detail = prepared.redact(result.outcome.detail)  # it is shown and kept: never a key
     if detail == result.outcome.detail:

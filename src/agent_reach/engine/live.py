@@ -11,8 +11,9 @@ from typing import Any
 from ..chat import completion
 from ..core.redaction import Redactor
 from ..dialects import Mismatch, ProviderError, Verbatim
+from ..net.exchange import Response
+from ..net.failures import Disconnected, ReadTimeout
 from ..net.transport import CLIENT_ERRORS
-from ..net.upstream import Disconnected, ReadTimeout, Response
 
 STREAM_FAILURES = (*CLIENT_ERRORS, ProviderError, Mismatch)
 Frame = tuple[str | None, bytes]  # (event, data) of one SSE frame

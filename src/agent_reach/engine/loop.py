@@ -25,7 +25,7 @@ from ..chat.request import ChatRequest
 from ..config import Config
 from ..core import quota
 from ..core.errors import AllProvidersFailed
-from ..core.events import AttemptEvent, CapEvent, Event, Observer, RequestEvent
+from ..core.events import AttemptEvent, Event, Observer, RequestEvent
 from ..core.outcomes import Outcome
 from ..core.routing import Expired, Pick, Walk, attempt_order
 from ..core.trace import Attempt, Reason, Result
@@ -35,20 +35,19 @@ from ..core.turn import (
     Clamp,
     Consult,
     Done,
-    Facts,
     Gather,
     Send,
     Skip,
     Sleep,
     Turn,
 )
-from ..dialects import Mismatch, artifacts
-from ..dialects.tokens import input_tokens
+from ..dialects import Mismatch
 from ..net.transport import new_session
 from ..net.upstream import Client
-from ..state import LearnedCap, StateStore, open_store
+from ..state import StateStore, open_store
 from ..state.log import AttemptLog
 from . import hedge
+from .facts import Knowledge
 from .health import CheckResult, HealthMonitor, check_provider
 from .hedge import HEDGE_LOST
 from .ledger import Ledger, Reserved
@@ -62,7 +61,6 @@ from .stream import ChatStream
 T = TypeVar("T")
 log = logging.getLogger("agent_reach")
 LOST = Outcome(Reason.TIMEOUT, None, "hedged: cancelled, another provider answered first")
-CAP_KEEP_S = 86400.0  # a learned output cap is kept a day, then learned again if still true
 
 
 class Engine:
@@ -107,7 +105,8 @@ class Engine:
         self.ledger.observers = self.observers
         self.store.follow(config.circuit, self.ledger.changed)
         self._session: Client | None = None
-        self.origins = artifacts.Origins()  # who wrote the reasoning handed to chat clients
+        self.known = Knowledge(config, self.store, self.ledger, self.health, clock, self._emit)
+        self.origins = self.known.origins
         self._ids = itertools.count(1)
         self._id_prefix = os.urandom(4).hex()
 
@@ -175,7 +174,7 @@ class Engine:
         response, provider, run = await self._drive(self._run(req), ANSWER)
         native = self.prepared[provider].speaks(req)
         if not native and not req.raw_response:
-            self._reasoned(provider, response)
+            self.origins.answered(response, self.prepared[provider].origin)
         return Result(response, provider, run.trace, native)
 
     async def stream(self, req: ChatRequest) -> ChatStream:
@@ -199,14 +198,6 @@ class Engine:
         except AllProvidersFailed as exc:
             return exc.attempts[-1], None
         return run.trace[-1], response
-
-    def _reasoned(self, provider: str, response: dict[str, Any]) -> None:
-        """Remember who wrote the reasoning of a chat answer (`artifacts.Origins`)."""
-        for choice in response.get("choices") or ():
-            text = (choice.get("message") or {}).get("reasoning_content")
-            if isinstance(text, str) and text:
-                digest = artifacts.reasoning_digest(text).digest()
-                self.origins.note(digest, self.prepared[provider].origin)
 
     def _run(self, req: ChatRequest, only: str | None = None, op: Operation[Any] = ANSWER) -> Run:
         """A request's run for `op`: its walk (`only` one provider, in step mode), its
@@ -295,16 +286,12 @@ class Engine:
         """Do what the provider's `Turn` decides until it is done: the payload, or None."""
         prepared = self.prepared[pick[0]]
         turn = Turn(prepared.name, pick[1], prepared.spec.retries if run.recorded else 0)
-        first_token_s = run.first_token_s(prepared.spec.first_token_ms)
-        model = prepared.model_for(run.req.model)
-        configured, window = prepared.spec.limits(model)
-        learned = await self.store.cap(prepared.cap_key(model), self.clock())
-        cap = configured if learned is None else min(learned, configured or learned)
-        target = Target.of(prepared, run.req, model, window, first_token_s, self.origins, cap)
+        target, configured = await self.known.target(run, prepared)
         action: Action = turn.begin()
         while True:
             if isinstance(action, Gather):
-                action = turn.consider(await self._facts(run, prepared, target), self.clock())
+                facts = await self.known.facts(run, prepared, target)
+                action = turn.consider(facts, self.clock())
             elif isinstance(action, Consult):
                 left = run.left(self.monotonic())
                 health, checked_now = await self.health.consult(
@@ -331,7 +318,7 @@ class Engine:
                 tried = await self._try(run, target, op, pick[1], taken)
                 if tried.outcome.reason is Reason.OK:
                     if turn.clamped is not None and configured is None:
-                        await self._learn(prepared, model, turn.clamped)
+                        await self.known.learn(prepared, target.model, turn.clamped)
                     return tried.payload
                 left = run.left(self.monotonic())
                 action = turn.sent(tried.outcome, left, target.sent_cap, prepared.cap_fields)
@@ -345,46 +332,8 @@ class Engine:
                 assert isinstance(action, Done)
                 return None
 
-    async def _learn(self, prepared: PreparedProvider, model: str, tokens: int) -> None:
-        """Keep the output cap a provider's refusal stated, once the request sent again with
-        it was answered: for a model the config names (never a client's own string), when
-        the config sets none for it (the operator's word wins), for `CAP_KEEP_S`; told once."""
-        if not prepared.names_model(model):
-            return
-        now = self.clock()
-        cap = LearnedCap(tokens, now + CAP_KEEP_S)
-        before = await self.store.set_cap(prepared.cap_key(model), cap, now)
-        if before is None or before > tokens:
-            self._emit(CapEvent(prepared.name, model, before, tokens, CAP_KEEP_S))
-
-    async def _facts(self, run: Run, prepared: PreparedProvider, target: Target) -> Facts:
-        """The free facts a turn considers: model, circuit, budgets, key, health check, and
-        the request's estimated input when the model's context window is known."""
-        now = self.clock()
-        lease = (prepared.connect_s + prepared.read_s) * (prepared.spec.retries + 1)
-        exhausted = await self.ledger.exhausted(prepared, now)
-        window = target.window
-        if window is not None and run.input_tokens is None:
-            run.input_tokens = input_tokens(run.req.body)
-        return Facts(
-            serves_model=prepared.serves(target.req.model),
-            model=target.req.model,
-            sent_model=target.model,
-            circuit=await self.store.circuit(prepared.state_key),
-            missing_key=prepared.missing_key,
-            exhausted=exhausted and exhausted[0],
-            has_health=self.health.enabled(prepared),
-            lease_s=max(lease, 1.0),
-            reopens_in=exhausted and exhausted[1],
-            context_window=window,
-            larger_than=run.walk.larger_than,
-            auth_last_resort=self.config.last_resort_includes_auth,
-            input_tokens=run.input_tokens,
-            refused_model=prepared.refuses(target.model),
-        )
-
     async def _skip(self, run: Run, turn: Turn, prepared: PreparedProvider, skip: Skip) -> None:
-        self._record(run, self._attempt(prepared, skip.outcome, skip.ms, turn.last_resort))
+        self._record(run, prepared.attempt(skip.outcome, skip.ms, turn.last_resort))
         if (
             skip.counts
             and run.recorded
@@ -406,7 +355,7 @@ class Engine:
         except asyncio.CancelledError as exc:
             if exc.args[:1] == (HEDGE_LOST,):  # honest about the try that lost the race
                 ms = (self.monotonic() - start) * 1000
-                self._record(run, self._attempt(prepared, LOST, ms, last_resort, sent=True))
+                self._record(run, prepared.attempt(LOST, ms, last_resort, sent=True))
             raise
         ms = (self.monotonic() - start) * 1000
         outcome = tried.outcome
@@ -414,7 +363,7 @@ class Engine:
         if outcome.reason is Reason.OK and run.req.continuing is not None:
             note = "continued the answer cut mid-stream"
         noted = replace(outcome, detail=outcome.detail + note) if note else outcome
-        attempt = self._attempt(prepared, noted, ms, last_resort, sent=True)
+        attempt = prepared.attempt(noted, ms, last_resort, sent=True)
         self._record(run, attempt, prepared.excerpt(tried.raw))
         if not run.recorded:
             return tried
@@ -440,33 +389,12 @@ class Engine:
         `Recorder`)."""
         outcome = stream_failure(exc, None, None, self.clock())
         cut = Outcome(outcome.reason, outcome.status, f"after the first chunk: {outcome.detail}")
-        attempt = self._attempt(prepared, cut, ms, False, sent=True)
+        attempt = prepared.attempt(cut, ms, False, sent=True)
         self._record(run, attempt)
         await self.ledger.record(prepared, cut)
         return attempt
 
     # -- bookkeeping -------------------------------------------------------------------------
-
-    def _attempt(
-        self,
-        prepared: PreparedProvider,
-        outcome: Outcome,
-        ms: float,
-        last_resort: bool,
-        *,
-        sent: bool = False,
-    ) -> Attempt:
-        detail = prepared.redact(outcome.detail)
-        return Attempt(
-            prepared.name,
-            outcome.reason,
-            outcome.status,
-            ms,
-            detail,
-            last_resort,
-            sent,
-            outcome.retry_after,
-        )
 
     def _record(self, run: Run, attempt: Attempt, raw: str | None = None) -> None:
         run.trace.append(attempt)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import ssl
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
@@ -15,19 +14,18 @@ from urllib.parse import quote, urljoin, urlsplit
 import orjson
 
 from .. import dialects
-from ..chat import completion, validation
 from ..chat.request import ChatRequest
-from ..config import Provider, hooks
-from ..config.hooks import Hook, HookError
+from ..config import Provider
+from ..config.hooks import Hook
 from ..core import identity, proxies
 from ..core.errors import ConfigError, quoted
-from ..core.outcomes import OK, ErrorInfo, Outcome, classify, filtered, mismatch
+from ..core.outcomes import Outcome
 from ..core.proxies import Proxy
 from ..core.quota import Budget
 from ..core.redaction import Redactor
-from ..core.routing import Health, Patterns
-from ..core.trace import Reason
-from ..dialects import Context, Dialect, Mismatch, Shape, Verbatim, artifacts
+from ..core.routing import Patterns
+from ..core.trace import Attempt
+from ..dialects import Context, Dialect, Shape, artifacts
 from ..dialects.convert import continued, one_segment
 
 
@@ -298,113 +296,20 @@ class PreparedProvider:
     def context(self, model: str, created: int) -> Context:
         return Context(model, created, self.shape)
 
-    # -- the answer ------------------------------------------------------------------------
-
-    def judge(
-        self,
-        *,
-        status: int,
-        content_type: str,
-        raw: bytes,
-        headers: Mapping[str, str],
-        model: str,
-        requested: str | None,
-        raw_response: bool,
-        now: float,
-    ) -> tuple[Outcome, dict[str, Any] | None]:
-        """The outcome of a complete (non-streamed) answer, and the response to return (its
-        secrets redacted: an answer that echoes its key goes out with `***`)."""
-        if not 200 <= status < 300:
-            return self._refusal(status, raw, headers, now), None
-        raw = self.redactor.body(raw)
-        if "html" in content_type or raw.lstrip()[:1] == b"<":
-            return mismatch(f"HTML page ({content_type or 'no content type'})", status), None
-        try:
-            body = dialects.base.loads(raw)
-        except Mismatch as exc:
-            return mismatch(str(exc), status), None
-        error = self.dialect.error_of(body)
-        if error is not None:
-            return self._classify(status=status, error=error, now=now), None
-        # Most answers are plain: their own normalization, nothing in them to walk.
-        exact = None if raw_response or self.has_hooks else self.dialect.plain(body, self.shape)
-        if exact is None:
-            try:
-                body, normalized = self._transform(body, model, int(now))
-            except HookError as exc:
-                return Outcome(Reason.HOOK_ERROR, status, str(exc)), None
-            except Mismatch as exc:
-                return mismatch(str(exc), status), None
-        else:
-            normalized = body
-        if completion.filtered(normalized["choices"]):
-            return filtered(status), None
-        accepted = {m for m in (requested, model) if m}
-        problem = (exact is None and completion.malformed(normalized)) or validation.validate(
-            self.spec.validation, normalized, body, accepted
-        )
-        if problem:
-            return mismatch(problem, status), None
-        if raw_response:  # as the provider gave it: its artifacts tagged as its own
-            if not artifacts.may_hold(raw):
-                return Outcome(OK.reason, status), self._verbatim(body, raw)
-            return Outcome(OK.reason, status), artifacts.tagged(body, self.origin)
-        if exact or (exact is None and normalized == body):  # the bytes say it already
-            return Outcome(OK.reason, status), self._verbatim(normalized, raw)
-        return Outcome(OK.reason, status), normalized
-
-    def _verbatim(self, body: Any, raw: bytes) -> Any:
-        """`body` with the bytes it was read from, for the face to send as they are; unless
-        a `preprocess_hook` made it (then they are not what it says)."""
-        if self.preprocess is not None or not isinstance(body, dict):
-            return body
-        return Verbatim.of(body, raw)
-
-    def _transform(self, body: Any, model: str, created: int) -> tuple[Any, dict[str, Any]]:
-        """(raw body after `preprocess_hook`, normalized completion): the dialect normalizes,
-        unless a `post_process_hook` makes the completion itself."""
-        if self.preprocess is not None:
-            body = hooks.run(self.preprocess, body, "preprocess_hook", (dict, list))
-        if self.postprocess is None:
-            return body, self.dialect.normalize(body, self.context(model, created))
-        made = hooks.run(self.postprocess, body, "post_process_hook", dict)
-        ctx = Context(model, created, Shape("choices", "message.content"))
-        return body, dialects.get("openai").normalize(made, ctx)
-
-    def judge_health(
-        self, *, status: int, content_type: str, raw: bytes, now: float, ms: float
-    ) -> Health:
-        """A health check passes on 2xx with a JSON content type (protocol §6); a body that lists
-        models (`data[].id`, `models[].name`) also says which models it serves."""
-        if not 200 <= status < 300:
-            return Health(False, now, self._refusal(status, raw, None, now), ms=ms)
-        if "json" not in content_type:
-            what = f"not JSON ({content_type or 'no content type'})"
-            return Health(False, now, mismatch(what, status), ms=ms)
-        body = _json_or_none(raw)
-        return Health(True, now, OK, _listed_models(body), ms=ms)
-
-    def _refusal(
-        self, status: int, raw: bytes, headers: Mapping[str, str] | None, now: float
-    ) -> Outcome:
-        """The outcome of a non-2xx answer, refined by the error in its body."""
-        body = _json_or_none(raw)
-        error = self.dialect.error_of(body) if body is not None else None
-        if error is None and raw.strip():
-            error = ErrorInfo(_excerpt(raw))
-        return self._classify(status=status, error=error, headers=headers, now=now)
-
-    def _classify(
-        self,
-        *,
-        status: int | None,
-        error: ErrorInfo | None,
-        now: float,
-        headers: Mapping[str, str] | None = None,
-    ) -> Outcome:
-        """`outcomes.classify` with this provider's `rate_limit_window_s`."""
-        return classify(
-            status=status, error=error, headers=headers, now=now, window_s=self.rate_limit_window_s
+    def attempt(
+        self, outcome: Outcome, ms: float, last_resort: bool, *, sent: bool = False
+    ) -> Attempt:
+        """An attempt of this provider's that ended with `outcome`, its detail redacted."""
+        detail = self.redact(outcome.detail)
+        return Attempt(
+            self.name,
+            outcome.reason,
+            outcome.status,
+            ms,
+            detail,
+            last_resort,
+            sent,
+            outcome.retry_after,
         )
 
     def redact(self, text: str) -> str:
@@ -416,7 +321,7 @@ class PreparedProvider:
 
     def excerpt(self, raw: bytes | None, limit: int = 2000) -> str | None:
         """A redacted, bounded piece of a raw body, for `--debug`."""
-        return None if raw is None else self.redact(_excerpt(raw, limit))
+        return None if raw is None else self.redact(excerpt_of(raw, limit))
 
 
 _CHAT_CAPS = ("max_tokens", "max_completion_tokens")
@@ -440,27 +345,6 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _json_or_none(raw: bytes) -> Any:
-    try:
-        return orjson.loads(raw) if raw.strip() else None
-    except orjson.JSONDecodeError:
-        return None
-
-
-def _excerpt(raw: bytes, limit: int = 300) -> str:
+def excerpt_of(raw: bytes, limit: int = 300) -> str:
     text = raw.decode("utf-8", "replace").strip()
     return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _listed_models(body: Any) -> frozenset[str] | None:
-    if not isinstance(body, dict):
-        return None
-    if isinstance(body.get("data"), list):
-        return frozenset(m["id"] for m in body["data"] if isinstance(m, dict) and "id" in m)
-    if isinstance(body.get("models"), list):
-        names: set[str] = set()
-        for m in body["models"]:
-            if isinstance(m, dict):
-                names.update(str(m[k]) for k in ("name", "model") if k in m)
-        return frozenset(names)
-    return None

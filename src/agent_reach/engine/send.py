@@ -21,6 +21,7 @@ from ..core.trace import Reason
 from ..dialects import Mismatch, ProviderError, artifacts
 from ..dialects.convert import max_tokens_of
 from ..dialects.framing import framer
+from ..net.exchange import Response
 from ..net.transport import (
     CLIENT_ERRORS,
     kind_of,
@@ -29,7 +30,8 @@ from ..net.transport import (
     transport_failure,
     whole_timeouts,
 )
-from ..net.upstream import Client, Response
+from ..net.upstream import Client
+from . import judge
 from .live import STREAM_FAILURES, LiveStream, Stalled
 from .prepared import PreparedProvider
 
@@ -95,7 +97,8 @@ class Tried(Generic[T_co]):
 def _judge(
     target: Target, resp: Response, raw: bytes, raw_body: bool, now: float
 ) -> tuple[Outcome, dict[str, Any] | None]:
-    return target.prepared.judge(
+    return judge.answer(
+        target.prepared,
         status=resp.status,
         content_type=resp.content_type,
         raw=raw,

@@ -10,19 +10,16 @@ import os
 from ..core.outcomes import Outcome, Transport, classify
 from ..core.proxies import Proxy
 from ..version import __version__
-from .upstream import (
-    MAX_CONNECTIONS,
-    ORIGIN_CONNECTIONS,
-    Client,
+from .failures import (
     ConnectFailed,
     ConnectTimeout,
     DeadlineExceeded,
     PoolTimeout,
     ReadTimeout,
-    Timeouts,
     TLSFailed,
     UpstreamError,
 )
+from .upstream import MAX_CONNECTIONS, ORIGIN_CONNECTIONS, Client, Timeouts
 
 USER_AGENT = f"agent-reach/{__version__}"
 

@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl, unquote
 
 from multidict import CIMultiDict, MultiDict
 
-from ...net.upstream import media_type
+from ...net.exchange import media_type
 
 Handler = Callable[["Request"], Awaitable["StreamResponse"]]
 Guard = Callable[["Request", Handler], Awaitable["StreamResponse"]]
