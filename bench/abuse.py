@@ -9,7 +9,7 @@ interleaved with as many straight to the upstream, whose p50 is shown as the mac
   1. baseline;
   2. under attack: `--idle` connections that send nothing, `--slowloris` connections sending
      a request head one byte per second, and `--unread` streaming requests to an upstream
-     that streams as fast as it may (bench/mock_upstream.py `/flood/`) whose clients read
+     that streams as fast as it may (tests/fakes/bench.py `/flood/`) whose clients read
      nothing, measured once the upstreams have stopped writing (every buffer is full);
   3. after the timeouts: idle connections closed by `keepalive_timeout_s`, slowloris by
      `request_timeout_s` (408), unread streams dropped by `client_write_timeout_s` and their

@@ -38,7 +38,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +47,7 @@ import openai
 from aiohttp import web
 
 from common import THIS_TREE, Build, add_before, builds, rss_mb, side_by_side, sse_chunk
+from tests.fakes.serving import Threaded
 
 HEALTHY = ("ok", "slow")
 BROKEN = ("reset", "hang", "500", "429", "401", "html", "brokenjson", "error200", "cut")
@@ -181,30 +181,13 @@ class Providers:
     def __init__(self, count: int) -> None:
         self.sims = [Simulated(f"sim{i}") for i in range(count)]
         self.timeline: list[tuple[float, frozenset[str]]] = []
-        self.loop = asyncio.new_event_loop()
-        self.runners: list[web.AppRunner] = []
-        ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
-        self.thread.start()
-        ready.wait(10)
-        self.mark()
-
-    def _run(self, ready: threading.Event) -> None:
-        asyncio.set_event_loop(self.loop)
+        self.server = Threaded()
         for sim in self.sims:
             app = web.Application()
             app.router.add_post("/v1/chat/completions", sim.handle)
             app.router.add_get("/v1/models", sim.models)
-            runner = web.AppRunner(
-                app, access_log=None, handler_cancellation=True, shutdown_timeout=1
-            )
-            self.loop.run_until_complete(runner.setup())
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            self.loop.run_until_complete(site.start())
-            self.runners.append(runner)
-            sim.port = runner.addresses[0][1]
-        ready.set()
-        self.loop.run_forever()
+            sim.port = self.server.serve(app, cancel=True)
+        self.mark()
 
     def mark(self) -> None:
         healthy = frozenset(s.name for s in self.sims if s.mode in HEALTHY)
@@ -235,16 +218,7 @@ class Providers:
         return any(not sim.out(start) for sim in self.sims if sim.name in answering)
 
     def stop(self) -> None:
-        """Close the servers (a handler still running gets a second) and end their loop."""
-
-        async def close() -> None:
-            for runner in self.runners:
-                await runner.cleanup()
-
-        asyncio.run_coroutine_threadsafe(close(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
+        self.server.stop()
 
 
 class Blackhole:

@@ -32,6 +32,12 @@ from pathlib import Path
 from typing import IO, Any
 
 HERE = Path(__file__).parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))  # the fake providers: tests/fakes
+MOCK = [sys.executable, "-m", "tests.fakes.bench"]
+
+from tests.fakes import shapes  # noqa: E402
+
 RESULTS = HERE / "results"
 PATH = "/v1/chat/completions"
 REQUEST: dict[str, Any] = {"model": "bench", "messages": [{"role": "user", "content": "ping"}]}
@@ -42,14 +48,7 @@ AGENT_REACH = str(Path(sys.executable).parent / "agent-reach")
 def sse_chunk(text: str | None, finish: str | None, model: str) -> bytes:
     """One `chat.completion.chunk` as an SSE event, the way a simulated provider streams it."""
     delta = {} if text is None else {"content": text}
-    body = {
-        "id": f"chatcmpl-{model}",
-        "object": "chat.completion.chunk",
-        "created": 1_700_000_000,
-        "model": model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
-    return b"data: " + json.dumps(body).encode() + b"\n\n"
+    return shapes.sse(shapes.chunk(delta, finish, model=model, id=f"chatcmpl-{model}"))
 
 
 # -- processes --------------------------------------------------------------------------------
@@ -151,10 +150,8 @@ class Processes:
 
 
 def start_mock(procs: Processes, cpu: int | None = 1) -> int:
-    """bench/mock_upstream.py on `cpu`; its port."""
-    proc = procs.start(
-        [sys.executable, str(HERE / "mock_upstream.py")], cpu=cpu, stdout=subprocess.PIPE
-    )
+    """The benchmarks' upstream (tests/fakes/bench.py) on `cpu`; its port."""
+    proc = procs.start(MOCK, cpu=cpu, cwd=ROOT, stdout=subprocess.PIPE)
     assert proc.stdout is not None
     return int(proc.stdout.readline())
 

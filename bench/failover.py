@@ -18,16 +18,13 @@ import argparse
 import asyncio
 import statistics
 import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from agent_reach import AllProvidersFailed, Router
 from agent_reach.net.ports import free_port
-from common import pct
+from common import MOCK, ROOT, pct
 
-HERE = Path(__file__).parent
 REQUEST = {"model": "bench", "messages": [{"role": "user", "content": "ping"}]}
 
 
@@ -97,9 +94,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--per-round", type=int, default=100)
     args = parser.parse_args()
-    proc = subprocess.Popen(
-        [sys.executable, str(HERE / "mock_upstream.py")], stdout=subprocess.PIPE, text=True
-    )
+    proc = subprocess.Popen(MOCK, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline())

@@ -40,6 +40,7 @@ from agent_reach.net.ports import free_port
 from agent_reach.state import LoggedAttempt, open_store
 from agent_reach.state.redis import RedisStore
 from common import RESULTS, Processes, agent_reach_serve, machine, pct
+from tests.fakes.serving import port_of, start
 
 COMPLETION = {
     "id": "chatcmpl-bench",
@@ -173,11 +174,8 @@ async def run_mode(
     upstream = Upstream()
     app = web.Application()
     app.router.add_post("/{name}/v1/chat/completions", upstream.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    upstream_port = runner.addresses[0][1]
+    runner = await start(app)
+    upstream_port = port_of(runner)
     ports = [free_port() for _ in states]
     started = []
     for i, (state, port) in enumerate(zip(states, ports, strict=True)):

@@ -4,7 +4,7 @@
 
 The primary answers in ~2 ms, except 10% of its answers, which take 2 s; the backup always
 answers in ~2 ms. Both runs send the same requests through the library, in the same process
-run; the upstream runs in its own process.
+run; the upstream (tests/fakes/bench.py `/tail/`) runs in its own process.
 """
 
 from __future__ import annotations
@@ -13,35 +13,11 @@ import argparse
 import asyncio
 import statistics
 import subprocess
-import sys
 import time
 
 from agent_reach import Router
-from common import pct
+from common import MOCK, ROOT, pct
 
-UPSTREAM = r"""
-import asyncio, random, sys
-from aiohttp import web
-BODY = ('{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,'
-        '"message":{"role":"assistant","content":"pong"},"finish_reason":"stop"}]}')
-rng = random.Random(42)
-async def tail(_):
-    if rng.random() < 0.10:
-        await asyncio.sleep(2.0)
-    return web.Response(text=BODY, content_type="application/json")
-async def fast(_):
-    return web.Response(text=BODY, content_type="application/json")
-async def main():
-    app = web.Application()
-    app.router.add_post("/tail/v1/chat/completions", tail)
-    app.router.add_post("/fast/v1/chat/completions", fast)
-    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    print(runner.addresses[0][1], flush=True)
-    await asyncio.Event().wait()
-asyncio.run(main())
-"""
 REQUEST = {"model": "m", "messages": [{"role": "user", "content": "ping"}]}
 
 
@@ -53,7 +29,7 @@ def config(port: int, hedge_ms: float | None) -> dict[str, object]:
     }
     if hedge_ms:
         primary["hedge_after_ms"] = hedge_ms
-    backup = {"name": "backup", "endpoint": f"http://127.0.0.1:{port}/fast/v1/chat/completions"}
+    backup = {"name": "backup", "endpoint": f"http://127.0.0.1:{port}/v1/chat/completions"}
     return {"health": {"mode": "off"}, "state": "memory://", "providers": [primary, backup]}
 
 
@@ -78,7 +54,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=20)
     parser.add_argument("--hedge-ms", type=float, default=100)
     args = parser.parse_args()
-    upstream = subprocess.Popen([sys.executable, "-c", UPSTREAM], stdout=subprocess.PIPE, text=True)
+    upstream = subprocess.Popen(MOCK, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert upstream.stdout is not None
         port = int(upstream.stdout.readline())

@@ -4,7 +4,7 @@ agent-reach and through LiteLLM's proxy, side by side in one run, on one chat-on
     .venv/bin/python bench/ingress.py [--quick]
 
 - Upstream: nginx answering a fixed chat.completion (the "direct" baseline) and
-  bench/mock_upstream.py's paced SSE stream (20 chunks 5 ms apart) for streams; neither speaks
+  tests/fakes/bench.py's paced SSE stream (20 chunks 5 ms apart) for streams; neither speaks
   Responses, Messages or Gemini, so both proxies translate (as they do for DeepSeek, Zhipu,
   Ollama). LiteLLM's proxy has no Gemini face for chat deployments: that row is agent-reach's.
 - Proxies: `agent-reach serve` (bench/peers/agent-reach.yaml) and LiteLLM 1.108.7

@@ -52,12 +52,12 @@ from common import (
     wrk_run,
 )
 from floor import cpu_s
-from mock_upstream import BODY as COMPLETION
-from mock_upstream import SSE_END, SSE_FRAMES
 from peers.base import LOAD_CPU, PROXY_CPU, PROXY_KEY, UPSTREAM_KEY
 from peers.contenders import AUTH
 from peers.install import install_nginx
 from peers.nginx import nginx_command, nginx_frame
+from tests.fakes.bench import BODY as COMPLETION
+from tests.fakes.bench import SSE_END, SSE_FRAMES
 
 RESPONSE = {
     "id": "resp_bench",

@@ -24,7 +24,6 @@ import asyncio
 import json
 import random
 import tempfile
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from aiohttp import web
 
 from agent_reach.net.ports import free_port
 from common import Processes, agent_reach_serve, sse_chunk
+from tests.fakes.serving import Threaded
 
 FAILURES = ("cut", "stall", "garbage", "one-bad")
 STYLES = ("exact", "top", "word", "prefill")
@@ -168,22 +168,10 @@ class Upstream:
         return resp
 
     def start(self) -> None:
-        ready = threading.Event()
-
-        def run() -> None:
-            app = web.Application()
-            app.router.add_post("/p/{name}/v1/chat/completions", self.primary)
-            app.router.add_post("/c/{name}/v1/chat/completions", self.continuation)
-            loop = asyncio.new_event_loop()
-            runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
-            loop.run_until_complete(runner.setup())
-            loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", 0).start())
-            self.port = runner.addresses[0][1]
-            ready.set()
-            loop.run_forever()
-
-        threading.Thread(target=run, daemon=True).start()
-        ready.wait(10)
+        app = web.Application()
+        app.router.add_post("/p/{name}/v1/chat/completions", self.primary)
+        app.router.add_post("/c/{name}/v1/chat/completions", self.continuation)
+        self.port = Threaded().serve(app, cancel=True)
 
 
 def config(port: int) -> dict[str, Any]:

@@ -4,7 +4,7 @@ in one run.
 
     .venv/bin/python bench/stream.py [--quick] [--before REV] [--streams 1000] [--drip]
 
-- Upstream: bench/mock_upstream.py on CPU 1. `/long/` answers at once with a stream of
+- Upstream: tests/fakes/bench.py on CPU 1. `/long/` answers at once with a stream of
   `LONG_CHUNKS` chat.completion.chunk events shaped as OpenAI sends them, written in one go (so
   the upstream is never what is measured: the proxy reads many events per read); with
   `--drip`, `/drip/`: the same stream one event per write, as a provider sends tokens (the
@@ -70,11 +70,11 @@ from common import (
     start_mock,
 )
 from ingress import APIS, body
-from mock_upstream import LONG_CHUNKS
 from peers.base import CONFIGS, LOAD_CPU, PROXY_CPU, PROXY_KEY
 from peers.contenders import AUTH, Peer, bench_env, nginx_proxy
 from peers.install import need_nginx
 from peers.scenarios import cold_start, stream_once
+from tests.fakes.bench import LONG_CHUNKS
 
 CONFIG = CONFIGS / "agent-reach-stream.yaml"
 RELAYS = ("chat", "responses", "messages")  # what the client asks in; the upstream speaks chat
@@ -409,7 +409,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"{r['when']}, bench/stream.py; {m['cpu']}, {m['cpus']} CPUs, Python {m['python']}, "
         f"nginx {r['nginx']}; pinning: {r['pinning']}; load average at the start {load} "
         "(on a 2-core machine shared with other work, figures move by tens of %).",
-        f"Upstream: bench/mock_upstream.py, {s['chunks_per_stream']} chat.completion.chunk "
+        f"Upstream: tests/fakes/bench.py, {s['chunks_per_stream']} chat.completion.chunk "
         f"events per stream written {'one at a time' if s.get('drip') else 'at once'}; {s['conns']} streams at once, {s['seconds']:g} s per "
         f"target per round, median of {s['rounds']} rounds; client: aiohttp.",
         "",

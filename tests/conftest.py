@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from .fakes.upstream import Upstream
 from .services import RedisServer
-from .upstream import Upstream
 
 DATA = Path(__file__).parent / "data"
 SCHEMAS = json.loads((DATA / "openai-chat-schemas.json").read_text())

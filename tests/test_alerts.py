@@ -16,7 +16,8 @@ from aiosmtpd.smtp import AuthResult, Envelope, LoginPassword
 from agent_reach import AllProvidersFailed, Router
 from agent_reach.net.ports import free_port
 
-from .upstream import Upstream
+from .fakes.serving import serving
+from .fakes.upstream import Upstream
 
 HELLO = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
 DAY = 86400.0
@@ -54,12 +55,9 @@ async def receiver() -> AsyncIterator[Receiver]:
     r = Receiver()
     app = web.Application()
     app.router.add_post("/hook", r.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    r.url = f"http://127.0.0.1:{runner.addresses[0][1]}/hook"
-    yield r
-    await runner.cleanup()
+    async with serving(app) as port:
+        r.url = f"http://127.0.0.1:{port}/hook"
+        yield r
 
 
 def config(up: Upstream, url: str, **top: Any) -> dict[str, Any]:

@@ -25,8 +25,7 @@ from agent_reach.dialects.anthropic.stream import StreamEncoder
 from agent_reach.dialects.tokens import ATTACHMENT_TOKENS, MESSAGE_TOKENS, input_tokens, text_tokens
 
 from .conftest import CHUNK, COMPLETION, assert_valid
-from .strategies import ARGS, CALL_ID, IMAGE, NAME, TEXT, chat_stream
-from .wire import (
+from .fakes.wire import (
     KEY,
     Wire,
     first_failure,
@@ -37,6 +36,7 @@ from .wire import (
     streamed,
     text,
 )
+from .strategies import ARGS, CALL_ID, IMAGE, NAME, TEXT, chat_stream
 
 EVENTS: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(RawMessageStreamEvent)
 PATH = "/v1/messages"

@@ -12,7 +12,7 @@ from agent_reach import Reason
 from agent_reach.dialects import get
 
 from .conftest import CHUNK, COMPLETION, assert_valid
-from .wire import (
+from .fakes.wire import (
     KEY,
     Reply,
     Seen,

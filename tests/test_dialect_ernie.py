@@ -11,14 +11,14 @@ from agent_reach import Reason, StreamInterrupted
 from agent_reach.dialects import get
 
 from .conftest import CHUNK, COMPLETION, assert_valid
-from .wire import (
+from .fakes.shapes import sse
+from .fakes.wire import (
     KEY,
     Wire,
     first_failure,
     json_reply,
     provider,
     router,
-    sse,
     stream_reply,
     streamed,
     text,

@@ -23,19 +23,19 @@ from agent_reach.dialects.gemini.stream import StreamEncoder
 from agent_reach.dialects.tokens import MESSAGE_TOKENS, input_tokens
 
 from .conftest import CHUNK, COMPLETION, assert_valid
-from .strategies import ARGS, IMAGE, NAME, TEXT, chat_stream
-from .wire import (
+from .fakes.shapes import sse
+from .fakes.wire import (
     KEY,
     Wire,
     first_failure,
     json_reply,
     provider,
     router,
-    sse,
     stream_reply,
     streamed,
     text,
 )
+from .strategies import ARGS, IMAGE, NAME, TEXT, chat_stream
 
 MODEL = "gemini-2.0-flash"
 BASE = "/v1beta/models"

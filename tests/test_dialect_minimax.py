@@ -11,13 +11,13 @@ from agent_reach import Reason, StreamInterrupted
 from agent_reach.dialects import get
 
 from .conftest import CHUNK, COMPLETION, assert_valid
-from .wire import (
+from .fakes.shapes import sse
+from .fakes.wire import (
     Wire,
     first_failure,
     json_reply,
     provider,
     router,
-    sse,
     stream_reply,
     streamed,
     text,
@@ -236,7 +236,7 @@ async def test_v2_answer_is_normalized_with_reasoning(wire: Wire) -> None:
 
 @pytest.mark.parametrize("done", [False, True])
 async def test_v2_stream_does_not_repeat_the_closing_answer(wire: Wire, done: bool) -> None:
-    body = V2_STREAM + (sse("[DONE]") if done else "")
+    body = V2_STREAM + (sse("[DONE]") if done else b"")
     async with router(minimax(wire.on(V2, stream_reply(body)))) as r:
         chunks = await streamed(r, HELLO)
     for c in chunks:

@@ -16,15 +16,15 @@ from agent_reach.chat.completion import malformed
 from agent_reach.dialects import Context, Shape, Verbatim, openai
 
 from .conftest import CHUNK, COMPLETION, assert_valid
-from .upstream import chunk, completion, openai_chunk
-from .wire import (
+from .fakes.shapes import sse
+from .fakes.upstream import chunk, completion, openai_chunk
+from .fakes.wire import (
     Wire,
     first_failure,
     json_reply,
     provider,
     raw_reply,
     router,
-    sse,
     stream_reply,
     streamed,
     text,

@@ -24,8 +24,9 @@ from agent_reach.dialects.responses.stream import StreamEncoder
 from agent_reach.dialects.responses.tools import tool_map
 
 from .conftest import COMPLETION, RESPONSE, assert_valid, assert_valid_event
-from .upstream import responses_answer, responses_events
-from .wire import Wire, first_failure, json_reply, provider, router, sse, stream_reply, text
+from .fakes.shapes import sse
+from .fakes.upstream import responses_answer, responses_events
+from .fakes.wire import Wire, first_failure, json_reply, provider, router, stream_reply, text
 
 PATH = "/v1/responses"
 HELLO = {"model": "gpt-5", "messages": [{"role": "user", "content": "Hello"}]}
@@ -42,9 +43,9 @@ def responses(url: str) -> dict[str, Any]:
     return provider("resp", url, "responses")
 
 
-def stream_of(answer: dict[str, Any]) -> tuple[str, ...]:
+def stream_of(answer: dict[str, Any]) -> tuple[bytes, ...]:
     return tuple(
-        f"event: {kind}\n" + sse({"type": kind, "sequence_number": n, **data})
+        sse({"type": kind, "sequence_number": n, **data}, event=kind)
         for n, (kind, data) in enumerate(responses_events(answer))
     )
 

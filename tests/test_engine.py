@@ -13,7 +13,7 @@ from agent_reach import AllProvidersFailed, Reason, RequestError, Router, Stream
 from agent_reach.dialects.tokens import input_tokens
 
 from .conftest import CHUNK, COMPLETION, ERROR, assert_valid
-from .upstream import ECHOED_KEY_PREFIX, Upstream, refused_url
+from .fakes.upstream import ECHOED_KEY_PREFIX, Upstream, refused_url
 
 HELLO = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
 KEY = "sk-test-0123456789abcdef-SECRET"

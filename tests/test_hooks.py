@@ -13,7 +13,8 @@ from agent_reach import ConfigError, Reason, Router
 from agent_reach.config import load_config
 
 from .conftest import COMPLETION, assert_valid
-from .upstream import Upstream
+from .fakes.serving import serving
+from .fakes.upstream import Upstream
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 HELLO = {"model": "antique-v1", "messages": [{"role": "user", "content": "这是什么？"}]}
@@ -28,11 +29,8 @@ async def antique_api() -> AsyncIterator[str]:
 
     app = web.Application()
     app.router.add_post("/identify", identify)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    yield f"http://127.0.0.1:{runner.addresses[0][1]}/identify"
-    await runner.cleanup()
+    async with serving(app) as port:
+        yield f"http://127.0.0.1:{port}/identify"
 
 
 async def test_antique_example_through_a_loopback_api(

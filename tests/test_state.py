@@ -24,8 +24,8 @@ from agent_reach.state.memory import MAX_CAPS, Kept, overflow
 from agent_reach.state.redis import RedisStore
 from agent_reach.state.sqlite import SQLiteStore
 
+from .fakes.upstream import Upstream
 from .services import RedisServer
-from .upstream import Upstream
 
 OPEN = CircuitState(3, 1_900_000_000.0, False, "server_error")
 NOW = time.time()

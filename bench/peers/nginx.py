@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agent_reach.net.ports import free_port
 from common import PATH, Processes, Target, wait_until_ok
-from mock_upstream import BODY as COMPLETION
+from tests.fakes.bench import BODY as COMPLETION
 
 from .base import ERROR_500, LOAD_CPU, UPSTREAM_KEY, tail
 

@@ -198,7 +198,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"Pinning: {r.get('pinning', '?')}. Load: {r.get('load_generator', '?')}.",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in r.get("versions", {}).items()) + ".",
         "Upstream: nginx (one worker, fixed chat.completion) on loopback; for streaming "
-        f"bench/mock_upstream.py ({_get(r, 'streaming', 'upstream')}).",
+        f"tests/fakes/bench.py ({_get(r, 'streaming', 'upstream')}).",
         "The nginx column: a second nginx, one worker, as a plain reverse proxy in front of the "
         "same upstreams (keep-alive to them, a path prefix per scenario; failover by an upstream "
         "group, the failing server first and the real one `backup`, `proxy_next_upstream error` "

@@ -12,7 +12,7 @@ LiteLLM proxy and Portkey's open-source gateway.
   `build_at`), and this tree's figures over its.
 
 - Upstream: nginx answering a fixed chat.completion on loopback (so the upstream is never the
-  bottleneck; its own ceiling is the "direct" column) and bench/mock_upstream.py's paced SSE
+  bottleneck; its own ceiling is the "direct" column) and tests/fakes/bench.py's paced SSE
   stream (20 chunks 5 ms apart) for streaming.
 - Peers are installed by this script into bench/.peers/ (git-ignored): LiteLLM in its own
   venv, Portkey with npm, matplotlib in a venv of its own for the chart. One that cannot be

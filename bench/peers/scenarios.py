@@ -30,7 +30,7 @@ from common import (
     timed,
     wait_until_ok,
 )
-from mock_upstream import SSE_CHUNKS, SSE_GAP_S
+from tests.fakes.bench import SSE_CHUNKS, SSE_GAP_S
 
 from .base import LOAD_CPU, PROXY_CPU, Settings, tail
 from .contenders import (

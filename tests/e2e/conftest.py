@@ -1,7 +1,7 @@
 """Fixtures for the end-to-end tests of the real coding agents (Claude Code, Codex CLI).
 
 `agent_config` is a config whose default chain is a dead provider, one that answers 401, and a
-chat provider (the `toolcall` scenario of `tests/upstream.py`) that asks to run `echo` in a
+chat provider (the `toolcall` scenario of `tests/fakes/upstream.py`) that asks to run `echo` in a
 shell tool and then answers with its output; any model an agent asks for maps to `deepseek-chat` there. The proxy
 requires the client key `tests.agents.AGENT_CLIENT_KEY` (from the variable `PROXY_KEYS`).
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ..upstream import Upstream, proxy_config, refused_url
+from ..fakes.upstream import Upstream, proxy_config, refused_url
 
 
 @pytest.fixture

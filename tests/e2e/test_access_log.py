@@ -14,8 +14,8 @@ import anthropic
 import openai
 import pytest
 
+from ..fakes.upstream import Upstream, proxy_config
 from ..rawhttp import connect, exchange, request
-from ..upstream import Upstream, proxy_config
 from .test_proxy import MSG, PROVIDER_KEY, Proxy, base_config, chain, start, stop
 
 CLIENT_KEY = "ck-live-5e6f7a8b9c0d"

@@ -16,7 +16,7 @@ import pytest
 
 from agent_reach.dialects import artifacts
 
-from ..upstream import (
+from ..fakes.upstream import (
     CLAUDE_TEXT,
     CLAUDE_THINKING,
     MINTER_THINKING,

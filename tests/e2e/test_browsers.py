@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from ..conftest import ERROR, assert_valid
+from ..fakes.upstream import Upstream
 from ..rawhttp import exchange
-from ..upstream import Upstream
 from .test_proxy import BIN, MSG, Proxy, base_config, start, stop
 
 BODY = json.dumps({"messages": MSG}).encode()

@@ -11,7 +11,7 @@ from typing import Any
 import openai
 import pytest
 
-from ..upstream import Upstream, refused_url
+from ..fakes.upstream import Upstream, refused_url
 from .test_proxy import MSG, Proxy, start, stop
 
 LIMIT = 2

@@ -12,7 +12,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from ..upstream import Upstream, proxy_config
+from ..fakes.upstream import Upstream, proxy_config
 from .test_proxy import Proxy, start, stop
 
 MODEL = "claude-sonnet-4-5"

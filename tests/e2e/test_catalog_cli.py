@@ -1,5 +1,5 @@
 """`agent-reach providers`, `init` and `probe` as a user runs them: subprocesses, against
-simulated providers of every dialect on 127.0.0.1 (`tests/dialect_servers.py`)."""
+simulated providers of every dialect on 127.0.0.1 (`tests/fakes/dialects.py`)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import yaml
 from agent_reach import catalog
 from agent_reach.config import config_from_data, load_config
 
-from ..dialect_servers import ANTIQUE, KEY, OLLAMA_MODELS, DialectServer, answer, running
-from ..upstream import refused_url
+from ..fakes.dialects import ANTIQUE, KEY, OLLAMA_MODELS, DialectServer, answer, running
+from ..fakes.upstream import refused_url
 
 BIN = str(Path(sys.executable).parent / "agent-reach")
 # Variables a developer's shell may have set that would change what init keeps.

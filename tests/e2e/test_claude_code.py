@@ -18,7 +18,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..agents import AGENT_CLIENT_KEY, agent, claude_env
-from ..upstream import (
+from ..fakes.upstream import (
     CLAUDE_TEXT,
     DEEPSEEK_MAX_TOKENS,
     TOOL_WORD,

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from ..conftest import CHUNK, COMPLETION, assert_valid
-from ..upstream import ECHOED_KEY_PREFIX, Upstream, refused_url
+from ..fakes.upstream import ECHOED_KEY_PREFIX, Upstream, refused_url
 
 BIN = str(Path(sys.executable).parent / "agent-reach")
 KEY = "sk-live-cli-4f1d2c3b5a697887-TOPSECRET"

@@ -11,7 +11,7 @@ from typing import Any
 import openai
 import pytest
 
-from ..upstream import Upstream
+from ..fakes.upstream import Upstream
 from .test_proxy import MSG, Proxy, start, stop
 
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from ..agents import agent
-from ..upstream import TOOL_WORD, Upstream, cached_share, refused_url
+from ..fakes.upstream import TOOL_WORD, Upstream, cached_share, refused_url
 from .test_proxy import PROVIDER_KEY, Proxy, start, stop
 
 BIN = str(Path(sys.executable).parent / "agent-reach")

@@ -1,7 +1,7 @@
 """`count_tokens` through the proxy (issue 19, item 7): the route's first native Anthropic
 provider counts; with none (or none that counts), the proxy estimates, and the estimate is held
 to the input tokens a provider reports for the same request, here one that counts with DeepSeek
-V4's tokenizer (tests/upstream.py `deepseek_tokens`), over tests/token_corpus.py
+V4's tokenizer (tests/fakes/upstream.py `deepseek_tokens`), over tests/token_corpus.py
 (bench/count_tokens.py prints the figures)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 import anthropic
 import pytest
 
+from ..fakes.upstream import Upstream, proxy_config
 from ..token_corpus import corpus
-from ..upstream import Upstream, proxy_config
 from .test_proxy import Proxy, start, stop
 
 CORPUS = corpus()

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from ..fakes.upstream import Upstream, proxy_config
 from ..rawhttp import connect, read_reply, request
-from ..upstream import Upstream, proxy_config
 from .test_proxy import Proxy, start, stop
 
 BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()

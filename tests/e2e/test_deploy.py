@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent_reach.config import load_config
 from agent_reach.version import __version__
 
-from ..upstream import Upstream
+from ..fakes.upstream import Upstream
 from .test_proxy import MSG, start, stop
 
 DEPLOY = Path(__file__).parents[2] / "deploy"

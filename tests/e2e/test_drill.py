@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..upstream import Upstream
+from ..fakes.upstream import Upstream
 from .test_cli import config_file, p, run
 
 

@@ -19,7 +19,7 @@ import pytest
 from agent_reach import AllProvidersFailed, Router
 
 from ..conftest import ERROR, assert_valid
-from ..upstream import Upstream, proxy_config, refused_url
+from ..fakes.upstream import Upstream, proxy_config, refused_url
 from .test_cli import config_file, run
 from .test_proxy import MSG, PROVIDER_KEY, Proxy, start, stop
 

@@ -16,7 +16,7 @@ import openai
 import pytest
 
 from ..conftest import CHUNK, assert_valid
-from ..upstream import Upstream, proxy_config
+from ..fakes.upstream import Upstream, proxy_config
 from .test_proxy import MSG, Proxy, start, stop
 from .test_responses import post_events
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from ..fakes.upstream import Upstream
 from ..services import RedisServer
-from ..upstream import Upstream
 from .test_proxy import MSG, Proxy, start, stop
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ from google import genai
 from google.genai import errors, types
 
 from ..agents import AGENT_CLIENT_KEY
-from ..upstream import GEMINI_SIGNATURE, TOOL_WORD, Upstream, proxy_config, refused_url
+from ..fakes.upstream import GEMINI_SIGNATURE, TOOL_WORD, Upstream, proxy_config, refused_url
 from .test_proxy import PROVIDER_KEY, Proxy, start, stop
 
 KEY = "AIza-" + AGENT_CLIENT_KEY  # Gemini clients check a key's look: it starts with AIza

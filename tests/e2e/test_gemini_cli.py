@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from ..agents import agent, gemini_env
-from ..upstream import TOOL_WORD, Upstream
+from ..fakes.upstream import TOOL_WORD, Upstream
 from .test_proxy import PROVIDER_KEY, start, stop
 
 pytestmark = pytest.mark.slow

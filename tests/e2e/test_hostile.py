@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 import pytest
 
 from ..conftest import ERROR, assert_valid
+from ..fakes.upstream import Upstream
 from ..rawhttp import Reply, closed_within, connect, exchange, read_reply, request
-from ..upstream import Upstream
 from .test_proxy import MSG, Proxy, base_config, start, stop
 
 T = TypeVar("T")

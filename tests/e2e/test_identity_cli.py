@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from ..upstream import KEYED_GOOD, Upstream
+from ..fakes.upstream import KEYED_GOOD, Upstream
 from .test_cli import BIN
 
 BAD = "sk-keyed-bad-0a1b2c3d"

@@ -2,7 +2,7 @@
 
 The image is built (or found in `.cache/image/`), loaded from its docker-archive and started
 with a read-only root, the host's network and a mounted config whose first provider is a
-refused port and whose second is the loopback fake of `tests/upstream.py`: a chat request fails
+refused port and whose second is the loopback fake of `tests/fakes/upstream.py`: a chat request fails
 over and gets the fake's answer, the image's HEALTHCHECK passes, and `podman stop` (SIGTERM)
 ends it cleanly. Only 127.0.0.1 is used.
 
@@ -32,7 +32,7 @@ import yaml
 from agent_reach.net.ports import free_port
 from agent_reach.version import PROTOCOL_VERSION, __version__
 
-from ..upstream import Upstream, proxy_config, refused_url
+from ..fakes.upstream import Upstream, proxy_config, refused_url
 
 pytestmark = pytest.mark.slow
 

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from ..fakes.upstream import Upstream
 from ..rawhttp import exchange
-from ..upstream import Upstream
 from .test_proxy import Proxy, base_config, start, stop
 
 

@@ -1,5 +1,5 @@
 """Issue 40's smaller leaks (items 7-17) and `report` on Redis, each the way a user meets it:
-the CLI and the proxy as subprocesses, against the loopback fakes (`tests/upstream.py`,
+the CLI and the proxy as subprocesses, against the loopback fakes (`tests/fakes/upstream.py`,
 `tests/connect_proxy.py`) and a real redis-server."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..connect_proxy import ConnectProxy
+from ..fakes.upstream import Upstream, proxy_config, refused_url
 from ..services import free_port
-from ..upstream import Upstream, proxy_config, refused_url
 from .test_cli import config_file, p, run
 from .test_proxy import MSG, PROVIDER_KEY, Proxy, start, stop
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ..upstream import DEEPSEEK_MAX_TOKENS, Upstream, proxy_config
+from ..fakes.upstream import DEEPSEEK_MAX_TOKENS, Upstream, proxy_config
 from .test_proxy import BIN, PROVIDER_KEY, Proxy, start, stop
 
 HI = [{"role": "user", "content": "hi"}]

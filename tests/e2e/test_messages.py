@@ -18,7 +18,7 @@ import pytest
 from anthropic.types import Message, MessageTokensCount, RawMessageStreamEvent
 from anthropic.types.shared import ErrorResponse
 
-from ..upstream import (
+from ..fakes.upstream import (
     CLAUDE_TEXT,
     CLAUDE_THINKING,
     CLAUDE_USAGE,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ..dialect_servers import KEY, DialectServer, answer, running
-from ..upstream import refused_url
+from ..fakes.dialects import KEY, DialectServer, answer, running
+from ..fakes.upstream import refused_url
 from .test_cli import run
 
 FORMATS = ["openai", "ollama", "dashscope", "minimax", "ernie", "anthropic", "gemini"]

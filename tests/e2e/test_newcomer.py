@@ -14,7 +14,7 @@ import yaml
 
 from agent_reach.version import PROTOCOL_VERSION, __version__
 
-from ..upstream import Upstream, refused_url
+from ..fakes.upstream import Upstream, refused_url
 from .test_cli import config_file, no_secrets, p, run
 
 # -- 1. `--config` after the subcommand --------------------------------------------------------

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from ..fakes.upstream import Upstream
 from ..rawhttp import Reply, connect, exchange, request
-from ..upstream import Upstream
 from .test_hostile import Served
 from .test_proxy import MSG, Proxy, base_config, start, stop
 

@@ -10,9 +10,7 @@ aiohttp's client (4 of 4 runs); the llhttp client (`upstream.py`) that replaced 
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +18,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from ..upstream import Upstream, proxy_config
+from ..fakes.serving import Threaded
+from ..fakes.upstream import Upstream, proxy_config
 from .test_proxy import start, stop
 
 CHUNKS = 1000
@@ -51,29 +50,12 @@ async def _long(request: web.Request) -> web.StreamResponse:
 @pytest.fixture
 def long_stream() -> Iterator[str]:
     """A provider answering every chat request with `STREAM`: its endpoint."""
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    runner: list[web.AppRunner] = []
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", _long)
-        runner.append(web.AppRunner(app, access_log=None))
-        loop.run_until_complete(runner[0].setup())
-        loop.run_until_complete(web.TCPSite(runner[0], "127.0.0.1", 0).start())
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    port = runner[0].addresses[0][1]
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", _long)
+    server = Threaded()
+    port = server.serve(app)
     yield f"http://127.0.0.1:{port}/v1/chat/completions"
-    asyncio.run_coroutine_threadsafe(runner[0].cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
-    loop.close()
+    server.stop()
 
 
 def test_a_pooled_connection_outlives_the_read_timeout(

@@ -20,7 +20,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..conftest import CHUNK, COMPLETION, ERROR, assert_valid
-from ..upstream import Upstream, proxy_config, refused_url
+from ..fakes.upstream import Upstream, proxy_config, refused_url
 
 BIN = str(Path(sys.executable).parent / "agent-reach")
 PROVIDER_KEY = "sk-provider-77aa88bb99cc-SECRET"

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from ..upstream import Upstream
+from ..fakes.upstream import Upstream
 from .test_proxy import MSG, Proxy, start, stop
 
 pytestmark = pytest.mark.slow

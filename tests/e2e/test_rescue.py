@@ -15,7 +15,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from ..upstream import RESCUED, Upstream, cut_usage, proxy_config
+from ..fakes.upstream import RESCUED, Upstream, cut_usage, proxy_config
 from .test_proxy import MSG, Proxy, start, stop
 from .test_responses import post_events
 

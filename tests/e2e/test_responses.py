@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from ..conftest import FUNCTION_TOOL, RESPONSE, RESPONSE_ERROR, assert_valid, assert_valid_event
-from ..upstream import DEEPSEEK_MAX_TOKENS, TOOL_WORD, Upstream, own_bytes
+from ..fakes.upstream import DEEPSEEK_MAX_TOKENS, TOOL_WORD, Upstream, own_bytes
 from .test_proxy import PROVIDER_KEY, Proxy, base_config, chain, start, stop
 
 EXEC = {

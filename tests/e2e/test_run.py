@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from ..upstream import Upstream, proxy_config, refused_url
+from ..fakes.upstream import Upstream, proxy_config, refused_url
 
 BIN = str(Path(sys.executable).parent / "agent-reach")
 

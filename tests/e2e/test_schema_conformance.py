@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from ..conftest import COMPLETION, RESPONSE, assert_valid
-from ..upstream import Upstream
+from ..fakes.upstream import Upstream
 from .test_proxy import MSG, Proxy, base_config, chain, start, stop
 
 

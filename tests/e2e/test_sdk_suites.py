@@ -7,7 +7,7 @@ parameters, streamed and not, through `with_raw_response` and `with_streaming_re
 sync, async and aiohttp clients, and check each answer against the SDK's types, loosely and
 strictly (`_strict_response_validation`). Upstream they run against a mock of the OpenAPI spec
 at `TEST_API_BASE_URL`; here that is the proxy (`agent-reach serve`), whose provider is the
-loopback chat fake of `tests/upstream.py`. Each file runs as a pytest subprocess, unchanged,
+loopback chat fake of `tests/fakes/upstream.py`. Each file runs as a pytest subprocess, unchanged,
 with its repository's own conftest and settings, in the venv `scripts/ensure-sdk-suites.sh`
 makes from the published sdists (pinned versions and hashes; docs/decisions.md says why).
 
@@ -25,12 +25,10 @@ before (one per request: the suite deletes the same id many times).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -41,7 +39,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from ..upstream import Upstream
+from ..fakes.serving import Threaded
+from ..fakes.upstream import Upstream
 from .test_proxy import Proxy, base_config, start, stop
 
 pytestmark = pytest.mark.slow
@@ -154,33 +153,16 @@ class Served:
 @contextmanager
 def in_front(proxy: Proxy) -> Iterator[Stored]:
     """A `Stored` for `proxy` on a free port of 127.0.0.1, in its own thread."""
-    front = Stored(proxy.base)
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
+    front, server = Stored(proxy.base), Threaded()
     app = web.Application(client_max_size=2**24)
     app.router.add_route("*", "/{tail:.*}", front.relay)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(front.open())
-        loop.run_until_complete(runner.setup())
-        loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", 0).start())
-        front.port = runner.addresses[0][1]
-        ready.set()
-        loop.run_forever()
-        loop.run_until_complete(front.close())
-        loop.run_until_complete(runner.cleanup())
-        loop.close()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert ready.wait(10)
+    server.run(front.open())
+    front.port = server.serve(app)
     try:
         yield front
     finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
+        server.run(front.close())
+        server.stop()
 
 
 def counts(summary: str) -> dict[str, int]:

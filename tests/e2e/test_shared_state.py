@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from ..fakes.upstream import Upstream
 from ..png import read_png
 from ..services import RedisServer, chromium_flags
-from ..upstream import Upstream
 from .test_cli import config_file, p, run
 from .test_proxy import MSG, Proxy, start, stop
 

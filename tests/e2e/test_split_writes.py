@@ -17,8 +17,8 @@ from pathlib import Path
 import openai
 import pytest
 
+from ..fakes.upstream import Upstream, proxy_config
 from ..rawhttp import connect, read_reply, request
-from ..upstream import Upstream, proxy_config
 from .test_proxy import MSG, Proxy, start, stop
 
 ROUNDS = 20

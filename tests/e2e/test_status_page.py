@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from ..fakes.upstream import Upstream
 from ..services import chromium_flags
-from ..upstream import Upstream
 from .test_proxy import MSG, start, stop
 
 pytestmark = pytest.mark.slow

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from ..conftest import ERROR, assert_valid
+from ..fakes.upstream import Upstream
 from ..rawhttp import closed_within, connect, exchange, read_reply, request
-from ..upstream import Upstream
 from .test_proxy import MSG, Proxy, base_config, start, stop
 
 LIMITS = {

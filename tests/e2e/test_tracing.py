@@ -3,11 +3,9 @@ once to an in-process OTLP/HTTP receiver; unconfigured, nothing of OpenTelemetry
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,8 @@ import pytest
 from aiohttp import web
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ..upstream import Upstream
+from ..fakes.serving import Threaded
+from ..fakes.upstream import Upstream
 from .test_proxy import MSG, start, stop
 
 pytestmark = pytest.mark.slow
@@ -29,8 +28,6 @@ class Receiver:
         self.spans: list[Any] = []
         self.resources: list[dict[str, Any]] = []
         self.port = 0
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     async def traces(self, request: web.Request) -> web.Response:
         raw = await request.read()
@@ -43,21 +40,10 @@ class Receiver:
                 self.spans.extend(ss.spans)
         return web.Response(body=b"", content_type="application/x-protobuf")
 
-    def _run(self) -> None:
-        loop = asyncio.new_event_loop()
+    def start(self) -> Receiver:
         app = web.Application()
         app.router.add_post("/v1/traces", self.traces)
-        runner = web.AppRunner(app)
-        loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        loop.run_until_complete(site.start())
-        self.port = runner.addresses[0][1]
-        self._ready.set()
-        loop.run_forever()
-
-    def start(self) -> Receiver:
-        self._thread.start()
-        self._ready.wait(10)
+        self.port = Threaded().serve(app)
         return self
 
 

@@ -15,7 +15,7 @@ import pytest
 import trustme
 
 from ..connect_proxy import ConnectProxy
-from ..upstream import Upstream, proxy_config
+from ..fakes.upstream import Upstream, proxy_config
 from .test_cli import config_file, no_secrets, p, run
 from .test_proxy import start, stop
 

@@ -18,7 +18,7 @@ import openai
 import pytest
 import yaml
 
-from ..upstream import Upstream
+from ..fakes.upstream import Upstream
 from .test_cli import run
 from .test_proxy import MSG, Proxy, start, stop
 

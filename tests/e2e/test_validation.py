@@ -22,7 +22,7 @@ import pytest
 from agent_reach import RequestError, Router
 
 from ..conftest import ERROR, assert_valid
-from ..upstream import Upstream, proxy_config
+from ..fakes.upstream import Upstream, proxy_config
 from .test_cli import config_file, run
 from .test_proxy import Proxy, start, stop
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ..upstream import (
+from ..fakes.upstream import (
     REPEATS_EVENTS,
     REPEATS_TEXTS,
     VERBATIM_CHAT,

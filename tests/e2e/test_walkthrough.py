@@ -24,8 +24,8 @@ import yaml
 
 from agent_reach.net.ports import free_port
 
+from ..fakes.upstream import Upstream, refused_url
 from ..readme import README, ROOT, cli_table_commands, code_blocks, section, shown_commands
-from ..upstream import Upstream, refused_url
 from .test_cli import BIN
 from .test_proxy import start, stop
 

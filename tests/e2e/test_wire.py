@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from ..fakes.upstream import Upstream, proxy_config
 from ..rawhttp import closed_within, connect, read_reply, request
-from ..upstream import Upstream, proxy_config
 from .test_proxy import Proxy, start, stop
 
 JSON = ("Content-Type", "application/json")

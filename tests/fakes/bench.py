@@ -1,5 +1,6 @@
-"""A fast OpenAI-compatible mock for benchmarks: `python bench/mock_upstream.py` prints its
-port, then answers every POST with a fixed chat.completion (and `GET /v1/models`).
+"""The benchmarks' upstream, fast and OpenAI-compatible: `python -m tests.fakes.bench` (from the
+repository's root) prints its port, then answers every POST with a fixed chat.completion (and
+`GET /v1/models`).
 
 Under `/sse/` it is a paced streaming upstream instead: every POST is answered with an SSE
 stream of `SSE_CHUNKS` content chunks `SSE_GAP_S` apart (the first at once), a final chunk
@@ -16,6 +17,9 @@ chunk and `data: [DONE]` (bench/stream.py: how many chunks a proxy relays per se
 `/idle/` the stream's first content chunk comes at once and then nothing for `IDLE_S` (an open
 idle stream, held by its reader: what one costs a proxy in memory).
 
+Under `/tail/` one POST in ten (a seeded draw) is answered after `TAIL_S`, the others at once
+(bench/hedging.py: a heavy-tailed primary).
+
 Under `/budget/` every POST is counted and answered after `BUDGET_S`; `GET /budget/stats` says
 how many came (bench/abuse.py: how many requests a budget let through).
 """
@@ -23,34 +27,29 @@ how many came (bench/abuse.py: how many requests a budget let through).
 from __future__ import annotations
 
 import asyncio
-import json
+import random
 import sys
 
+import orjson
 from aiohttp import web
 
-BODY = (
-    b'{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"bench",'
-    b'"choices":[{"index":0,"message":{"role":"assistant","content":"pong"},'
-    b'"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}'
-)
+from .serving import port_of, start
+from .shapes import chunk, completion, sse
+
+BODY = orjson.dumps(completion("pong", "bench", id="chatcmpl-bench"))
 HANG_S = 3600
 SSE_CHUNKS = 20
 SSE_GAP_S = 0.005
 BUDGET_S = 0.3
+TAIL_S = 2.0
+TAIL_DRAW = random.Random(42)
 LONG_CHUNKS = 1000
 IDLE_S = 300
 BUDGETED: list[int] = []  # one item per request that reached `/budget/`
 
 
 def _sse(delta: dict[str, str], finish: str | None = None) -> bytes:
-    chunk = {
-        "id": "chatcmpl-bench",
-        "object": "chat.completion.chunk",
-        "created": 1700000000,
-        "model": "bench",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
-    return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+    return sse(chunk(delta, finish, model="bench", id="chatcmpl-bench"))
 
 
 SSE_FRAMES = [
@@ -58,28 +57,18 @@ SSE_FRAMES = [
     for i in range(SSE_CHUNKS)
 ]
 SSE_END = _sse({}, "stop") + b"data: [DONE]\n\n"
-LONG_FRAME = (
-    b"data: "
-    + json.dumps(
-        {
-            "id": "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT",
-            "object": "chat.completion.chunk",
-            "created": 1741569952,
-            "model": "gpt-4o-2024-08-06",
-            "service_tier": "default",
-            "system_fingerprint": "fp_f9f4fb6dbf",
-            "choices": [
-                {
-                    "index": 0,
-                    "delta": {"content": " token"},
-                    "logprobs": None,
-                    "finish_reason": None,
-                }
-            ],
-        },
-        separators=(",", ":"),
-    ).encode()
-    + b"\n\n"
+LONG_FRAME = sse(
+    {
+        "id": "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT",
+        "object": "chat.completion.chunk",
+        "created": 1741569952,
+        "model": "gpt-4o-2024-08-06",
+        "service_tier": "default",
+        "system_fingerprint": "fp_f9f4fb6dbf",
+        "choices": [
+            {"index": 0, "delta": {"content": " token"}, "logprobs": None, "finish_reason": None}
+        ],
+    }
 )
 LONG_BODY = SSE_FRAMES[0] + LONG_FRAME * (LONG_CHUNKS - 1) + SSE_END
 FLOOD_FRAME = _sse({"content": "x" * 8192})
@@ -89,6 +78,12 @@ FLOOD_CUT: list[int] = []  # the streams that ended because their reader went aw
 
 
 async def chat(_: web.Request) -> web.Response:
+    return web.Response(body=BODY, content_type="application/json")
+
+
+async def tail(_: web.Request) -> web.Response:
+    if TAIL_DRAW.random() < 0.10:
+        await asyncio.sleep(TAIL_S)
     return web.Response(body=BODY, content_type="application/json")
 
 
@@ -187,6 +182,7 @@ async def main() -> None:
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/hang/v1/chat/completions", hang)
+    app.router.add_post("/tail/v1/chat/completions", tail)
     app.router.add_get("/v1/models", models)
     app.router.add_post("/sse/v1/chat/completions", paced_stream)
     app.router.add_post("/long/v1/chat/completions", long_stream)
@@ -198,14 +194,11 @@ async def main() -> None:
     app.router.add_get("/flood/stats", flood_stats)
     app.router.add_post("/budget/v1/chat/completions", budgeted)
     app.router.add_get("/budget/stats", budget_stats)
-    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
-    await runner.setup()
     # A deep accept queue: a proxy opens hundreds of connections to it at once (bench/abuse.py's
     # 200 unread streams), and aiohttp's 128 overflowed there (a dropped SYN is sent again
     # after 1 s, past the proxy's 1 s connect timeout: one stream never started).
-    site = web.TCPSite(runner, "127.0.0.1", 0, backlog=2048)
-    await site.start()
-    print(runner.addresses[0][1], flush=True)
+    runner = await start(app, cancel=True, backlog=2048)
+    print(port_of(runner), flush=True)
     await asyncio.Event().wait()
 
 

@@ -19,6 +19,8 @@ from aiohttp import web
 
 from agent_reach import AllProvidersFailed, Attempt, Router
 
+from .serving import serving
+
 KEY = "sk-wire-0123456789-SECRET"
 
 
@@ -62,16 +64,6 @@ def stream_reply(*pieces: str | bytes, content_type: str = "text/event-stream") 
         content_type=content_type,
         pieces=tuple(p.encode() if isinstance(p, str) else p for p in pieces),
     )
-
-
-def sse(*events: Any, space: bool = True, event: str | None = None) -> str:
-    """`data: <json>` SSE events (with `event:` lines when `event` is given)."""
-    out = []
-    for obj in events:
-        data = obj if isinstance(obj, str) else orjson.dumps(obj).decode()
-        head = f"event: {event}\n" if event else ""
-        out.append(f"{head}data:{' ' if space else ''}{data}\n\n")
-    return "".join(out)
 
 
 Handler = Reply | Callable[[Seen], Reply]
@@ -131,15 +123,8 @@ class Wire:
         wire = cls()
         app = web.Application()
         app.router.add_route("POST", "/{tail:.*}", wire._handle)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        wire.port = runner.addresses[0][1]
-        try:
+        async with serving(app) as wire.port:
             yield wire
-        finally:
-            await runner.cleanup()
 
 
 # -- the library side ------------------------------------------------------------------------

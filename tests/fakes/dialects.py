@@ -24,7 +24,6 @@ their header or query. Every request is recorded (`Received`).
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,7 +32,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from .wire import sse
+from .serving import Threaded
+from .shapes import chunk, completion, sse
 
 KEY = "sk-probe-5a6b7c8d9e-SECRET"
 OLLAMA_MODELS = ["llama3.2:latest", "qwen2.5:7b"]
@@ -92,25 +92,10 @@ class DialectServer:
             first, rest = text[:3], text[3:]
             return await _stream(
                 request,
-                sse(_chunk({"role": "assistant", "content": first}), _chunk({"content": rest})),
-                sse(_chunk({}, "stop"), "[DONE]"),
+                sse(chunk({"role": "assistant", "content": first}), chunk({"content": rest})),
+                sse(chunk({}, "stop"), "[DONE]"),
             )
-        return web.json_response(
-            {
-                "id": "chatcmpl-1",
-                "object": "chat.completion",
-                "created": 1_700_000_000,
-                "model": body.get("model") or "gpt-test",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6},
-            }
-        )
+        return web.json_response(completion(text, body.get("model") or "gpt-test", id="chatcmpl-1"))
 
     async def ollama_tags(self, request: web.Request, body: Any) -> web.StreamResponse:
         return web.json_response({"models": [{"name": m, "model": m} for m in OLLAMA_MODELS]})
@@ -263,8 +248,8 @@ class DialectServer:
             if body.get("stream"):
                 return await _stream(
                     request,
-                    sse(_chunk({"role": "assistant", "content": text[:3]})),
-                    sse(_chunk({"content": text[3:]}, "stop"), "[DONE]"),
+                    sse(chunk({"role": "assistant", "content": text[:3]})),
+                    sse(chunk({"content": text[3:]}, "stop"), "[DONE]"),
                 )
             return web.json_response(
                 {
@@ -390,40 +375,12 @@ class DialectServer:
 @contextmanager
 def running() -> Iterator[DialectServer]:
     """A `DialectServer` on a free port of 127.0.0.1, in its own thread, for the block."""
-    server = DialectServer()
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    runner = web.AppRunner(server.app(), access_log=None, shutdown_timeout=0.1)
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        loop.run_until_complete(site.start())
-        server.port = runner.addresses[0][1]
-        ready.set()
-        loop.run_forever()
-        loop.run_until_complete(runner.cleanup())
-        loop.close()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    ready.wait(10)
+    server, threaded = DialectServer(), Threaded()
+    server.port = threaded.serve(server.app())
     try:
         yield server
     finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-
-
-def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-s",
-        "object": "chat.completion.chunk",
-        "created": 1_700_000_000,
-        "model": "gpt-test",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
+        threaded.stop()
 
 
 async def _stream(

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import ssl
-import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -24,6 +22,11 @@ from aiohttp import web
 
 from agent_reach.cli import simulated
 from agent_reach.dialects import artifacts
+from agent_reach.net.ports import free_port
+
+from . import shapes
+from .serving import Threaded
+from .shapes import completion, named, sse
 
 ECHOED_KEY_PREFIX = "Incorrect API key provided: "
 # What the `claude` scenario (a native Anthropic provider) answers.
@@ -82,32 +85,6 @@ def own_bytes(value: str) -> str:
     return own
 
 
-def completion(content: str, model: str = "gpt-test") -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-test",
-        "object": "chat.completion",
-        "created": 1_700_000_000,
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
-    }
-
-
-def sse(obj: Any) -> bytes:
-    return b"data: " + (obj if isinstance(obj, bytes) else orjson.dumps(obj)) + b"\n\n"
-
-
-def anthropic_event(name: str, data: dict[str, Any]) -> bytes:
-    """One named Anthropic stream event."""
-    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps({"type": name, **data}) + b"\n\n"
-
-
 def _delta(kind: str, text: str) -> dict[str, str]:
     return {"type": f"{kind}_delta", kind: text}
 
@@ -120,13 +97,7 @@ def chunk(
         delta["role"] = "assistant"
     if content is not None:
         delta["content"] = content
-    return {
-        "id": "chatcmpl-stream",
-        "object": "chat.completion.chunk",
-        "created": 1_700_000_000,
-        "model": "gpt-test",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
+    return shapes.chunk(delta, finish)
 
 
 ONEBAD = [  # the `onebad` scenarios' stream
@@ -253,12 +224,13 @@ VERBATIM_CHAT = json.dumps(
 def openai_chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
     """A stream chunk as OpenAI sends it: nothing in it for agent-reach to change."""
     return {
-        "id": "chatcmpl-verbatim",
-        "object": "chat.completion.chunk",
-        "created": 1_700_000_000,
-        "model": "gpt-test",
-        "service_tier": "default",
-        "system_fingerprint": "fp_verbatim",
+        **shapes.chunk(
+            delta,
+            finish,
+            id="chatcmpl-verbatim",
+            service_tier="default",
+            system_fingerprint="fp_verbatim",
+        ),
         "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
     }
 
@@ -384,7 +356,6 @@ class Upstream:
     port: int = 0
     received: list[Received] = field(default_factory=list)
     health_hits: list[str] = field(default_factory=list)
-    loop: asyncio.AbstractEventLoop | None = None
     switch: str = "ok"  # what the `switch` scenario does: the name of another scenario
     cancelled: list[str] = field(default_factory=list)  # requests whose client went away
     cancelled_at: dict[str, float] = field(default_factory=dict)  # when (monotonic), by name
@@ -923,7 +894,7 @@ class Upstream:
             ("message_stop", {}),
         ]
         for name, data in events:
-            await resp.write(anthropic_event(name, data))
+            await resp.write(named(name, data))
         return resp
 
     async def _resume(self, request: web.Request, body: Any, restart: str) -> web.StreamResponse:
@@ -1167,7 +1138,7 @@ class Upstream:
         await resp.prepare(request)
         for n, (kind, data) in enumerate(responses_events(answer)):
             event = {"type": kind, "sequence_number": n, **data}
-            await resp.write(f"event: {kind}\n".encode() + sse(event))
+            await resp.write(sse(event, event=kind))
         return resp
 
     async def gemini(self, request: web.Request) -> web.StreamResponse:
@@ -1315,7 +1286,7 @@ class Upstream:
             ),
             ("message_stop", {}),
         ):
-            await resp.write(anthropic_event(name, data))
+            await resp.write(named(name, data))
             if name == "content_block_delta" and cut:
                 await asyncio.sleep(0.05)
                 assert request.transport is not None
@@ -1344,32 +1315,11 @@ class Upstream:
         return web.json_response({"error": "nothing here"}, status=404)
 
     def start(self) -> None:
-        ready = threading.Event()
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self.loop = loop
-            runner = web.AppRunner(
-                self.app(), access_log=None, shutdown_timeout=0.1, handler_cancellation=True
-            )
-            loop.run_until_complete(runner.setup())
-            site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=self.tls)
-            loop.run_until_complete(site.start())
-            self.port = runner.addresses[0][1]
-            self._runner = runner
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
-
-        self._thread = threading.Thread(target=run, daemon=True)
-        self._thread.start()
-        ready.wait(10)
+        self._server = Threaded()
+        self.port = self._server.serve(self.app(), tls=self.tls, cancel=True)
 
     def stop(self) -> None:
-        if self.loop is not None:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(10)
+        self._server.stop()
 
 
 def deepseek_tokens(body: dict[str, Any]) -> int:
@@ -1425,7 +1375,4 @@ def proxy_config(providers: list[dict[str, Any]], **top: Any) -> dict[str, Any]:
 
 def refused_url() -> str:
     """An endpoint on a port where nothing listens."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1/chat/completions"
+    return f"http://127.0.0.1:{free_port()}/v1/chat/completions"
