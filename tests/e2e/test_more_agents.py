@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from ..agents import AGENT_CLIENT_KEY, agent
-from ..upstream import TOOL_WORD, Upstream
+from ..fakes.upstream import TOOL_WORD, Upstream
 from .test_proxy import PROVIDER_KEY, start, stop
 
 pytestmark = pytest.mark.slow
