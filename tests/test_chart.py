@@ -262,24 +262,25 @@ def test_rollouts_keep_every_pod_serving_and_spread_them(chart: helm.Chart) -> N
 
 
 def test_the_grace_period_outlasts_the_shutdown_timeout(chart: helm.Chart) -> None:
-    def grace_and_timeout(values: dict[str, Any] | None = None) -> tuple[int, float, int]:
+    def grace_and_waits(values: dict[str, Any] | None = None) -> tuple[int, float, float]:
+        """The grace period, serve's shutdown timeout and what comes before it (the preStop
+        sleep and serve's drain delay)."""
         docs = manifests(render(chart, values))
         pod = by_kind(docs)["Deployment"]["spec"]["template"]["spec"]
-        args = container(docs)["args"]
-        (timeout,) = [
-            float(a.split("=", 1)[1]) for a in args if a.startswith("--shutdown-timeout=")
-        ]
+        args = dict(a.split("=", 1) for a in container(docs)["args"] if "=" in a)
         sleep = container(docs).get("lifecycle", {}).get("preStop", {}).get("sleep", {})
-        return pod["terminationGracePeriodSeconds"], timeout, sleep.get("seconds", 0)
+        before = sleep.get("seconds", 0) + float(args["--drain-delay"])
+        return pod["terminationGracePeriodSeconds"], float(args["--shutdown-timeout"]), before
 
-    grace, timeout, sleep = grace_and_timeout()
-    assert grace > sleep + timeout >= 60, (grace, sleep, timeout)  # an agent's stream, not 10 s
-    grace, timeout, sleep = grace_and_timeout({"server": {"shutdownTimeoutSeconds": 600}})
-    assert grace > sleep + timeout == 605
-    assert grace_and_timeout({"terminationGracePeriodSeconds": 200})[0] == 200
+    grace, timeout, before = grace_and_waits()
+    assert grace > before + timeout >= 60, (grace, before, timeout)  # an agent's stream
+    assert before == 5  # serve's drain delay; no preStop sleep
+    grace, timeout, before = grace_and_waits({"server": {"shutdownTimeoutSeconds": 600}})
+    assert grace > before + timeout == 605
+    assert grace_and_waits({"preStopSleepSeconds": 10})[2] == 15
+    assert grace_and_waits({"terminationGracePeriodSeconds": 400})[0] == 400
     with pytest.raises(helm.HelmRenderError, match="terminationGracePeriodSeconds"):
-        render(chart, {"terminationGracePeriodSeconds": 100})
-    assert grace_and_timeout({"preStopSleepSeconds": 0})[2] == 0
+        render(chart, {"terminationGracePeriodSeconds": 300})
 
 
 def test_it_runs_as_the_images_user_read_only_with_no_capabilities(chart: helm.Chart) -> None:

@@ -192,3 +192,15 @@ async def test_a_route_that_takes_no_websocket_answers_an_upgrade_and_closes(
     reply, body = await asyncio.to_thread(exchange)
     assert reply.startswith(b"HTTP/1.1 200 ")
     assert body == b'{"ok":true}'  # and then the connection closed
+
+
+async def test_a_websocket_open_at_the_shutdown_timeout_is_closed_1001() -> None:
+    server, url = await served()
+    async with connect(f"{url}/echo") as ws:
+        await ws.send("hello")
+        assert await ws.recv() == "hello"
+        closed = await server.close(0.2)  # the session outlasts it
+        with pytest.raises(ConnectionClosed):
+            await ws.recv()
+    assert (ws.close_code, ws.close_reason) == (1001, "the server is shutting down")
+    assert closed.ended == 1

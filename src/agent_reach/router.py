@@ -175,6 +175,11 @@ class Router:
         skipped (`agent_reach_state_skipped_records_total`)."""
         return self.engine.store.skipped
 
+    @property
+    def state_down(self) -> bool:
+        """The state store's backend is down (`StateStore.down`): `/readyz` says so."""
+        return self.engine.store.down
+
     async def refresh_health(self) -> None:
         """Run every provider's health check now and remember the results (health mode
         `background`)."""

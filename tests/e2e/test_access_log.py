@@ -76,8 +76,9 @@ def test_one_line_per_request_and_never_a_key_or_a_body(upstream: Upstream, tmp_
     for secret in (CLIENT_KEY, "ck-wrong-1234", PROVIDER_KEY, SECRET_TEXT):
         assert secret not in text
     assert "Traceback" not in text
-    assert "shutting down" in lines_of(log)[-2]
-    assert re.search(r"stopped after \d+ s, 6 request\(s\) served$", lines_of(log)[-1])
+    assert "draining: 0 request(s) under way get 300 s to finish" in lines_of(log)[-2]
+    last = r"stopped after \d+ s: 0 request\(s\) drained, 0 ended unfinished .*, 6 served in all$"
+    assert re.search(last, lines_of(log)[-1])
 
 
 def test_access_lines_name_the_models_and_each_attempt_for_every_face(

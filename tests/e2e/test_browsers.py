@@ -84,6 +84,7 @@ def test_web_pages_are_turned_away(proxy: Proxy, header: tuple[str, str], status
     for path in ("/v1/models", "/agent-reach/v1/status", "/agent-reach/"):
         assert send(proxy, "GET", path, header) == status
     assert send(proxy, "GET", "/healthz", ("Host", "lb.internal")) == 200
+    assert send(proxy, "GET", "/readyz", ("Host", "lb.internal")) == 200
 
 
 def test_with_client_keys_the_key_is_the_guard(upstream: Upstream, tmp_path: Path) -> None:

@@ -108,6 +108,7 @@ ONEBAD = [  # the `onebad` scenarios' stream
     sse(b"[DONE]"),
 ]
 TOOL_WORD = "agent-reach-tool-ok"
+PACED_WORDS, PACED_GAP_S = 200, 0.1  # the `paced` scenario's stream
 RESCUED = "partial answer, finished by another provider."  # the `cut*` scenarios' answer
 RESCUED_CUT = ("partial ", "answer")  # what of it they send before they fail
 
@@ -713,6 +714,18 @@ class Upstream:
             self.cancelled.append("hang")
             raise
         return web.json_response(completion("too late"))
+
+    async def s_paced(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A long stream at a reasoning model's pace: `PACED_WORDS` words `PACED_GAP_S` apart
+        (20 s in all), then its end."""
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(sse(chunk(role=True)))
+        for i in range(PACED_WORDS):
+            await asyncio.sleep(PACED_GAP_S)
+            await resp.write(sse(chunk(f"w{i} ")))
+        await resp.write(sse(chunk(finish="stop")) + sse(b"[DONE]"))
+        return resp
 
     async def s_slow(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         try:

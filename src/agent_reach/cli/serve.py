@@ -23,9 +23,18 @@ from .exits import expected_errors
 @click.option(
     "--shutdown-timeout",
     type=click.FloatRange(0),
-    default=10.0,
+    default=300.0,
     show_default=True,
-    help="Seconds to finish in-flight requests on SIGTERM.",
+    help="Seconds in-flight requests and streams get to finish on SIGTERM; then each ends with "
+    "its API's error (a second signal: at once).",
+)
+@click.option(
+    "--drain-delay",
+    type=click.FloatRange(0),
+    default=0.0,
+    show_default=True,
+    help="Seconds the proxy keeps accepting after SIGTERM, /readyz answering 503, so that load "
+    "balancers stop sending it requests first.",
 )
 @click.option(
     "--log-level",
@@ -47,6 +56,7 @@ def serve(
     port: int | None,
     workers: int,
     shutdown_timeout: float,
+    drain_delay: float,
     log_level: str,
     no_access_log: bool,
     watch: bool,
@@ -67,7 +77,10 @@ def serve(
         from ..server import run_workers
 
         config_args = ["--config", router.config.source] if obj["config_path"] else []
-        serve_args = ["--log-level", log_level, "--shutdown-timeout", str(shutdown_timeout)]
+        serve_args = [
+            *("--log-level", log_level, "--shutdown-timeout", str(shutdown_timeout)),
+            *("--drain-delay", str(drain_delay)),
+        ]
         if no_access_log:
             serve_args.append("--no-access-log")
         if watch:
@@ -85,6 +98,7 @@ def serve(
                 port,
                 reuse_port=reuse_port,
                 shutdown_s=shutdown_timeout,
+                drain_delay_s=drain_delay,
                 log_level=log_level,
                 access_log=not no_access_log,
                 watch=watch,

@@ -2,13 +2,17 @@
 
 One process runs one event loop. With `--workers N` the parent starts N copies of itself that
 all bind the same port with SO_REUSEPORT (the kernel spreads connections across them) and
-passes SIGTERM / SIGINT on to them. SIGTERM makes a worker stop accepting, finish what is in
-flight (at most `shutdown_s` seconds) and exit.
+passes SIGTERM / SIGINT on to them. SIGTERM makes a worker drain: `/readyz` answers 503 at
+once, the listener accepts for `drain_delay_s` more (so that load balancers stop sending it
+new requests), then stops; what is in flight gets `shutdown_s` seconds to finish, and what is
+left then is ended as its API says (a stream's error event, a WebSocket's 1001). A second
+signal ends the wait.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
 import signal
@@ -17,7 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, NamedTuple
 
 from ..net.ports import free_port
 from ..router import Router
@@ -51,13 +55,14 @@ async def run(
     port: int,
     *,
     reuse_port: bool = False,
-    shutdown_s: float = 10.0,
+    shutdown_s: float = 300.0,
+    drain_delay_s: float = 0.0,
     log_level: str = "info",
     access_log: bool = True,
     watch: bool = False,
 ) -> None:
-    """Serve until SIGTERM or SIGINT, then drain in-flight requests and stop. SIGHUP (and,
-    with `watch`, a change to the file) reloads the config."""
+    """Serve until SIGTERM or SIGINT, then drain (the module's docstring) and stop. SIGHUP
+    (and, with `watch`, a change to the file) reloads the config."""
     from . import guard, reload
     from .app import Gateway
     from .browsers import host_name, loopback
@@ -91,10 +96,20 @@ async def run(
     gc.collect()
     gc.freeze()
     gc.set_threshold(GC_YOUNG, 10, 10)
-    stop = asyncio.Event()
+    stop, hurry = asyncio.Event(), asyncio.Event()
+    since: list[int] = []  # the requests answered when the stop began
+
+    def signalled() -> None:
+        if stop.is_set():
+            hurry.set()
+            return
+        gateway.draining = True  # `/readyz` is 503 from now on
+        since.append(server.finished)
+        stop.set()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):  # before the banner: a stop right after it counts
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, signalled)
     # Before the banner too: a SIGHUP sent once it is read reloads, and never kills.
     stop_reloading = reload.install(gateway, watch=watch)
     bound = server.addresses[0]
@@ -110,25 +125,48 @@ async def run(
         await stop.wait()
     finally:
         stop_reloading()
-        await _drain(server, shutdown_s, started)
+        gateway.draining = True
+        drain = Drain(shutdown_s, drain_delay_s, hurry, since[0] if since else server.finished)
+        await _drain(server, drain, started)
 
 
-async def _drain(server: Server, shutdown_s: float, started: float) -> None:
-    """Stop: in-flight requests get `shutdown_s` to finish; the log says how it went."""
+class Drain(NamedTuple):
+    """How a stop goes: the seconds in-flight requests get (`shutdown_s`) after the listener
+    accepted for `delay_s` more; `hurry`, once set, ends either wait; `since`: the requests
+    answered when it began (`Server.finished`)."""
+
+    shutdown_s: float
+    delay_s: float
+    hurry: asyncio.Event
+    since: int
+
+
+async def _drain(server: Server, drain: Drain, started: float) -> None:
+    """Drain and stop (the module's docstring); the log says how it went."""
     from .log import server_log
 
-    served = server.requests_count
-    busy = len(server.connections)
-    server_log.info(
-        "agent-reach: shutting down: %d open connection(s), in-flight requests get %g s",
-        busy,
-        shutdown_s,
+    accepting = f"/readyz answers 503, accepting for {drain.delay_s:g} s more; then " * bool(
+        drain.delay_s
     )
-    await server.close(shutdown_s)
     server_log.info(
-        "agent-reach: stopped after %.0f s, %d request(s) served",
+        "agent-reach: draining: %s%d request(s) under way get %g s to finish (a second signal"
+        " ends them now)",
+        accepting,
+        server.answering,
+        drain.shutdown_s,
+    )
+    if drain.delay_s:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(drain.hurry.wait(), drain.delay_s)
+    shutdown_s = 0 if drain.hurry.is_set() else drain.shutdown_s
+    closed = await server.close(shutdown_s, drain.hurry, drain.since)
+    server_log.info(
+        "agent-reach: stopped after %.0f s: %d request(s) drained, %d ended unfinished "
+        "(their API's error), %d served in all",
         time.monotonic() - started,
-        served,
+        closed.drained,
+        closed.ended,
+        server.requests_count,
     )
 
 
@@ -200,8 +238,8 @@ def run_workers(
     argv_config: list[str], host: str, port: int, workers: int, serve_args: list[str]
 ) -> int:
     """Start `workers` processes on one port and wait for them; the exit code of the worst.
-    `serve_args` are passed on to each (log level, access log, shutdown timeout, --watch);
-    SIGTERM, SIGINT and SIGHUP are passed on to every worker. The banner comes once every
+    `serve_args` are passed on to each (log level, access log, shutdown timeout, drain delay,
+    --watch); SIGTERM, SIGINT and SIGHUP are passed on to every worker. The banner comes once every
     worker serves (each says so on its own stdout, a pipe here): a signal sent after it reaches
     workers that stop cleanly."""
     port = port or free_port(host)

@@ -54,6 +54,7 @@ class Gateway:
         )
         self.models_body = orjson.dumps(self._models())
         self.started = time.time()
+        self.draining = False  # a stop began: `/readyz` answers 503 (the server still serves)
         self._background: asyncio.Task[None] | None = None
 
     def adopt(self, router: Router, api_keys: frozenset[str]) -> None:
@@ -80,6 +81,7 @@ class Gateway:
         app.add("GET", "/", self.root)  # and HEAD: Claude Code probes its base URL
         app.add("GET", "/v1/models", self.models)
         app.add("GET", "/healthz", self.healthz)
+        app.add("GET", "/readyz", self.readyz)
         app.add("GET", "/metrics", self.prometheus)
         app.add("GET", "/agent-reach/v1/status", self.status)
         app.add("GET", status_page.PATH, self._face(status_page.page))
@@ -157,6 +159,17 @@ class Gateway:
     async def healthz(self, request: Request) -> Response:
         return Response(body=b'{"status":"ok"}', content_type=JSON)
 
+    async def readyz(self, request: Request) -> Response:
+        """Ready for new requests: serving, its config loaded, not draining; 503 once a stop
+        began. The state store is reported, never counted (a shared Redis that is down would
+        take every pod out, while each routes on in its own view), and so is no provider's
+        health (docs/decisions.md)."""
+        state = b"down" if self.router.state_down else b"ok"
+        if self.draining:
+            body = b'{"status":"draining","state":"%s"}' % state
+            return Response(status=503, body=body, content_type=JSON)
+        return Response(body=b'{"status":"ready","state":"%s"}' % state, content_type=JSON)
+
     async def root(self, request: Request) -> Response:
         """`/`: alive, and where to look next (the status page, the API)."""
         body = b'{"status":"ok","status_page":"/agent-reach/","api":"/v1"}'
@@ -167,7 +180,9 @@ class Gateway:
         return Response(status=308, headers={"Location": status_page.PATH})
 
     async def prometheus(self, request: Request) -> Response:
-        body = self.metrics.render(self.router.skipped_records)
+        # Requests under way but this one (the guard counts every path but the open ones).
+        in_flight = self.guard.in_flight.total - 1
+        body = self.metrics.render(self.router.skipped_records, in_flight)
         return Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})
 
     async def status(self, request: Request) -> Response:

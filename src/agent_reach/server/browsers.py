@@ -10,7 +10,8 @@ responses. So while auth is off, `Browsers.refused` turns away a request that
     (403);
   - POSTs to an API path (`/v1/…`, `/v1beta/…`, `/agent-reach/v1/route`) without a JSON content
     type (415).
-`/healthz` is exempt from the `Host` rule (a load balancer's check reads nothing).
+`/healthz` and `/readyz` are exempt from the `Host` rule (a probe or a load balancer's check
+reads nothing).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..core.errors import quoted
 from .http11.wire import Request
 
 _ANY = frozenset({"", "0.0.0.0", "::"})  # listening on every address names no host
+PROBES = frozenset({"/healthz", "/readyz"})
 
 
 def host_name(value: str) -> str:
@@ -56,7 +58,7 @@ class Browsers:
         """(status, why) for a request a web page may have made; None for the rest."""
         headers = request.headers
         host = host_name(headers.get("Host", ""))
-        if request.path != "/healthz" and not self.allowed(host):
+        if request.path not in PROBES and not self.allowed(host):
             return 403, f"Host {quoted(host, 100)} is not served without client keys"
         origin = headers.get("Origin")
         if origin is not None and not self.allowed(_origin_host(origin)):

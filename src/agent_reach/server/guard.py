@@ -47,7 +47,7 @@ Handler = Callable[[Request], Awaitable[StreamResponse]]
 # Answered without a proxy key: the health check, "/" (Claude Code probes it), and the status
 # page and its login form, which ask for a key themselves.
 OPEN_PATHS = frozenset(
-    {"/healthz", "/", status_page.PATH, status_page.PATH.rstrip("/"), status_page.LOGIN}
+    {"/healthz", "/readyz", "/", status_page.PATH, status_page.PATH.rstrip("/"), status_page.LOGIN}
 )
 ENCODINGS = frozenset({"gzip", "deflate", "identity"})
 # RFC 6750's `Bearer 1*SP b64token`, with exactly one space and any visible ASCII in the token.
@@ -123,10 +123,11 @@ class InFlight:
     some (so the table is as large as the requests in flight); its first refusal is one log
     line, and the count refused another once it has none under way."""
 
-    __slots__ = ("_refused", "_under_way", "cap")
+    __slots__ = ("_refused", "_under_way", "cap", "total")
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
+        self.total = 0  # requests under way, all clients (`agent_reach_requests_in_flight`)
         self._under_way: dict[str, int] = {}
         self._refused: dict[str, tuple[int, str]] = {}  # refused meanwhile, and as named
 
@@ -135,6 +136,7 @@ class InFlight:
         under_way = self._under_way.get(who, 0)
         if under_way < self.cap:
             self._under_way[who] = under_way + 1
+            self.total += 1
             return True
         count, named = self._refused.get(who) or (0, _named(who, remote))
         if not count:
@@ -148,6 +150,7 @@ class InFlight:
 
     def leave(self, who: str) -> None:
         """One request of `who`'s is over."""
+        self.total -= 1
         under_way = self._under_way[who] - 1
         if under_way:
             self._under_way[who] = under_way

@@ -78,6 +78,11 @@ class Metrics:
             registry=r,
         )
         self._skipped = 0  # what the store had counted at the last render
+        self.in_flight = Gauge(
+            "agent_reach_requests_in_flight",
+            "Requests under way (streams until their end), health probes and this scrape aside.",
+            registry=r,
+        )
         self._tracked: set[str] = set()
         self.track(providers)
 
@@ -135,10 +140,11 @@ class Metrics:
         for provider, duration in seconds:
             self._child(self.attempt_seconds, provider).observe(duration)
 
-    def render(self, skipped_records: int) -> bytes:
+    def render(self, skipped_records: int, in_flight: int) -> bytes:
         """The text exposition format; `skipped_records`: what the state store has counted
-        (`Router.skipped_records`)."""
+        (`Router.skipped_records`); `in_flight`: the requests under way now."""
         self.flush()
+        self.in_flight.set(in_flight)
         if skipped_records > self._skipped:
             self.skipped_records.inc(skipped_records - self._skipped)
             self._skipped = skipped_records

@@ -132,6 +132,10 @@ class MemoryStore:
         self.changed: CircuitChanged | None = None
         self.skipped = 0  # records of a shared backend it could not read (none here)
 
+    @property
+    def down(self) -> bool:
+        return False  # no backend to lose
+
     def follow(self, policy: CircuitPolicy, changed: CircuitChanged) -> None:
         self.policy, self.changed = policy, changed
 

@@ -63,6 +63,12 @@ class StateStore(Protocol):
 
     skipped: int  # records and messages of its backend it could not read, skipped so far
 
+    @property
+    def down(self) -> bool:
+        """Its backend failed and is left alone until it may be back (routing goes on, on this
+        process's view)."""
+        ...
+
     async def circuit(self, provider: str) -> CircuitState: ...
 
     async def set_circuit(self, provider: str, state: CircuitState) -> None: ...

@@ -38,11 +38,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/* Seconds from SIGTERM to SIGKILL: more than the pause and serve's shutdown timeout. */}}
 {{- define "agent-reach.gracePeriod" -}}
-{{- $needed := add (int .Values.preStopSleepSeconds) (int .Values.server.shutdownTimeoutSeconds) -}}
+{{- $needed := add (int .Values.preStopSleepSeconds) (int .Values.server.drainDelaySeconds) (int .Values.server.shutdownTimeoutSeconds) -}}
 {{- if kindIs "invalid" .Values.terminationGracePeriodSeconds -}}
 {{- add $needed 10 -}}
 {{- else if le (int .Values.terminationGracePeriodSeconds) (int $needed) -}}
-{{- fail (printf "terminationGracePeriodSeconds (%v) must be above preStopSleepSeconds + server.shutdownTimeoutSeconds (%v), or serve is killed before its in-flight requests finish" .Values.terminationGracePeriodSeconds $needed) -}}
+{{- fail (printf "terminationGracePeriodSeconds (%v) must be above preStopSleepSeconds + server.drainDelaySeconds + server.shutdownTimeoutSeconds (%v), or serve is killed before its in-flight requests finish" .Values.terminationGracePeriodSeconds $needed) -}}
 {{- else -}}
 {{- int .Values.terminationGracePeriodSeconds -}}
 {{- end -}}

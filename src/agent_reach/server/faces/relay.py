@@ -4,6 +4,7 @@ answers a request whole or streamed (`whole`, `streamed`) in a face's API."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -13,9 +14,9 @@ import orjson
 
 from ...chat.request import ChatRequest
 from ...core.errors import AllProvidersFailed, StreamInterrupted
-from ...core.trace import Attempt, trace_header
+from ...core.trace import Attempt, Reason, trace_header
 from ...dialects import Verbatim
-from ..http11.wire import Request, Response, StreamResponse
+from ..http11.wire import ENDED, Request, Response, StreamResponse
 from .face import Encoder, Face, Serving
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
 # The route of requests that name none (`agent-reach run --route`).
 DEFAULT_ROUTE = "agent_reach.default_route"
+SHUTDOWN_DETAIL = "shutdown"  # the detail of a stream's cut at the shutdown timeout
 # How deep a request body may nest (protocol §14). The JSON reader accepts 1024 levels, the writer
 # 254; a provider format wraps a request in a few levels more, so 128 leaves room for any real
 # request (tool schemas included) and guarantees that whatever is accepted can be sent on.
@@ -190,5 +192,17 @@ async def _relay(resp: StreamResponse, stream: ChatStream, out: Encoder) -> bool
     except StreamInterrupted as exc:
         await resp.write(out.cut(exc))
         return False
+    except asyncio.CancelledError:
+        if not resp.ending:  # the client went away
+            raise
+        await resp.write(out.cut(_ended(stream)))
+        return False
     await resp.write(last + out.end())
     return True
+
+
+def _ended(stream: ChatStream) -> StreamInterrupted:
+    """What a stream the server's shutdown timeout ended says: a timeout of the provider that
+    was streaming, `detail` "shutdown" (nothing is recorded of it)."""
+    cut = Attempt(stream.provider, Reason.TIMEOUT, detail=SHUTDOWN_DETAIL, sent=True)
+    return StreamInterrupted([*stream.trace, cut], ENDED, cut=cut)

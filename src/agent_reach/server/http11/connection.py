@@ -25,7 +25,7 @@ import logging
 import socket
 from collections import OrderedDict
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ...config import ServerConfig
 from ...core.errors import escaped
@@ -34,7 +34,7 @@ from .descriptors import evictions, refusals
 from .reading import Problem, Reading
 from .websocket import Limits as WebSocketLimits
 from .websocket import Switch, WebSocket, handshake
-from .wire import App, PayloadError, Request, Response, StreamResponse
+from .wire import ENDED, App, PayloadError, Request, Response, StreamResponse
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -53,6 +53,7 @@ class AccessHook(Protocol):
 
 _PIPELINE = 8  # requests waiting on one connection before it is not read any more
 LINGER_S = 1.0
+ENDING_S = 1.0  # what the answers ended at the shutdown timeout get to be written
 CLIENT_LEFT = 499  # the access line's status of a request whose client closed its connection
 
 
@@ -111,6 +112,14 @@ class Connection(Reading):
         """Answer `request`; whether the connection stays open for the next."""
         server = self._server
         server.requests_count += 1
+        server.answering += 1
+        try:
+            return await self._answer_request(request)
+        finally:
+            server.answering -= 1
+
+    async def _answer_request(self, request: Request) -> bool:
+        server = self._server
         start = self._loop.time()
         try:
             response = server.screen(request) or await server.app.handle(request)
@@ -119,10 +128,13 @@ class Connection(Reading):
                 if server.access is not None and server.access.enabled:
                     server.access.log(request, 101, self._loop.time() - start)
                 return False
-        except BaseException:  # the client left (499, as nginx writes it), or the answer broke
-            if server.access is not None and server.access.enabled:
-                status = CLIENT_LEFT if self._dead else 200 if request.responded else 500
-                server.access.log(request, status, self._loop.time() - start)
+        except asyncio.CancelledError:
+            if not (self.ending and not request.responded and not self._dead):
+                self._log_broken(request, start)
+                raise
+            response = self._ended(request)  # cancelled at the shutdown timeout, before a head
+        except BaseException:
+            self._log_broken(request, start)
             raise
         content = request.content
         close = (
@@ -150,6 +162,29 @@ class Connection(Reading):
         if close:
             self.close(linger=content is not None and not content.is_eof())
         return not close
+
+    def _log_broken(self, request: Request, start: float) -> None:
+        """The access line of a request whose client left (499, as nginx writes it), or whose
+        answer broke."""
+        server = self._server
+        if server.access is not None and server.access.enabled:
+            status = CLIENT_LEFT if self._dead else 200 if request.responded else 500
+            server.access.log(request, status, self._loop.time() - start)
+
+    def _ended(self, request: Request) -> Response:
+        """The 503 of a request the shutdown timeout ended before its answer began."""
+        body = self._server.error_body(request.path, 503, ENDED)
+        response = Response(status=503, body=body, content_type="application/json")
+        response.headers["Retry-After"] = "1"
+        return response
+
+    def end(self) -> None:
+        """The shutdown timeout is over: a WebSocket is closed 1001, a request's handler is
+        cancelled (a stream ends as its API says; an answer not begun is a 503)."""
+        if self._ws is not None:
+            self._ws.going_away()
+        elif self._task is not None:
+            self._task.cancel()
 
     async def _switch(self, request: Request, switch: Switch) -> None:
         """Hand the connection to a WebSocket route: the 101, then its session, until it
@@ -328,7 +363,9 @@ class Server:
         self.evictions = evictions(_log, limits.max_connections)
         self.outbox = Outbox()
         self.requests_count = 0
-        self.closing = False
+        self.answering = 0  # requests being answered now (a WebSocket session is one)
+        self.closing = False  # not listening any more: each connection closes after its answer
+        self.ending = False  # the shutdown timeout is over: what is left is ended (`end`)
         self._listening: list[asyncio.Server] = []
 
     def __call__(self) -> Connection:
@@ -372,24 +409,52 @@ class Server:
     def addresses(self) -> list[tuple[str, int]]:
         return [s.getsockname()[:2] for s in self.sockets]
 
-    async def close(self, shutdown_s: float) -> None:
+    @property
+    def finished(self) -> int:
+        """Requests answered so far."""
+        return self.requests_count - self.answering
+
+    async def close(
+        self, shutdown_s: float, hurry: asyncio.Event | None = None, since: int | None = None
+    ) -> Closed:
         """Stop listening, close idle connections, give requests in flight `shutdown_s` to
-        finish (their connections close after them), drop what is left, and clean up."""
+        finish (their connections close after them; `hurry`, when set, ends the wait), end
+        what is left (`Connection.end`), give that `ENDING_S` to be written, drop what still
+        is, and clean up. How many requests finished since `since` (a `finished`; by default
+        now), and how many were ended."""
         self.closing = True
         for listening in self._listening:
             listening.close()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + shutdown_s
+        finished = self.finished if since is None else since
         for conn in list(self.connections):
             if conn.idle:
                 conn.close()
-        while self.connections and any(not c.idle for c in self.connections):
-            if loop.time() >= deadline:
+        while any(not c.idle for c in self.connections) and loop.time() < deadline:
+            if hurry is not None and hurry.is_set():
                 break
             await asyncio.sleep(0.05)
+        closed = Closed(self.finished - finished, self.answering)
+        if self.connections:
+            self.ending = True
+            for conn in list(self.connections):
+                conn.end()
+            until = loop.time() + ENDING_S
+            while self.connections and loop.time() < until:
+                await asyncio.sleep(0.02)
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.abort()
         await asyncio.sleep(0)
         for hook in self.app.on_cleanup:
             await hook(self.app)
+        return closed
+
+
+class Closed(NamedTuple):
+    """How a server's close went: requests that finished while it waited, and requests still
+    under way at its end, which it ended."""
+
+    drained: int
+    ended: int

@@ -77,6 +77,7 @@ class Host(Protocol):
     limits: ServerConfig
     outbox: Outbox
     refusing: int
+    ending: bool
 
     @property
     def idle(self) -> OrderedDict[Reading, None]: ...
@@ -321,9 +322,17 @@ class Reading(asyncio.Protocol):
         """Whether no request is being handled."""
         return self._task is None
 
+    @property
+    def ending(self) -> bool:
+        """The server's shutdown timeout is over (`wire.Writer.ending`)."""
+        return self._server.ending
+
     # -- what the answering half does ---------------------------------------------------------
 
     def _enqueue(self, item: Request | Problem) -> None:
+        raise NotImplementedError
+
+    def end(self) -> None:
         raise NotImplementedError
 
     def _answer(self, status: int, message: str, path: str, *, logged: bool = False) -> None:

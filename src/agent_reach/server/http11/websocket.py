@@ -177,6 +177,10 @@ class WebSocket:
     def _expire(self, why: str) -> None:
         self._shut(CloseReason.GOING_AWAY, why)
 
+    def going_away(self) -> None:
+        """Closed 1001 at the server's shutdown timeout; the session's `receive` ends."""
+        self._expire("the server is shutting down")
+
     def _shut(self, code: int, reason: str) -> None:
         """Close from our side at once (a limit, a broken frame): the close frame, then the
         socket; what the session waits for ends."""

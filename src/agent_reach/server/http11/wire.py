@@ -26,6 +26,11 @@ Handler = Callable[["Request"], Awaitable["StreamResponse"]]
 Guard = Callable[["Request", Handler], Awaitable["StreamResponse"]]
 _INFLATE = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 _STEP = 2**16  # decoded at a time: a bomb is refused after the limit, not after its expansion
+# What an answer ended at the shutdown timeout says (`Writer.ending`), in its API's shape.
+ENDED = (
+    "agent-reach is shutting down and this answer outlasted its shutdown timeout; "
+    "send the request again"
+)
 
 
 class HTTPError(Exception):
@@ -125,6 +130,11 @@ class Writer(Protocol):
 
     async def send_piece(self, data: bytes) -> None:
         """Write one piece of its body (waiting while the client reads nothing)."""
+
+    @property
+    def ending(self) -> bool:
+        """The server is shutting down and its shutdown timeout is over: the handler is
+        cancelled, and a stream that catches it ends as its API says (`ENDED`)."""
 
 
 class Request:
@@ -281,6 +291,11 @@ class StreamResponse:
             raise RuntimeError("write before prepare")
         if data and not self._head_only:
             await conn.send_piece(data)
+
+    @property
+    def ending(self) -> bool:
+        """Its connection's `Writer.ending`."""
+        return self._conn is not None and self._conn.ending
 
 
 class Response(StreamResponse):
