@@ -33,7 +33,7 @@ import orjson
 from aiohttp import web
 
 from .serving import Threaded
-from .shapes import chunk, completion, sse
+from .shapes import GEMINI_BAD_KEY, chunk, completion, sse
 
 KEY = "sk-probe-5a6b7c8d9e-SECRET"
 OLLAMA_MODELS = ["llama3.2:latest", "qwen2.5:7b"]
@@ -175,13 +175,7 @@ class DialectServer:
 
     async def gemini(self, request: web.Request, body: Any) -> web.StreamResponse:
         if request.headers.get("x-goog-api-key") != KEY and request.query.get("key") != KEY:
-            error = {
-                "code": 400,
-                "message": "API key not valid. Please pass a valid API key.",
-                "status": "INVALID_ARGUMENT",
-                "details": [{"reason": "API_KEY_INVALID"}],
-            }
-            return web.json_response({"error": error}, status=400)
+            return web.json_response(GEMINI_BAD_KEY, status=400)
         model, _, method = request.match_info["call"].partition(":")
         if not isinstance(body.get("contents"), list) or method not in (
             "generateContent",

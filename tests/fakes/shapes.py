@@ -7,6 +7,15 @@ from typing import Any
 import orjson
 
 CREATED = 1_700_000_000
+# The Gemini API's answer to a key it does not take (PROVIDERS.md).
+GEMINI_BAD_KEY = {
+    "error": {
+        "code": 400,
+        "message": "API key not valid. Please pass a valid API key.",
+        "status": "INVALID_ARGUMENT",
+        "details": [{"reason": "API_KEY_INVALID"}],
+    }
+}
 
 
 def completion(content: str, model: str = "gpt-test", id: str = "chatcmpl-test") -> dict[str, Any]:

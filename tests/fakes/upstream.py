@@ -26,7 +26,7 @@ from agent_reach.net.ports import free_port
 
 from . import shapes
 from .serving import Threaded
-from .shapes import completion, named, sse
+from .shapes import GEMINI_BAD_KEY, completion, named, sse
 
 ECHOED_KEY_PREFIX = "Incorrect API key provided: "
 # What the `claude` scenario (a native Anthropic provider) answers.
@@ -87,6 +87,12 @@ def own_bytes(value: str) -> str:
 
 def _delta(kind: str, text: str) -> dict[str, str]:
     return {"type": f"{kind}_delta", kind: text}
+
+
+def refused(status: int, message: str, code: str) -> web.Response:
+    """An OpenAI-shaped refusal of the request (`invalid_request_error`)."""
+    error = {"message": message, "type": "invalid_request_error", "code": code}
+    return web.json_response({"error": error}, status=status)
 
 
 def chunk(
@@ -517,12 +523,7 @@ class Upstream:
     async def s_auth(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         # Like real providers, echo the key back: agent-reach must never show it.
         key = request.headers.get("Authorization", "").removeprefix("Bearer ")
-        error = {
-            "message": ECHOED_KEY_PREFIX + key,
-            "type": "invalid_request_error",
-            "code": "invalid_api_key",
-        }
-        return web.json_response({"error": error}, status=401)
+        return refused(401, ECHOED_KEY_PREFIX + key, "invalid_api_key")
 
     async def s_echourl(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """A 401 that quotes the URL it was asked, query (and so an `auth_query` key) included,
@@ -606,20 +607,16 @@ class Upstream:
         )
 
     async def s_badreq(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
-        error = {
-            "message": "Invalid value for 'top_logprobs': expected an integer",
-            "type": "invalid_request_error",
-            "code": "invalid_value",
-        }
-        return web.json_response({"error": error}, status=400)
+        return refused(
+            400, "Invalid value for 'top_logprobs': expected an integer", "invalid_value"
+        )
 
     async def s_blocked(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
-        error = {
-            "message": "The response was filtered due to the prompt triggering the content policy",
-            "type": "invalid_request_error",
-            "code": "content_filter",
-        }
-        return web.json_response({"error": error}, status=400)
+        return refused(
+            400,
+            "The response was filtered due to the prompt triggering the content policy",
+            "content_filter",
+        )
 
     async def s_noendpoints(
         self, request: web.Request, body: Any, stream: bool
@@ -671,12 +668,9 @@ class Upstream:
         return resp
 
     async def s_context(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
-        error = {
-            "message": "This model's maximum context length is 131072 tokens",
-            "type": "invalid_request_error",
-            "code": "context_length_exceeded",
-        }
-        return web.json_response({"error": error}, status=400)
+        return refused(
+            400, "This model's maximum context length is 131072 tokens", "context_length_exceeded"
+        )
 
     async def s_html(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         return web.Response(
@@ -1161,13 +1155,7 @@ class Upstream:
         body = orjson.loads(await request.read())
         self.received.append(Received(scenario, request.path, dict(request.headers), body))
         if scenario == "auth":
-            error = {
-                "code": 400,
-                "message": "API key not valid. Please pass a valid API key.",
-                "status": "INVALID_ARGUMENT",
-                "details": [{"reason": "API_KEY_INVALID"}],
-            }
-            return web.json_response({"error": error}, status=400)
+            return web.json_response(GEMINI_BAD_KEY, status=400)
         model = request.match_info["call"].partition(":")[0]
         pieces = [
             [{"text": "Hmm.", "thought": True, "thoughtSignature": GEMINI_SIGNATURE}],
