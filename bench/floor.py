@@ -77,8 +77,8 @@ def main() -> None:
         base = spread(samples["direct"])["p50"]
         load = Load(workdir)
         kept: dict[str, list[tuple[float, float]]] = {p.name: [] for p in peers}
-        for _ in range(runs):  # in rounds, so that the machine's slow spells hit all alike
-            for p in peers:
+        for i in range(runs):  # in rounds, so that the machine's slow spells hit all alike,
+            for p in peers if i % 2 == 0 else peers[::-1]:  # and no peer always comes first
                 assert p.proc is not None
                 before = cpu_s(p.proc.pid)
                 out = load.run(p.target(), 32, seconds)

@@ -218,8 +218,8 @@ def throughput(todo: list[Relay], settings: Settings) -> dict[str, dict[str, Any
     """Each relay's chunks/s and chunks per CPU-second of its proxy: the median of the rounds
     (by chunks/s)."""
     kept: dict[str, list[dict[str, float]]] = {r.name: [] for r in todo}
-    for _ in range(settings.rounds):
-        for relay in todo:
+    for i in range(settings.rounds):
+        for relay in todo if i % 2 == 0 else todo[::-1]:  # no relay always comes first
             pid = relay.peer.proc.pid if relay.peer and relay.peer.proc else None
             used = cpu_s(pid) if pid else 0.0
             run = asyncio.run(relay_run(relay.target, settings.conns, settings.seconds))

@@ -95,16 +95,6 @@ class Redactor:
             raw = raw.replace(form, mask)
         return raw
 
-    def lines(self, lines: list[bytes]) -> list[bytes]:
-        """`lines` (one read of a stream, each line whole) without a secret; the same list
-        when none holds one. They are checked joined, one `in` test per spelling for the
-        read; a secret split across two lines (two chunks of a stream) is not seen."""
-        joined = b"\n".join(lines)
-        for probe in self.probes:
-            if probe in joined:
-                return [self.body(each) for each in lines]
-        return lines
-
 
 def _utf8(text: str) -> bytes:
     """`text` as bytes; a value from the environment that was no UTF-8 as the bytes it was."""

@@ -65,10 +65,7 @@ class LiveStream:
     async def _read(self) -> AsyncGenerator[Batch, None]:
         assert self.resp is not None
         resp = self.resp
-        redactor = self.redactor
         while lines := await self._lines(resp):
-            if redactor is not None:
-                lines = redactor.lines(lines)
             frames = self.frames.feed(lines)
             at = 0
             while at < len(frames):
@@ -138,12 +135,13 @@ class LiveStream:
     async def _lines(self, resp: Response) -> list[bytes]:
         """The next lines in hand ([] at the end), within `stall_ms` once content has gone
         out."""
+        clean = None if self.redactor is None else self.redactor.body
         if self._stall_s is None:
-            return await resp.lines()
+            return await resp.lines(clean=clean)
         limit = asyncio.timeout(self._stall_s)
         try:
             async with limit:
-                return await resp.lines()
+                return await resp.lines(clean=clean)
         except TimeoutError:
             if not limit.expired():
                 raise  # the read timeout, not ours

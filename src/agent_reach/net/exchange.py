@@ -12,6 +12,7 @@ import socket
 import ssl
 import zlib
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, cast
 
@@ -292,11 +293,14 @@ class Response:
             await conn.wait()
         return conn.take(len(conn.buffer))
 
-    async def lines(self, most: int = HIGH_WATER) -> list[bytes]:
+    async def lines(
+        self, most: int = HIGH_WATER, clean: Callable[[bytes], bytes] | None = None
+    ) -> list[bytes]:
         """The whole lines in hand (at least one: waiting for it), without their b"\\n", in
         pieces of about `most` bytes (a longer line whole); at the end the rest, then []. One
         call per read of the upstream rather than one per line: the caller handles all that
-        came at once in one go, and writes it on at once."""
+        came at once in one go, and writes it on at once. `clean`: what the lines' bytes go
+        through first, whole lines together (a redaction: a line is never cut in two)."""
         conn = self._live()
         start = 0
         while True:
@@ -305,11 +309,15 @@ class Response:
             if found < 0:
                 found = buffer.find(b"\n", max(start, most))  # else the first one
             if found >= 0:
-                lines = conn.take(found + 1).split(b"\n")
+                data = conn.take(found + 1)
+                lines = (data if clean is None else clean(data)).split(b"\n")
                 lines.pop()  # what followed the last b"\n": nothing
                 return lines
             if conn.done:
-                return [conn.take(len(buffer))] if buffer else []
+                if not buffer:
+                    return []
+                data = conn.take(len(buffer))
+                return [data if clean is None else clean(data)]
             if len(buffer) > MAX_LINE:
                 raise Malformed("stream line too long")
             start = len(buffer)
