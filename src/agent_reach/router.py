@@ -8,10 +8,12 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .chat.embedding import EmbeddingAsk
 from .chat.request import ChatRequest
 from .config import Config, Provider, config_from_data, load_config
 from .core.events import Observer
 from .core.trace import Attempt, Result
+from .engine import spaces
 from .engine.health import CheckResult
 from .engine.loop import Engine
 from .engine.stream import ChatStream
@@ -234,6 +236,20 @@ class Router:
         """(provider, input tokens) of `req` as the first provider of its route that speaks its
         API counts them (a Messages `count_tokens`), or None: the caller estimates."""
         return await self.engine.count_tokens(req)
+
+    async def aembed(self, request: dict[str, Any]) -> Result:
+        """An OpenAI embeddings request with failover inside its embedding space (protocol
+        §10.3): the answer in OpenAI's shape (float vectors, `model` the space that answered),
+        provider and trace."""
+        return await self.embed(self.embedding_request(request))
+
+    def embedding_request(self, request: dict[str, Any]) -> ChatRequest:
+        """The engine's request of an OpenAI embeddings body (`RequestError`: a 4xx)."""
+        return spaces.request_of(self.config, EmbeddingAsk.parse(request))
+
+    async def embed(self, req: ChatRequest) -> Result:
+        """`aembed` for a request already made (`embedding_request`)."""
+        return await spaces.embed(self.engine, self.config, req)
 
     async def step(self, req: ChatRequest, provider: str) -> tuple[Attempt, dict[str, Any] | None]:
         """Step mode (protocol §9): one provider, no failover; its attempt and, when it answered,

@@ -19,6 +19,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_vali
 from ..core.routing import Policy, RouteTable
 from ..version import PROTOCOL_VERSION
 from .describe import did_you_mean
+from .embeddings import EmbeddingsConfig, names_of
 from .provider import Ms, Name, Provider, Section, http_url
 
 # A route's name; one with `*` wildcards is a pattern of model names (`claude-*haiku*`).
@@ -256,12 +257,14 @@ class Config(Section):
     quota_tz: str = "UTC"  # the time zone of budget windows (calendar days, hours)
     server: ServerConfig = ServerConfig()
     tracing: TracingConfig = TracingConfig()
+    embeddings: EmbeddingsConfig = EmbeddingsConfig()
     providers: list[Provider] = Field(min_length=1)
 
     _source: str = PrivateAttr(default="<dict>")
     _hooks: dict[tuple[str, str], Any] = PrivateAttr(default_factory=dict)
     _tls: dict[str, ssl.SSLContext] = PrivateAttr(default_factory=dict)
     _expanded: tuple[Expansion, ...] = PrivateAttr(default=())
+    _spaces: dict[str, str] = PrivateAttr(default_factory=dict)  # a name or alias → its space
 
     @property
     def source(self) -> str:
@@ -349,6 +352,15 @@ class Config(Section):
                 if n not in seen:
                     raise ValueError(f"{where}: no provider named {n!r}{did_you_mean(n, seen)}")
         return self
+
+    @model_validator(mode="after")
+    def _embedding_spaces(self) -> Config:
+        self._spaces = names_of(self.embeddings.spaces, self.providers)
+        return self
+
+    def space_of(self, model: str | None) -> str | None:
+        """The embedding space a request's `model` names (the space or one of its aliases)."""
+        return self._spaces.get(model) if model else None
 
     def route_table(self) -> RouteTable:
         """The default order and named routes, resolved (protocol §3)."""

@@ -20,6 +20,7 @@ from ..core.trace import Reason
 Ms = Annotated[float, Field(gt=0, description="milliseconds")]
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$", min_length=1)]
 HookRef = Annotated[str, Field(pattern=r"^[^:\s][^\s]*:[A-Za-z_][A-Za-z0-9_]*$")]
+Width = Annotated[int, Field(gt=0, le=65536)]  # an embedding's dimensions
 MaxTokensField = Literal[
     "max_tokens",
     "max_completion_tokens",
@@ -94,6 +95,22 @@ class SchemaCompatibility(Section):
 Tokens = Annotated[int, Field(gt=0)]
 
 
+class ProviderEmbeddings(Section):
+    """A provider's `embeddings:`: the spaces it serves, each by its own model name; how many
+    inputs one request of it may carry; its embeddings URL (default: the format's, beside the
+    chat endpoint); whether its models take a width (`dimensions`, `outputDimensionality`)."""
+
+    models: dict[Name, Annotated[str, Field(min_length=1)]] = Field(min_length=1)
+    max_batch: Annotated[int, Field(gt=0, le=100_000)] | None = None
+    endpoint: str | None = None
+    send_dimensions: bool = True
+
+    @field_validator("endpoint")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return None if value is None else http_url(value)
+
+
 class Limits(Section):
     """What one model of a provider takes: output tokens per answer, input tokens."""
 
@@ -146,6 +163,7 @@ class Provider(Section):
     ssl_verify: bool = True  # false: an https endpoint's certificate is not checked
     ca_file: str | None = None  # PEM CAs trusted for its https endpoint, instead of the system's
     metadata: dict[str, Any] = {}
+    embeddings: ProviderEmbeddings | None = None  # the embedding spaces it serves (§2.4)
 
     @model_validator(mode="before")
     @classmethod
@@ -206,6 +224,22 @@ class Provider(Section):
         if self.format in ("openai", "anthropic") and found is not None:
             raise ValueError(
                 f"endpoint {self.endpoint!r} is a base URL; did you mean {found[1]!r}?"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _embeddings_url(self) -> Provider:
+        """Where its embeddings go must be known: `embeddings.endpoint`, or the format's URL
+        beside the chat endpoint (Gemini's from the model)."""
+        from ..dialects import embeddings
+
+        kind = embeddings.kind_of(self.format)
+        served = self.embeddings
+        told = kind == "gemini" or embeddings.default_url(kind, self.endpoint) is not None
+        if served and served.endpoint is None and not told:
+            raise ValueError(
+                f"embeddings.endpoint: no embeddings URL can be told from endpoint "
+                f"{self.endpoint!r}; set it (e.g. https://…/v1/embeddings)"
             )
         return self
 

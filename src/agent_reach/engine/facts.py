@@ -6,6 +6,7 @@ try at it was answered (protocol §4)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ..config import Config
 from ..core.events import CapEvent, Event
@@ -15,6 +16,7 @@ from ..dialects.tokens import input_tokens
 from ..state import LearnedCap, StateStore
 from .health import HealthMonitor
 from .ledger import Ledger
+from .operation import Operation
 from .prepared import PreparedProvider
 from .run import Run
 from .send import Target
@@ -42,10 +44,12 @@ class Knowledge:
         self.emit = emit
         self.origins = artifacts.Origins()  # who wrote the reasoning handed to chat clients
 
-    async def target(self, run: Run, prepared: PreparedProvider) -> tuple[Target, int | None]:
-        """The try of `run`'s request on `prepared`, and the output cap the config sets for the
-        model it is asked for (None: whatever cap is learned may be kept)."""
-        model = prepared.model_for(run.req.model)
+    async def target(
+        self, run: Run, prepared: PreparedProvider, op: Operation[Any]
+    ) -> tuple[Target, int | None]:
+        """The try of `run`'s request for `op` on `prepared`, and the output cap the config
+        sets for the model it is asked for (None: whatever cap is learned may be kept)."""
+        model = op.model_for(prepared, run.req.model)
         configured, window = prepared.spec.limits(model)
         learned = await self.store.cap(prepared.cap_key(model), self.clock())
         cap = configured if learned is None else min(learned, configured or learned)
@@ -53,7 +57,9 @@ class Knowledge:
         target = Target.of(prepared, run.req, model, window, first_token_s, self.origins, cap)
         return target, configured
 
-    async def facts(self, run: Run, prepared: PreparedProvider, target: Target) -> Facts:
+    async def facts(
+        self, run: Run, prepared: PreparedProvider, target: Target, op: Operation[Any]
+    ) -> Facts:
         """The free facts a turn considers: model, circuit, budgets, key, health check, and
         the request's estimated input when the model's context window is known."""
         now = self.clock()
@@ -63,7 +69,7 @@ class Knowledge:
         if window is not None and run.input_tokens is None:
             run.input_tokens = input_tokens(run.req.body)
         return Facts(
-            serves_model=prepared.serves(target.req.model),
+            serves_model=op.serves(prepared, target.req.model),
             model=target.req.model,
             sent_model=target.model,
             circuit=await self.store.circuit(prepared.state_key),

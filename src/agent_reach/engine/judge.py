@@ -37,18 +37,10 @@ def answer(
 ) -> tuple[Outcome, dict[str, Any] | None]:
     """The outcome of a complete (non-streamed) answer, and the response to return (its
     secrets redacted: an answer that echoes its key goes out with `***`)."""
-    if not 200 <= status < 300:
-        return _refusal(prepared, status, raw, headers, now), None
-    raw = prepared.redactor.body(raw)
-    if "html" in content_type or raw.lstrip()[:1] == b"<":
-        return mismatch(f"HTML page ({content_type or 'no content type'})", status), None
-    try:
-        body = dialects.base.loads(raw)
-    except Mismatch as exc:
-        return mismatch(str(exc), status), None
-    error = prepared.dialect.error_of(body)
-    if error is not None:
-        return _classify(prepared, status=status, error=error, now=now), None
+    raw = prepared.redactor.body(raw) if 200 <= status < 300 else raw
+    failed, body = parsed(prepared, status, content_type, raw, headers, now)
+    if failed is not None:
+        return failed, None
     # Most answers are plain: their own normalization, nothing in them to walk.
     plain = not raw_response and not prepared.has_hooks
     exact = prepared.dialect.plain(body, prepared.shape) if plain else None
@@ -76,6 +68,30 @@ def answer(
     if exact or (exact is None and normalized == body):  # the bytes say it already
         return Outcome(OK.reason, status), _verbatim(prepared, normalized, raw)
     return Outcome(OK.reason, status), normalized
+
+
+def parsed(
+    prepared: PreparedProvider,
+    status: int,
+    content_type: str,
+    raw: bytes,
+    headers: Mapping[str, str],
+    now: float,
+) -> tuple[Outcome | None, Any]:
+    """The JSON of a 2xx answer, or why it is none: a non-2xx status (by status and error
+    body), an HTML page or a body that is no JSON, an error inside a 2xx body."""
+    if not 200 <= status < 300:
+        return _refusal(prepared, status, raw, headers, now), None
+    if "html" in content_type or raw.lstrip()[:1] == b"<":
+        return mismatch(f"HTML page ({content_type or 'no content type'})", status), None
+    try:
+        body = dialects.base.loads(raw)
+    except Mismatch as exc:
+        return mismatch(str(exc), status), None
+    error = prepared.dialect.error_of(body)
+    if error is not None:
+        return _classify(prepared, status=status, error=error, now=now), None
+    return None, body
 
 
 def _verbatim(prepared: PreparedProvider, body: Any, raw: bytes) -> Any:

@@ -52,7 +52,7 @@ from .health import CheckResult, HealthMonitor, check_provider
 from .hedge import HEDGE_LOST
 from .ledger import Ledger, Reserved
 from .live import LiveStream
-from .operation import ANSWER, COUNT, STREAM, Operation
+from .operation import ANSWER, COUNT, EMBED, STREAM, Operation
 from .prepared import PreparedProvider
 from .run import Run
 from .send import Target, Tried, stream_failure
@@ -190,6 +190,12 @@ class Engine:
         found = await self._walk(run, STREAM)
         return None if found is None else (self.prepared[found[1]], found[0])
 
+    async def embed(self, req: ChatRequest) -> Result:
+        """An embeddings request (`req.model`: its space; `req.body`: its `input` list and the
+        space's `dimensions`) with failover among the providers that serve the space."""
+        answer, provider, run = await self._drive(self._run(req, op=EMBED), EMBED)
+        return Result(answer, provider, run.trace)
+
     async def step(self, req: ChatRequest, provider: str) -> tuple[Attempt, dict[str, Any] | None]:
         """One provider, no failover (protocol §9 step mode): the attempt and, when it succeeded,
         the response. A provider skipped for remembered state is still tried (last resort)."""
@@ -229,10 +235,10 @@ class Engine:
         """Walk the request's providers for `op`; an event when the request ends."""
         found = await self._walk(run, op)
         if found is None:
-            self._ended(run, None, None)
+            self._ended(run, op, None, None)
             raise AllProvidersFailed(run.trace, stopped=run.walk.stopped, model=run.req.model)
         payload, name = found
-        self._ended(run, name, payload)
+        self._ended(run, op, name, payload)
         return payload, name, run
 
     async def _walk(self, run: Run, op: Operation[T]) -> tuple[T, str] | None:
@@ -269,11 +275,11 @@ class Engine:
         pick = run.walk.next(run.left(self.monotonic()))
         return pick if isinstance(pick, tuple) else None
 
-    def _ended(self, run: Run, provider: str | None, payload: Any) -> None:
+    def _ended(self, run: Run, op: Operation[Any], provider: str | None, payload: Any) -> None:
         if not run.recorded:
             return
         req, trace = run.req, tuple(run.trace)
-        sent = None if provider is None else self.prepared[provider].model_for(req.model)
+        sent = None if provider is None else op.model_for(self.prepared[provider], req.model)
         self._emit(
             RequestEvent(
                 run.route, provider, trace, req.stream, run.id, req.api, req.model, payload, sent
@@ -286,11 +292,11 @@ class Engine:
         """Do what the provider's `Turn` decides until it is done: the payload, or None."""
         prepared = self.prepared[pick[0]]
         turn = Turn(prepared.name, pick[1], prepared.spec.retries if run.recorded else 0)
-        target, configured = await self.known.target(run, prepared)
+        target, configured = await self.known.target(run, prepared, op)
         action: Action = turn.begin()
         while True:
             if isinstance(action, Gather):
-                facts = await self.known.facts(run, prepared, target)
+                facts = await self.known.facts(run, prepared, target, op)
                 action = turn.consider(facts, self.clock())
             elif isinstance(action, Consult):
                 left = run.left(self.monotonic())

@@ -6,7 +6,8 @@ log) and whether a failed try moves on to the next provider.
 
 `ANSWER` is a chat answer whole, `STREAM` a stream up to its first content, `COUNT` the input
 tokens of a request in a provider's own API (Messages `count_tokens`): one try at the first
-provider that counts, recorded nowhere.
+provider that counts, recorded nowhere; `EMBED` the vectors of a request's inputs, from the
+providers that serve its embedding space (the request's `model`), each by its own model name.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..core.outcomes import OK, Outcome
 from ..core.trace import Reason
 from ..net.transport import CLIENT_ERRORS, whole_timeouts
 from ..net.upstream import Client
+from . import embed
 from .live import LiveStream
 from .prepared import PreparedProvider
 from .send import Target, Tried, fetch, open_stream
@@ -47,6 +49,19 @@ class Operation(Generic[T]):
     takes: Callable[[PreparedProvider, ChatRequest], bool] | None = None  # None: every one
     recorded: bool = True
     fails_over: bool = True
+    # The model a provider is asked for; None: its chat one (`PreparedProvider.model_for`,
+    # for the providers whose `models` serve the request's).
+    model: Callable[[PreparedProvider, str], str] | None = None
+
+    def model_for(self, prepared: PreparedProvider, requested: str | None) -> str:
+        if self.model is None:
+            return prepared.model_for(requested)
+        return self.model(prepared, requested or "")
+
+    def serves(self, prepared: PreparedProvider, requested: str | None) -> bool:
+        """Whether `prepared` may be asked (an operation with models of its own: `takes`
+        chose it)."""
+        return self.model is not None or prepared.serves(requested)
 
 
 async def count(session: Client, target: Target, remaining_s: float, _now: float) -> Tried[int]:
@@ -79,6 +94,18 @@ async def count(session: Client, target: Target, remaining_s: float, _now: float
     return Tried(NO_COUNT)
 
 
+def _embeds(prepared: PreparedProvider, req: ChatRequest) -> bool:
+    served = prepared.spec.embeddings
+    return served is not None and (req.model or "") in served.models
+
+
+def _embedding_model(prepared: PreparedProvider, space: str) -> str:
+    served = prepared.spec.embeddings
+    assert served is not None
+    return served.models[space]
+
+
 ANSWER: Operation[dict[str, Any]] = Operation("answer", fetch)
 STREAM: Operation[LiveStream] = Operation("stream", open_stream)
 COUNT: Operation[int] = Operation("count_tokens", count, _counts, recorded=False, fails_over=False)
+EMBED: Operation[dict[str, Any]] = Operation("embed", embed.send, _embeds, model=_embedding_model)

@@ -216,7 +216,10 @@ class PreparedProvider:
 
     def url(self, model: str, stream: bool) -> str:
         """The URL to POST to, with the key in the query where `auth_query` says so."""
-        url = self.dialect.url(self.spec.endpoint, model, stream)
+        return self.keyed(self.dialect.url(self.spec.endpoint, model, stream))
+
+    def keyed(self, url: str) -> str:
+        """`url` with the key in its query where `auth_query` says so."""
         if self.spec.auth_query and self.key:
             sep = "&" if "?" in url else "?"
             url = f"{url}{sep}{self.spec.auth_query}={quote(self.key, safe='')}"

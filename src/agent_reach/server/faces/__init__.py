@@ -1,13 +1,21 @@
 """The proxy's API faces, one module each, each a row (`face.Face`): Chat Completions, Responses,
-Messages, Gemini and step mode. `FACES` is the one list the route table and the error shapes
-come from; `relay` is what they share (the body, the headers, the one relay of answers)."""
+Messages, Gemini, Embeddings and step mode. `FACES` is the one list the route table and the
+error shapes come from; `relay` is what they share (the body, the headers, the one relay of
+answers)."""
 
 from __future__ import annotations
 
-from . import chat, gemini, messages, responses, step
+from . import chat, embeddings, gemini, messages, responses, step
 from .face import Face
 
-FACES: tuple[Face, ...] = (chat.FACE, responses.FACE, messages.FACE, gemini.FACE, step.FACE)
+FACES: tuple[Face, ...] = (
+    chat.FACE,
+    responses.FACE,
+    messages.FACE,
+    gemini.FACE,
+    embeddings.FACE,
+    step.FACE,
+)
 # The shape of every other path's errors: OpenAI's (the status page, `/v1/models`, a 404).
 DEFAULT = Face("openai", ())
 

@@ -1,6 +1,6 @@
-"""`POST /v1beta/models/{model}:generateContent`, `:streamGenerateContent` and `:countTokens`,
-and `GET /v1beta/models`: the Gemini API face of the proxy (protocol §10.2), the API Gemini CLI
-speaks (`/v1/models/…` the same).
+"""`POST /v1beta/models/{model}:generateContent`, `:streamGenerateContent`, `:countTokens`,
+`:embedContent` and `:batchEmbedContents`, and `GET /v1beta/models`: the Gemini API face of
+the proxy (protocol §10.2, §10.3), the API Gemini CLI speaks (`/v1/models/…` the same).
 
 A generateContent request is read into the engine's chat request (`dialects.decode_request`,
 the model from the URL) and keeps its body (`native`): a `format: gemini` provider gets that
@@ -18,19 +18,21 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ...chat.request import ChatRequest
-from ...core.errors import StreamInterrupted
+from ...core.errors import AllProvidersFailed, StreamInterrupted
 from ...dialects.gemini.answer import encode_answer
+from ...dialects.gemini.embed import BATCH, ONE, decode_embedding, encode_embedding
 from ...dialects.gemini.errors import error_body
 from ...dialects.gemini.request import decode_request, estimate_tokens
 from ...dialects.gemini.stream import StreamEncoder
 from ..http11.wire import Request, Response, StreamResponse
+from .embeddings import SPACE_HEADER
 from .face import Face, Serving
-from .relay import json_response, read_json, streamed, whole, with_headers
+from .relay import json_response, read_json, streamed, trace_headers, whole, with_headers
 
 if TYPE_CHECKING:
     from ...engine.stream import ChatStream
 
-_METHODS = ("generateContent", "streamGenerateContent", "countTokens")
+_METHODS = ("generateContent", "streamGenerateContent", "countTokens", ONE, BATCH)
 
 
 async def call(gateway: Serving, request: Request) -> StreamResponse:
@@ -42,6 +44,8 @@ async def call(gateway: Serving, request: Request) -> StreamResponse:
     body = await read_json(request)
     if method == "countTokens":
         return json_response({"totalTokens": estimate_tokens(body)})
+    if method in (ONE, BATCH):
+        return await _embed(gateway, request, method, body, model)
     stream = method == "streamGenerateContent"
     inbound = decode_request(body, model, stream)
     req = replace(
@@ -114,6 +118,22 @@ class GeminiEncoder:
         if self.sse:
             return b""
         return b"]" if self.opened else b"[]"
+
+
+async def _embed(
+    gateway: Serving, request: Request, method: str, body: dict[str, Any], model: str
+) -> StreamResponse:
+    """`:embedContent` and `:batchEmbedContents`: the Embeddings face's path, in Gemini's
+    shape."""
+    router = gateway.router
+    req = with_headers(router.embedding_request(decode_embedding(method, body, model)), request)
+    try:
+        result = await router.embed(req)
+    except AllProvidersFailed as exc:
+        return FACE.all_failed(exc)
+    headers = trace_headers(result.provider, result.trace)
+    headers[SPACE_HEADER] = result.response["model"]
+    return json_response(encode_embedding(method, result.response), headers)
 
 
 def gemini_error(status: int, message: str, **fields: Any) -> dict[str, Any]:

@@ -1,0 +1,72 @@
+"""Embeddings in the config file (protocol §2.4): the embedding spaces, and what each provider
+serves of them. A space is one model's vectors at one width; failover stays inside one, since
+two models' vectors are not comparable even at the same width (PROVIDERS.md).
+
+    embeddings:
+      spaces:
+        bge-m3: {dimensions: 1024, aliases: ["BAAI/bge-m3"]}
+    providers:
+      - name: siliconflow
+        endpoint: https://api.siliconflow.cn/v1/chat/completions
+        embeddings: {models: {bge-m3: "BAAI/bge-m3"}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Annotated
+
+from pydantic import Field
+
+from .describe import did_you_mean
+from .provider import Name, Provider, Section, Width
+
+
+class Space(Section):
+    """One embedding space: its width, the other names a request may call it by, whether its
+    vectors are returned unit-length, and the spaces a request may fall back to (opt-in: an
+    answer from one of them says so)."""
+
+    dimensions: Width
+    aliases: list[Annotated[str, Field(min_length=1)]] = []
+    normalized: bool = False
+    fallback_spaces: list[Name] = []
+
+
+class EmbeddingsConfig(Section):
+    """The top-level `embeddings:` section."""
+
+    spaces: dict[Name, Space] = {}
+
+
+def names_of(spaces: Mapping[str, Space], providers: Iterable[Provider]) -> dict[str, str]:
+    """Each name a request may give a space (its own and its aliases) and that space;
+    ValueError when a name names two, a fallback or a provider's space is no space, or a
+    space is served by no provider."""
+    names: dict[str, str] = {}
+    for name, space in spaces.items():
+        for other in [name, *space.aliases]:
+            taken = names.setdefault(other, name)
+            if taken != name:
+                raise ValueError(f"embeddings.spaces.{name}: {other!r} names space {taken!r} too")
+        for fallback in space.fallback_spaces:
+            if fallback not in spaces or fallback == name:
+                raise ValueError(
+                    f"embeddings.spaces.{name}.fallback_spaces: no other space named "
+                    f"{fallback!r}{did_you_mean(fallback, set(spaces) - {name})}"
+                )
+    served: set[str] = set()
+    for i, p in enumerate(providers):
+        for given in p.embeddings.models if p.embeddings else ():
+            if given not in spaces:
+                raise ValueError(
+                    f"providers[{i}] ({p.name}): embeddings.models: no space named "
+                    f"{given!r} in embeddings.spaces{did_you_mean(given, set(spaces))}"
+                )
+            served.add(given)
+    for name in spaces.keys() - served:
+        raise ValueError(
+            f"embeddings.spaces.{name}: no provider serves it (name it in a provider's "
+            "embeddings.models)"
+        )
+    return names

@@ -1,0 +1,61 @@
+"""Embeddings across spaces (protocol §10.3): a request is walked among the providers of its
+space; only when every one has failed, and only where the space lists `fallback_spaces`, among
+those of the next space, whose answer says which space it is (its `model`). Vectors of a space
+that is `normalized` are returned unit-length."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..chat.embedding import EmbeddingAsk
+from ..chat.request import ChatRequest
+from ..config import Config
+from ..core.errors import AllProvidersFailed, RequestError
+from ..core.trace import Attempt, Result
+from ..dialects.embeddings import unit
+from .loop import Engine
+
+
+def request_of(config: Config, ask: EmbeddingAsk) -> ChatRequest:
+    """The engine's request for `ask`: in the space its model names, at that space's width
+    (`RequestError`: no such space, or another width asked for)."""
+    space = config.space_of(ask.model)
+    if space is None:
+        known = ", ".join(sorted(config.embeddings.spaces)) or "none is configured"
+        raise RequestError(
+            f"model {ask.model!r} is no embedding space of this proxy (spaces: {known})",
+            status=404,
+            param="model",
+        )
+    width = config.embeddings.spaces[space].dimensions
+    if ask.dimensions not in (None, width):
+        raise RequestError(
+            f"space {space!r} is {width} dimensions wide: 'dimensions' may only be {width} "
+            "(vectors of another width are another space)",
+            param="dimensions",
+        )
+    return ask.request(space, width)
+
+
+async def embed(engine: Engine, config: Config, req: ChatRequest) -> Result:
+    """The vectors of `req` from its space, else from its fallback spaces in order."""
+    spaces = config.embeddings.spaces
+    first = req.model or ""
+    tried: list[Attempt] = []
+    for space in [first, *spaces[first].fallback_spaces]:
+        width = spaces[space].dimensions
+        asked = (
+            req
+            if space == first
+            else replace(req, model=space, body={**req.body, "dimensions": width})
+        )
+        try:
+            result = await engine.embed(asked)
+        except AllProvidersFailed as exc:
+            tried += exc.attempts
+            continue
+        if spaces[space].normalized:
+            for item in result.response["data"]:
+                item["embedding"] = unit(item["embedding"])
+        return replace(result, trace=[*tried, *result.trace])
+    raise AllProvidersFailed(tried, model=first)

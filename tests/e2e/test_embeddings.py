@@ -1,0 +1,124 @@
+"""Embeddings through `agent-reach serve` (protocol §10.3) with the official clients: `openai`'s
+`embeddings.create` (its default, base64, and float) and `google-genai`'s `embed_content` on
+the Gemini face, against the fakes of tests/fakes/embeddings.py: a dead provider, a bad key, one
+that answers a width too wide, one of another space with a higher weight (never asked), and a
+DashScope-like one that refuses more than 10 inputs, behind `max_batch: 10`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from google import genai
+from google.genai import types
+
+from ..fakes.embeddings import EmbeddingServer, vector
+from ..fakes.upstream import Upstream, proxy_config, refused_url
+from .test_proxy import Proxy, start, stop
+
+KEY = "sk-embed-client-1a2b3c"
+WIDTH = 64
+TRACE = ["dead:connect_failed", "badkey:auth_failed", "wide:schema_mismatch", "dash:ok"]
+
+
+@pytest.fixture(scope="module")
+def fakes() -> Iterator[EmbeddingServer]:
+    server = EmbeddingServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+def provider(name: str, url: str, space: str, model: str, **more: Any) -> dict[str, Any]:
+    weight = more.pop("fallback_weight", 1.0)
+    return {
+        "name": name,
+        "endpoint": url,
+        "api_key_env": "",
+        "fallback_weight": weight,
+        "embeddings": {"models": {space: model}, **more},
+    }
+
+
+@pytest.fixture(scope="module")
+def proxy(
+    upstream: Upstream, fakes: EmbeddingServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Proxy]:
+    providers = [
+        provider("other", fakes.url("ok", "qwen"), "qwen", "text-embedding-v4", fallback_weight=9),
+        provider("dead", refused_url(), "bge-m3", "bge-m3", fallback_weight=8),
+        provider("badkey", fakes.url("auth", "bge-m3"), "bge-m3", "BAAI/bge-m3", fallback_weight=7),
+        provider("wide", fakes.url("wide", "bge-m3"), "bge-m3", "BAAI/bge-m3", fallback_weight=6),
+        provider("dash", fakes.url("dash", "bge-m3"), "bge-m3", "bge-m3", max_batch=10),
+        {"name": "down", "endpoint": refused_url(), "embeddings": {"models": {"lonely": "m"}}},
+    ]
+    spaces = {
+        "bge-m3": {"dimensions": WIDTH, "aliases": ["BAAI/bge-m3"]},
+        "qwen": {"dimensions": WIDTH},
+        "lonely": {"dimensions": WIDTH},
+    }
+    config = proxy_config(
+        providers,
+        embeddings={"spaces": spaces},
+        server={"api_keys_env": "PROXY_KEYS", "max_body_bytes": 2**24},
+    )
+    p = start(config, tmp_path_factory.mktemp("embeddings"), upstream, env={"PROXY_KEYS": KEY})
+    yield p
+    assert stop(p) == 0
+    log = (Path(p.proc.args[2]).parent / "proxy.log").read_text()  # type: ignore[index]
+    assert "Traceback" not in log
+    assert KEY not in log
+
+
+def texts(n: int) -> list[str]:
+    return [f"chunk {i} of the repository: class C{i}: pass" for i in range(n)]
+
+
+@pytest.mark.parametrize("n", [1, 25, 2000])
+@pytest.mark.parametrize("encoding", ["base64", "float"])
+def test_the_openai_sdk_gets_the_spaces_vectors_in_order(
+    proxy: Proxy, fakes: EmbeddingServer, n: int, encoding: str
+) -> None:
+    client = proxy.client(KEY)
+    asked = {} if encoding == "base64" else {"encoding_format": "float"}  # the SDK's default
+    raw = client.embeddings.with_raw_response.create(model="BAAI/bge-m3", input=texts(n), **asked)
+    answer = raw.parse()
+    assert raw.headers["x-agent-reach-embedding-space"] == "bge-m3"
+    assert raw.headers["x-agent-reach-provider"] == "dash"
+    trace = raw.headers["x-agent-reach-trace"].split(",")
+    assert [t.rsplit(":", 1)[0] for t in trace] == TRACE  # provider:reason:ms
+    assert answer.model == "bge-m3"
+    assert [d.index for d in answer.data] == list(range(n))
+    assert [d.embedding for d in answer.data] == [vector("bge-m3", t, WIDTH) for t in texts(n)]
+    assert answer.usage.total_tokens == sum(len(t.split()) for t in texts(n))
+    assert fakes.calls("ok", "qwen") == []  # the other space's provider: never asked
+
+
+def test_every_provider_of_the_space_down_is_the_all_failed_error(proxy: Proxy) -> None:
+    with pytest.raises(openai.APIStatusError) as info:
+        proxy.client(KEY).embeddings.create(model="lonely", input="hello")
+    assert info.value.status_code == 502
+    body: Any = info.value.body
+    assert [a["provider"] for a in body["attempts"]] == ["down"]
+
+
+def test_a_wrong_width_or_an_unknown_space_is_a_400_naming_its_field(proxy: Proxy) -> None:
+    with pytest.raises(openai.BadRequestError) as info:
+        proxy.client(KEY).embeddings.create(model="bge-m3", input="x", dimensions=1024)
+    assert info.value.param == "dimensions"  # type: ignore[attr-defined]
+    with pytest.raises(openai.NotFoundError) as missing:
+        proxy.client(KEY).embeddings.create(model="text-embedding-3-large", input="x")
+    assert "bge-m3" in str(missing.value)
+
+
+def test_google_genai_embeds_on_the_gemini_face(proxy: Proxy, fakes: EmbeddingServer) -> None:
+    options = types.HttpOptions(base_url=proxy.base)
+    client = genai.Client(api_key=KEY, http_options=options)
+    for n in (1, 25):
+        answer = client.models.embed_content(model="bge-m3", contents=texts(n))
+        got = [e.values for e in answer.embeddings or []]
+        assert got == [vector("bge-m3", t, WIDTH) for t in texts(n)]
+    assert fakes.calls("ok", "qwen") == []

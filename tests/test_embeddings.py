@@ -1,0 +1,213 @@
+"""Embeddings through the library (`Router.aembed`, protocol §10.3) against the fake providers of
+tests/fakes/embeddings.py: failover only inside the request's space, widths pinned, batches
+re-split to each provider's limit and put back in order, vectors checked; config errors name
+the field."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_reach import AllProvidersFailed, Router
+from agent_reach.config import config_from_data
+from agent_reach.core.errors import ConfigError, RequestError
+
+from .fakes.embeddings import EmbeddingServer, vector
+from .fakes.upstream import refused_url
+
+WIDTH = 32
+
+
+@pytest.fixture(scope="module")
+def fakes() -> Iterator[EmbeddingServer]:
+    server = EmbeddingServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+def provider(name: str, url: str, models: dict[str, str], **more: Any) -> dict[str, Any]:
+    fields = {k: v for k, v in more.items() if k in ("format", "fallback_weight")}
+    embeddings = {"models": models, **{k: v for k, v in more.items() if k not in fields}}
+    return {"name": name, "endpoint": url, "api_key_env": "", **fields, "embeddings": embeddings}
+
+
+def config(*providers: dict[str, Any], **spaces: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "version": "0.3.2",
+        "health": {"mode": "off"},
+        "state": "memory://",
+        "embeddings": {"spaces": spaces or {"bge-m3": {"dimensions": WIDTH}}},
+        "providers": list(providers),
+    }
+
+
+def texts(n: int) -> list[str]:
+    return [f"line {i}: def f{i}(): return {i}" for i in range(n)]
+
+
+def vectors(answer: dict[str, Any]) -> list[list[float]]:
+    assert [d["index"] for d in answer["data"]] == list(range(len(answer["data"])))
+    return [d["embedding"] for d in answer["data"]]
+
+
+async def embed(cfg: dict[str, Any], request: dict[str, Any]) -> Any:
+    async with Router(cfg) as router:
+        return await router.aembed(request)
+
+
+@pytest.mark.parametrize("n", [1, 25, 2000])
+async def test_failover_stays_in_the_space(fakes: EmbeddingServer, n: int) -> None:
+    before = len(fakes.calls("ok", "other"))
+    cfg = config(
+        provider(
+            "other", fakes.url("ok", "other"), {"qwen": "text-embedding-v4"}, fallback_weight=9
+        ),
+        provider("dead", refused_url(), {"bge-m3": "bge-m3"}, fallback_weight=8),
+        provider(
+            "badkey", fakes.url("auth", "bge-m3"), {"bge-m3": "BAAI/bge-m3"}, fallback_weight=7
+        ),
+        provider("wide", fakes.url("wide", "bge-m3"), {"bge-m3": "BAAI/bge-m3"}, fallback_weight=6),
+        provider("dash", fakes.url("dash", "bge-m3"), {"bge-m3": "bge-m3"}, max_batch=10),
+        **{"bge-m3": {"dimensions": WIDTH}, "qwen": {"dimensions": WIDTH}},
+    )
+    result = await embed(cfg, {"model": "bge-m3", "input": texts(n)})
+    assert result.provider == "dash"
+    assert vectors(result.response) == [vector("bge-m3", t, WIDTH) for t in texts(n)]
+    assert result.response["model"] == "bge-m3"
+    assert [(a.provider, str(a.reason)) for a in result.trace] == [
+        ("dead", "connect_failed"),
+        ("badkey", "auth_failed"),
+        ("wide", "schema_mismatch"),
+        ("dash", "ok"),
+    ]
+    assert "dimensions, not 32" in result.trace[2].detail
+    assert len(fakes.calls("ok", "other")) == before  # another space's provider: never asked
+    sizes = [len(s.body["input"]) for s in fakes.calls("dash", "bge-m3")[-((n + 9) // 10) :]]
+    assert max(sizes) <= 10
+    assert sum(sizes) == n
+
+
+async def test_every_provider_of_the_space_down_is_the_all_failed_error(
+    fakes: EmbeddingServer,
+) -> None:
+    cfg = config(
+        provider("other", fakes.url("ok", "other"), {"qwen": "q"}, fallback_weight=9),
+        provider("dead", refused_url(), {"bge-m3": "bge-m3"}),
+        provider("badkey", fakes.url("auth", "bge-m3"), {"bge-m3": "bge-m3"}),
+        **{"bge-m3": {"dimensions": WIDTH}, "qwen": {"dimensions": WIDTH}},
+    )
+    with pytest.raises(AllProvidersFailed) as info:
+        await embed(cfg, {"model": "bge-m3", "input": "hello"})
+    assert [a.provider for a in info.value.attempts] == ["dead", "badkey"]
+
+
+async def test_a_fallback_space_answers_only_when_listed_and_says_so(
+    fakes: EmbeddingServer,
+) -> None:
+    spaces = {
+        "bge-m3": {"dimensions": WIDTH, "fallback_spaces": ["qwen"]},
+        "qwen": {"dimensions": 16, "aliases": ["text-embedding-v4"]},
+    }
+    cfg = config(
+        provider("dead", refused_url(), {"bge-m3": "bge-m3"}),
+        provider("qwen", fakes.url("ok", "qwen"), {"qwen": "text-embedding-v4"}),
+        **spaces,
+    )
+    result = await embed(cfg, {"model": "bge-m3", "input": ["a", "b"]})
+    assert result.response["model"] == "qwen"
+    assert vectors(result.response) == [vector("qwen", t, 16) for t in "ab"]
+    assert [a.provider for a in result.trace] == ["dead", "qwen"]
+    alias = await embed(cfg, {"model": "text-embedding-v4", "input": "a"})
+    assert alias.response["model"] == "qwen"
+
+
+async def test_ollama_and_gemini_formats_and_normalized_vectors(fakes: EmbeddingServer) -> None:
+    spaces = {"bge-m3": {"dimensions": WIDTH, "normalized": True}}
+    for kind, fmt in (("ollama", "ollama"), ("gemini", "gemini")):
+        cfg = config(
+            provider(kind, fakes.url(kind, "bge-m3"), {"bge-m3": "bge-m3"}, format=fmt), **spaces
+        )
+        result = await embed(cfg, {"model": "bge-m3", "input": texts(3)})
+        for got, text in zip(vectors(result.response), texts(3), strict=True):
+            raw = vector("bge-m3", text, WIDTH)
+            norm = sum(v * v for v in raw) ** 0.5
+            assert got == pytest.approx([v / norm for v in raw])
+        sent = fakes.seen[-1].body
+        if fmt == "gemini":
+            assert sent["requests"][0]["outputDimensionality"] == WIDTH
+            assert fakes.seen[-1].path.endswith("/models/bge-m3:batchEmbedContents")
+        else:
+            assert sent["dimensions"] == WIDTH
+
+
+@pytest.mark.parametrize(
+    ("request_body", "param"),
+    [
+        ({"model": "bge-m3", "input": [1, 2, 3]}, "input"),
+        ({"model": "bge-m3", "input": []}, "input"),
+        ({"model": "bge-m3", "input": "x", "dimensions": 64}, "dimensions"),
+        ({"model": "nope", "input": "x"}, "model"),
+        ({"model": "bge-m3", "input": "x", "encoding_format": "int8"}, "encoding_format"),
+    ],
+)
+async def test_bad_requests_name_their_field(
+    fakes: EmbeddingServer, request_body: dict[str, Any], param: str
+) -> None:
+    cfg = config(provider("ok", fakes.url("ok", "bge-m3"), {"bge-m3": "bge-m3"}))
+    with pytest.raises(RequestError) as info:
+        await embed(cfg, request_body)
+    assert info.value.param == param
+
+
+@pytest.mark.parametrize(
+    ("spaces", "models", "words"),
+    [
+        (
+            {"a": {"dimensions": 8, "aliases": ["b"]}, "b": {"dimensions": 8}},
+            {"a": "m", "b": "m"},
+            "'b' names space",
+        ),
+        (
+            {"a": {"dimensions": 8}},
+            {"z": "m"},
+            "providers[0] (p): embeddings.models: no space named 'z'",
+        ),
+        (
+            {"a": {"dimensions": 8}, "b": {"dimensions": 8}},
+            {"a": "m"},
+            "embeddings.spaces.b: no provider serves it",
+        ),
+        (
+            {"a": {"dimensions": 8, "fallback_spaces": ["a"]}},
+            {"a": "m"},
+            "fallback_spaces: no other space",
+        ),
+    ],
+)
+def test_config_errors_name_the_field(spaces: Any, models: Any, words: str) -> None:
+    cfg = config(provider("p", "http://127.0.0.1:1/v1/chat/completions", models), **spaces)
+    with pytest.raises(
+        ConfigError, match=words.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")
+    ):
+        config_from_data(cfg)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(n=st.integers(1, 60), batch=st.integers(1, 70))
+def test_any_split_gives_back_the_unsplit_answer(
+    fakes: EmbeddingServer, n: int, batch: int
+) -> None:
+    def answer(max_batch: int | None) -> Any:
+        more = {} if max_batch is None else {"max_batch": max_batch}
+        cfg = config(provider("ok", fakes.url("ok", "bge-m3"), {"bge-m3": "bge-m3"}, **more))
+        return asyncio.run(embed(cfg, {"model": "bge-m3", "input": texts(n)})).response
+
+    assert answer(batch) == answer(None)
