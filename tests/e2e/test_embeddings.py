@@ -122,3 +122,21 @@ def test_google_genai_embeds_on_the_gemini_face(proxy: Proxy, fakes: EmbeddingSe
         got = [e.values for e in answer.embeddings or []]
         assert got == [vector("bge-m3", t, WIDTH) for t in texts(n)]
     assert fakes.calls("ok", "qwen") == []
+
+
+def test_langchain_and_llamaindex_embed_through_the_proxy(proxy: Proxy) -> None:
+    from langchain_openai import OpenAIEmbeddings
+    from llama_index.embeddings.openai import OpenAIEmbedding
+
+    chain = OpenAIEmbeddings(
+        model="bge-m3",
+        base_url=f"{proxy.base}/v1",
+        api_key=KEY,  # type: ignore[arg-type]
+        check_embedding_ctx_length=False,  # as its docs say for other backends than OpenAI
+    )
+    llama = OpenAIEmbedding(model_name="bge-m3", api_base=f"{proxy.base}/v1", api_key=KEY)
+    for n in (1, 25, 2000):
+        want = [vector("bge-m3", t, WIDTH) for t in texts(n)]
+        assert chain.embed_documents(texts(n)) == want
+        assert llama.get_text_embedding_batch(texts(n)) == want
+    assert chain.embed_query("one text") == vector("bge-m3", "one text", WIDTH)
