@@ -243,7 +243,7 @@ def test_errors_come_as_the_sdks_api_errors(proxy: Proxy) -> None:
     assert down.value.details["error"]["status"] == "UNAVAILABLE"
     reasons = [a["reason"] for a in down.value.details["error"]["attempts"]]
     assert reasons == ["connect_failed", "auth_failed"]
-    status, body = raw(proxy, "/v1beta/models/m:embedContent", {"content": {}})
+    status, body = raw(proxy, "/v1beta/models/m:predict", {"instances": []})  # no such method
     assert status == 404
     assert body["error"]["status"] == "NOT_FOUND"
 

@@ -20,6 +20,9 @@ idle stream, held by its reader: what one costs a proxy in memory).
 Under `/tail/` one POST in ten (a seeded draw) is answered after `TAIL_S`, the others at once
 (bench/hedging.py: a heavy-tailed primary).
 
+Under `/embed/` it is an embeddings provider: `POST /embed/v1/embeddings` answers each input
+with the same `EMBED_WIDTH`-wide vector, in OpenAI's shape (bench/embeddings.py).
+
 Under `/budget/` every POST is counted and answered after `BUDGET_S`; `GET /budget/stats` says
 how many came (bench/abuse.py: how many requests a budget let through).
 """
@@ -45,6 +48,8 @@ TAIL_S = 2.0
 TAIL_DRAW = random.Random(42)
 LONG_CHUNKS = 1000
 IDLE_S = 300
+EMBED_WIDTH = 1024
+EMBED_VECTOR = orjson.dumps([((i * 7919) % 2000 - 1000) / 1000 for i in range(EMBED_WIDTH)])
 BUDGETED: list[int] = []  # one item per request that reached `/budget/`
 
 
@@ -85,6 +90,24 @@ async def tail(_: web.Request) -> web.Response:
     if TAIL_DRAW.random() < 0.10:
         await asyncio.sleep(TAIL_S)
     return web.Response(body=BODY, content_type="application/json")
+
+
+_EMBEDDED: dict[int, bytes] = {}  # the answer for n inputs, made once
+
+
+async def embed(request: web.Request) -> web.Response:
+    inputs = orjson.loads(await request.read())["input"]
+    n = len(inputs) if isinstance(inputs, list) else 1
+    if n not in _EMBEDDED:
+        items = b",".join(
+            b'{"object":"embedding","index":%d,"embedding":%s}' % (i, EMBED_VECTOR)
+            for i in range(n)
+        )
+        _EMBEDDED[n] = (
+            b'{"object":"list","data":[%s],"model":"bench","usage":{"prompt_tokens":%d,'
+            b'"total_tokens":%d}}' % (items, n, n)
+        )
+    return web.Response(body=_EMBEDDED[n], content_type="application/json")
 
 
 async def hang(_: web.Request) -> web.Response:
@@ -183,6 +206,7 @@ async def main() -> None:
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/hang/v1/chat/completions", hang)
     app.router.add_post("/tail/v1/chat/completions", tail)
+    app.router.add_post("/embed/v1/embeddings", embed)
     app.router.add_get("/v1/models", models)
     app.router.add_post("/sse/v1/chat/completions", paced_stream)
     app.router.add_post("/long/v1/chat/completions", long_stream)

@@ -1,0 +1,180 @@
+"""Embeddings through a proxy (issue 35): agent-reach against LiteLLM's proxy in one run, both in
+front of the same fake (tests/fakes/bench.py `/embed/`, 1,024-wide vectors): the added p50 at
+1 in flight and req/s at 32 in flight, for requests of 1 input and of 100.
+
+    .venv/bin/python bench/embeddings.py [--quick] [--no-litellm]
+
+Pinning as bench/floor.py: the proxies on CPU 0, the fake, wrk and this client on CPU 1; every
+proxy measured in rounds, in turn, its order alternating. LiteLLM is installed once under
+bench/.peers (as bench/peers does). Results: bench/results/embeddings.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import string
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from common import (
+    RESULTS,
+    THIS_TREE,
+    Load,
+    Processes,
+    Target,
+    agent_reach_serve,
+    interleaved,
+    machine,
+    pin_self,
+    publish,
+    spread,
+    start_mock,
+)
+from peers.base import LOAD_CPU, PROXY_CPU
+from peers.contenders import AUTH, Peer
+from peers.install import INSTALLS, LITELLM_SPEC, install_venv
+from peers.scenarios import cold_start
+
+PATH = "/v1/embeddings"
+SIZES = (1, 100)
+AGENT_REACH = {
+    "version": "0.3.2",
+    "state": "memory://",
+    "health": {"mode": "off"},
+    "server": {"api_keys_env": "BENCH_PROXY_KEYS", "max_body_bytes": 2**24},
+    "embeddings": {"spaces": {"bench-embed": {"dimensions": 1024}}},
+    "providers": [
+        {
+            "name": "upstream",
+            "endpoint": "${BENCH_EMBED}/embed/v1/chat/completions",
+            "api_key_env": "BENCH_UPSTREAM_KEY",
+            "embeddings": {"models": {"bench-embed": "bench"}},
+        }
+    ],
+}
+LITELLM = """
+model_list:
+  - model_name: bench-embed
+    litellm_params:
+      model: openai/bench
+      api_base: ${BENCH_EMBED}/embed/v1
+      api_key: ${BENCH_UPSTREAM_KEY}
+      max_retries: 0
+litellm_settings: {num_retries: 0, request_timeout: 30}
+general_settings: {master_key: ${BENCH_PROXY_KEY}}
+"""
+
+
+def body(n: int) -> str:
+    inputs = [f"def function_{i}(x): return x * {i}  # a line of code to index" for i in range(n)]
+    return json.dumps({"model": "bench-embed", "input": inputs, "encoding_format": "float"})
+
+
+LABELS = {f"{n} input{'s' * (n > 1)}": n for n in SIZES}
+
+
+def scenarios() -> dict[str, Target]:
+    """One target per size, and "plain" (one input), which a cold start waits for."""
+    sized = {label: Target(0, AUTH, body(n), PATH) for label, n in LABELS.items()}
+    return {"plain": sized["1 input"], **sized}
+
+
+def peers(env: dict[str, str], workdir: Path, litellm: bool) -> list[Peer]:
+    config = workdir / "agent-reach.json"
+    config.write_text(string.Template(json.dumps(AGENT_REACH)).substitute(env))
+    out = [Peer(THIS_TREE.label, lambda port: agent_reach_serve(config, port), scenarios(), env)]
+    if litellm:
+        got = install_venv("litellm", LITELLM_SPEC, "litellm", workdir)
+        if not got.ok:
+            raise SystemExit(f"LiteLLM: {got.detail}")
+        print(f"  LiteLLM {got.detail}", flush=True)
+        lite = workdir / "litellm.yaml"
+        lite.write_text(string.Template(LITELLM).substitute(env))
+        binary = str(INSTALLS / "litellm" / "bin" / "litellm")
+        own = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}
+        command = [binary, "--config", str(lite), "--host", "127.0.0.1", "--num_workers", "1"]
+        out.append(
+            Peer(
+                "LiteLLM",
+                lambda port: [*command, "--port", str(port)],
+                scenarios(),
+                {**env, **own},
+                start_timeout_s=120.0,
+            )
+        )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a short run to try the script")
+    parser.add_argument("--no-litellm", action="store_true", help="agent-reach alone")
+    args = parser.parse_args()
+    requests, seconds, runs = (200, 2.0, 1) if args.quick else (2000, 3.0, 5)
+    workdir = Path(tempfile.mkdtemp(prefix="agent-reach-embeddings-"))
+    pinned = pin_self(LOAD_CPU)
+    with Processes() as procs:
+        fake = f"http://127.0.0.1:{start_mock(procs, cpu=LOAD_CPU)}"
+        env = {
+            "BENCH_EMBED": fake,
+            "BENCH_UPSTREAM_KEY": "sk-bench-upstream",
+            "BENCH_PROXY_KEY": AUTH["Authorization"].split()[1],
+            "BENCH_PROXY_KEYS": AUTH["Authorization"].split()[1],
+        }
+        proxies = peers(env, workdir, not args.no_litellm)
+        for peer in proxies:
+            why = cold_start(procs, peer, 1, workdir)
+            if why is not None:
+                raise SystemExit(f"{peer.name} did not start: {why}")
+        rows: dict[str, dict[str, Any]] = {p.name: {} for p in proxies}
+        load = Load(workdir)
+        for scenario in LABELS:
+            direct = Target(
+                int(fake.rsplit(":", 1)[1]), {}, scenarios()[scenario].body, "/embed" + PATH
+            )
+            targets = {"direct": direct, **{p.name: p.target(scenario) for p in proxies}}
+            samples, _ = interleaved(targets, requests, max_s=120)
+            base = spread(samples["direct"])["p50"]
+            kept: dict[str, list[float]] = {p.name: [] for p in proxies}
+            for i in range(runs):
+                for p in proxies if i % 2 == 0 else proxies[::-1]:
+                    kept[p.name].append(load.run(p.target(scenario), 32, seconds)["rps"])
+            for p in proxies:
+                rows[p.name][scenario] = {
+                    "added_p50_ms": spread(samples[p.name])["p50"] - base,
+                    "rps": sorted(kept[p.name])[runs // 2],
+                }
+    results = {
+        "when": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+        "machine": machine(),
+        "pinning": f"proxies on CPU {PROXY_CPU}, the rest on CPU {LOAD_CPU}" if pinned else "none",
+        "rows": rows,
+    }
+    publish("embeddings", results, markdown(results))
+
+
+def markdown(r: dict[str, Any]) -> str:
+    m = r["machine"]
+    lines = [
+        "# Embeddings through a proxy: agent-reach and LiteLLM in front of one fake",
+        "",
+        f"{r['when']}, bench/embeddings.py; {m['cpu']}, pinning: {r['pinning']}.",
+        "Vectors of 1,024 floats; 32 in flight for req/s; the median of the rounds.",
+        "",
+        "| proxy | scenario | added p50, 1 in flight | req/s, 32 in flight |",
+        "|---|---|---|---|",
+    ]
+    for name, by in r["rows"].items():
+        for scenario, row in by.items():
+            lines.append(
+                f"| {name} | {scenario} | +{row['added_p50_ms']:.3f} ms | {row['rps']:,.0f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    RESULTS.mkdir(exist_ok=True)
+    main()
