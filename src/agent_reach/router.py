@@ -251,9 +251,13 @@ class Router:
         """`aembed` for a request already made (`embedding_request`)."""
         return await spaces.embed(self.engine, self.config, req)
 
+    def candidates(self, req: ChatRequest) -> tuple[str, ...]:
+        """The providers `req` would walk through that can do it, in order."""
+        return self.engine.candidates(req)
+
     async def step(self, req: ChatRequest, provider: str) -> tuple[Attempt, dict[str, Any] | None]:
         """Step mode (protocol §9): one provider, no failover; its attempt and, when it answered,
-        the response."""
+        the response (vectors, for an `embedding_request`)."""
         return await self.engine.step(req, provider)
 
     async def open_stream(self, request: dict[str, Any]) -> ChatStream:

@@ -6,6 +6,8 @@ DashScope-like one that refuses more than 10 inputs, behind `max_batch: 10`."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from google.genai import types
 
 from ..fakes.embeddings import EmbeddingServer, vector
 from ..fakes.upstream import Upstream, proxy_config, refused_url
+from .test_cli import run as cli
 from .test_proxy import Proxy, start, stop
 
 KEY = "sk-embed-client-1a2b3c"
@@ -140,3 +143,55 @@ def test_langchain_and_llamaindex_embed_through_the_proxy(proxy: Proxy) -> None:
         assert chain.embed_documents(texts(n)) == want
         assert llama.get_text_embedding_batch(texts(n)) == want
     assert chain.embed_query("one text") == vector("bge-m3", "one text", WIDTH)
+
+
+def test_step_mode_tries_one_provider_of_the_space(proxy: Proxy) -> None:
+    auth = {"Authorization": f"Bearer {KEY}"}
+    ask = {"model": "bge-m3", "input": texts(12), "encoding_format": "float"}
+    status, body = proxy.post("/agent-reach/v1/route", {**ask, "provider": "dash"}, auth)
+    assert status == 200
+    assert body["agent_reach"]["status"] == "ok"
+    assert [d["embedding"] for d in body["data"]] == [vector("bge-m3", t, WIDTH) for t in texts(12)]
+    status, body = proxy.post("/agent-reach/v1/route", ask, auth)  # the space's first: dead
+    assert (status, body["provider"], body["reason"]) == (200, "dead", "connect_failed")
+    assert body["next_route"] == "badkey"  # the space's next, not the other space's provider
+    status, body = proxy.post("/agent-reach/v1/route", {**ask, "provider": "other"}, auth)
+    assert status == 400
+    assert body["error"]["param"] == "provider"
+
+
+def test_metrics_count_each_spaces_requests_and_vectors(proxy: Proxy) -> None:
+    client = proxy.client(KEY)
+    client.embeddings.create(model="bge-m3", input=texts(3))
+    with pytest.raises(openai.APIStatusError):
+        client.embeddings.create(model="lonely", input="x")
+    status, text = proxy.get("/metrics", {"Authorization": f"Bearer {KEY}"})
+    assert status == 200
+    metrics = {
+        m: float(v) for m, v in re.findall(r"^(agent_reach_embedding\S+) (\S+)$", text, re.M)
+    }
+    assert metrics['agent_reach_embedding_requests_total{outcome="failed",space="lonely"}'] >= 1
+    assert metrics['agent_reach_embedding_requests_total{outcome="ok",space="bge-m3"}'] >= 1
+    assert metrics['agent_reach_embedding_vectors_total{provider="dash",space="bge-m3"}'] >= 3
+    assert not [m for m in metrics if 'provider="other"' in m]  # the other space: never asked
+
+
+def test_the_cli_embeds_lines_of_stdin(proxy: Proxy) -> None:
+    config = Path(proxy.proc.args[2])  # type: ignore[index]
+    done = cli("embed", "-m", "BAAI/bge-m3", config=config, stdin="\n".join(texts(25)) + "\n\n")
+    assert done.returncode == 0, done.stderr
+    vectors = [json.loads(line) for line in done.stdout.splitlines()]
+    assert vectors == [vector("bge-m3", t, WIDTH) for t in texts(25)]
+    done = cli("embed", "--json", "-m", "bge-m3", "one", "two", config=config)
+    answer = json.loads(done.stdout)
+    assert answer["provider"] == "dash"
+    assert [a["provider"] for a in answer["trace"]] == [t.split(":")[0] for t in TRACE]
+    assert [d["index"] for d in answer["response"]["data"]] == [0, 1]
+    down = cli("embed", "-m", "lonely", "x", config=config)
+    assert down.returncode == 1
+    assert "down" in down.stderr
+    assert "connect_failed" in down.stderr
+    unnamed = cli("embed", "x", config=config)  # three spaces: which one?
+    assert unnamed.returncode == 2
+    assert "--model" in unnamed.stderr
+    assert "Traceback" not in unnamed.stderr

@@ -52,7 +52,7 @@ def chat(
 
     router = Router.from_config(obj["config_path"])
     if verbose or debug:
-        router.subscribe(_Narrator(router, debug))
+        router.subscribe(Narrator(router, debug))
     messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
     messages.append({"role": "user", "content": prompt})
     request: dict[str, Any] = {"messages": messages}
@@ -109,7 +109,7 @@ async def _stream(router: Router, request: dict[str, Any], as_json: bool) -> Non
         await router.aclose()
 
 
-class _Narrator:
+class Narrator:
     """`--verbose` / `--debug`: each attempt to stderr as it ends; with `--debug` (or a
     provider's `schema_compatibility.debug_mode`, for its `debug_reasons`) a failed one's raw
     answer and, once, the provider's config."""

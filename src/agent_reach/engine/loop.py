@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from ..chat.request import ChatRequest
 from ..config import Config
 from ..core import quota
-from ..core.errors import AllProvidersFailed
+from ..core.errors import AllProvidersFailed, RequestError
 from ..core.events import AttemptEvent, Event, Observer, RequestEvent
 from ..core.outcomes import Outcome
 from ..core.routing import Expired, Pick, Walk, attempt_order
@@ -196,11 +196,29 @@ class Engine:
         answer, provider, run = await self._drive(self._run(req, op=EMBED), EMBED)
         return Result(answer, provider, run.trace)
 
+    def candidates(self, req: ChatRequest) -> tuple[str, ...]:
+        """The providers of the request's order that can do it: an embeddings request's are
+        those of its space (step mode's choice when it names none)."""
+        op = _operation(req)
+        order = self.order(req)
+        return (
+            order
+            if op.takes is None
+            else tuple(n for n in order if op.takes(self.prepared[n], req))
+        )
+
     async def step(self, req: ChatRequest, provider: str) -> tuple[Attempt, dict[str, Any] | None]:
         """One provider, no failover (protocol §9 step mode): the attempt and, when it succeeded,
-        the response. A provider skipped for remembered state is still tried (last resort)."""
+        the response (a chat completion, or an embeddings request's vectors). A provider
+        skipped for remembered state is still tried (last resort)."""
+        op = _operation(req)
+        if op.takes is not None and not op.takes(self.prepared[provider], req):
+            raise RequestError(
+                f"provider {provider!r} serves no model of embedding space {req.model!r}",
+                param="provider",
+            )
         try:
-            response, _, run = await self._drive(self._run(req, provider), ANSWER)
+            response, _, run = await self._drive(self._run(req, provider, op), op)
         except AllProvidersFailed as exc:
             return exc.attempts[-1], None
         return run.trace[-1], response
@@ -410,3 +428,8 @@ class Engine:
     def _emit(self, event: Event) -> None:
         for observer in self.observers:
             observer(event)
+
+
+def _operation(req: ChatRequest) -> Operation[dict[str, Any]]:
+    """What a whole-answer request is for: vectors (an embeddings request), else a reply."""
+    return EMBED if req.api == "embeddings" else ANSWER

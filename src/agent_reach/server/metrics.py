@@ -56,6 +56,19 @@ class Metrics:
             ["from_provider", "to_provider", "reason"],
             registry=r,
         )
+        self.embeddings = Counter(
+            "agent_reach_embedding_requests",
+            "Embeddings requests by space and outcome (one that moved to a fallback space counts "
+            "in each space it was walked in).",
+            ["space", "outcome"],
+            registry=r,
+        )
+        self.vectors = Counter(
+            "agent_reach_embedding_vectors",
+            "Vectors returned, by the space and the provider they came from.",
+            ["space", "provider"],
+            registry=r,
+        )
         self.provider_up, self.circuit_open, self.quota_used = (
             Gauge(name, doc, ["provider"], registry=r)
             for name, doc in (
@@ -101,9 +114,9 @@ class Metrics:
             child = self._children[key] = metric.labels(*labels)
         return child
 
-    def _count(self, metric: Any, *labels: str) -> None:
+    def _count(self, metric: Any, *labels: str, by: int = 1) -> None:
         key = (metric, labels)
-        self._counts[key] = self._counts.get(key, 0) + 1
+        self._counts[key] = self._counts.get(key, 0) + by
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, AttemptEvent):
@@ -120,6 +133,12 @@ class Metrics:
         elif isinstance(event, RequestEvent):
             outcome = "ok" if event.provider else "failed"
             self._count(self.requests, event.route, outcome, event.api)
+            if event.api == "embeddings":
+                space = event.model or ""
+                self._count(self.embeddings, space, outcome)
+                if event.provider:
+                    by = len(event.answer["data"])
+                    self._count(self.vectors, space, event.provider, by=by)
             trace = event.trace
             for prev, nxt in itertools.pairwise(trace):
                 if not prev.ok and prev.provider != nxt.provider:

@@ -25,11 +25,19 @@ async def create(gateway: Serving, request: Request) -> StreamResponse:
     except AllProvidersFailed as exc:
         return FACE.all_failed(exc)
     answer: dict[str, Any] = result.response
-    if body.get("encoding_format") == "base64":
+    headers = trace_headers(result.provider, result.trace) | written(
+        answer, body.get("encoding_format")
+    )
+    return json_response(answer, headers)
+
+
+def written(answer: dict[str, Any], encoding: Any) -> dict[str, str]:
+    """`answer`'s vectors in the `encoding` the client asked for (base64, else floats as
+    they are); the header that names the space they belong to."""
+    if encoding == "base64":
         for item in answer["data"]:
             item["embedding"] = as_base64(item["embedding"])
-    headers = trace_headers(result.provider, result.trace) | {SPACE_HEADER: answer["model"]}
-    return json_response(answer, headers)
+    return {SPACE_HEADER: answer["model"]}
 
 
 FACE = Face("embeddings", (("POST", "/v1/embeddings", create),), prefixes=("/v1/embeddings",))

@@ -6,6 +6,7 @@ from ...chat.request import ChatRequest
 from ...core.errors import RequestError, quoted
 from ...core.trace import Attempt
 from ..http11.wire import Request, Response
+from .embeddings import written
 from .face import Face, Serving
 from .relay import BadBody, json_response, read_json, trace_headers
 
@@ -26,19 +27,30 @@ async def step(gateway: Serving, request: Request) -> Response:
     route = request.query.get("route")
     if route == "":
         raise RequestError("'route' must name a provider or route", param="route")
-    target = route or named or router.default_order[0]
-    name, following = _target(gateway, target)
-    req = ChatRequest.parse(body, stream=False)
+    embedding = "input" in body and "messages" not in body
+    if embedding:
+        encoding = body.get("encoding_format")
+        req = router.embedding_request(body)
+        order = router.candidates(req)
+        name, following = _target(gateway, route or named or order[0], order)
+    else:
+        req = ChatRequest.parse(body, stream=False)
+        name, following = _target(gateway, route or named or router.default_order[0])
     attempt, response = await router.step(req, name)
     if response is None:
         return _failed(attempt, following)
+    headers = trace_headers(name, [attempt])
+    if embedding:
+        headers |= written(response, encoding)
     extra = {"status": "ok", "provider": name, "ms": round(attempt.ms)}
-    return json_response({**response, "agent_reach": extra}, trace_headers(name, [attempt]))
+    return json_response({**response, "agent_reach": extra}, headers)
 
 
-def _target(gateway: Serving, target: str) -> tuple[str, str | None]:
+def _target(
+    gateway: Serving, target: str, order: tuple[str, ...] | None = None
+) -> tuple[str, str | None]:
     """(provider to try, the one after it): a route's first and second, or a provider and
-    the provider after it in the default order."""
+    the provider after it in `order` (default: the default order)."""
     router = gateway.router
     if target in router.routes:
         names = router.routes[target]
@@ -47,7 +59,7 @@ def _target(gateway: Serving, target: str) -> tuple[str, str | None]:
         raise RequestError(
             f"no provider or route named {quoted(target)}", status=404, param="route"
         )
-    order = router.default_order
+    order = router.default_order if order is None else order
     i = order.index(target) if target in order else len(order)
     return target, order[i + 1] if i + 1 < len(order) else None
 
