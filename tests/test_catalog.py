@@ -384,3 +384,42 @@ def test_to_yaml_round_trips_every_entry() -> None:
     assert "  models: [gpt-4o-mini, gpt-4o, gpt-4.1-mini]\n" in text  # flow lists
     assert yaml.safe_load("providers:\n" + text) == {"providers": entries}
     config_from_data(yaml.safe_load(f"version: '0.3.2'\nproviders:\n{text}"))
+
+
+# -- embeddings --------------------------------------------------------------------------------
+
+
+def test_every_embedding_entry_is_a_valid_provider_of_its_spaces() -> None:
+    served = [e for e in catalog.load() if e.embeddings]
+    assert {e.name for e in served} >= {"openai", "zhipu", "dashscope-compatible", "gemini"}
+    providers = [{**e.provider(), "embeddings": e.embedding()} for e in served]
+    config = config_from_data(
+        {
+            "version": "0.3.2",
+            "embeddings": {"spaces": catalog.spaces(served)},
+            "providers": [{**p, "name": f"p{i}"} for i, p in enumerate(providers)],
+        }
+    )
+    gemini = [p.name for p, e in zip(config.providers, served, strict=True) if "gemini" in e.name]
+    assert len(gemini) == 2  # native and OpenAI-compatible: one model, one space between them
+    assert config.space_of("gemini-embedding-001") == "gemini-embedding-001"
+    assert catalog.embedding_space("bge-m3:latest") == ("bge-m3", 1024)
+    assert catalog.embedding_space("llama3.2:latest") is None
+
+
+def test_parse_refuses_one_model_at_two_widths() -> None:
+    one = {**GOOD, "embeddings": {"e": 1024}}
+    with pytest.raises(ValueError, match="e is 512 wide here, 1024 in 'x'"):
+        catalog.parse([one, {**one, "name": "y", "embeddings": {"e": 512}}])
+    with pytest.raises(ValueError, match="field 'embeddings'"):
+        catalog.parse([{**GOOD, "embeddings": {"e": 0}}])
+
+
+def test_docs_embeddings_table_matches_the_catalog() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    block = text.split("| entry | model (space) | width |", 1)[1].split("\n\n", 1)[0]
+    rows = {tuple(c.strip(" `") for c in line.split("|")[1:4]) for line in block.splitlines()[2:]}
+    expected = {
+        (e.name, model, str(width)) for e in catalog.load() for model, width in e.embeddings.items()
+    }
+    assert rows == expected

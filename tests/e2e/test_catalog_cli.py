@@ -17,6 +17,7 @@ from agent_reach import catalog
 from agent_reach.config import config_from_data, load_config
 
 from ..fakes.dialects import ANTIQUE, KEY, OLLAMA_MODELS, DialectServer, answer, running
+from ..fakes.embeddings import vector
 from ..fakes.upstream import refused_url
 
 BIN = str(Path(sys.executable).parent / "agent-reach")
@@ -125,7 +126,7 @@ def test_init_keeps_set_keys_and_a_local_ollama(srv: DialectServer, home: Path) 
     assert "minimax-v2: kept (MINIMAX_API_KEY is set)" in lines
     assert "minimax-v1: skipped (MINIMAX_API_KEY is already used by minimax-v2)" in lines
     assert "anthropic: kept (ANTHROPIC_API_KEY is set)" in lines
-    assert f"ollama: kept (Ollama answers at {srv.url('/api/tags')}, 2 model(s))" in lines
+    assert f"ollama: kept (Ollama answers at {srv.url('/api/tags')}, 3 model(s))" in lines
     assert any(line.startswith("vllm: skipped (a local server") for line in lines)
     assert len([line for line in lines if ": kept (" in line or ": skipped (" in line]) == len(
         catalog.load()
@@ -142,7 +143,19 @@ def test_init_keeps_set_keys_and_a_local_ollama(srv: DialectServer, home: Path) 
     assert names == ["deepseek", "dashscope-compatible", "minimax-v2", "anthropic", "ollama"]
     ollama = config.provider("ollama")
     assert ollama.endpoint == srv.url("/api/chat")
-    assert ollama.models == sorted(OLLAMA_MODELS)
+    chats = sorted(OLLAMA_MODELS[:2])  # bge-m3 embeds: it is no chat model
+    assert ollama.models == chats
+    # The embedding models of the kept providers, each its own space at its width; Ollama's
+    # only where it has pulled one.
+    assert ollama.embeddings is not None
+    assert ollama.embeddings.models == {"bge-m3": "bge-m3:latest"}
+    dash = config.provider("dashscope-compatible").embeddings
+    assert dash is not None
+    assert (dash.models, dash.max_batch) == ({"text-embedding-v4": "text-embedding-v4"}, 10)
+    assert {name: s.dimensions for name, s in config.embeddings.spaces.items()} == {
+        "text-embedding-v4": 1024,
+        "bge-m3": 1024,
+    }
     assert config.provider("anthropic").auth_header == "x-api-key"
     assert config.provider("deepseek").api_key_env == "DEEPSEEK_API_KEY"
     assert config.providers[0].timeout.read == 30000
@@ -153,7 +166,7 @@ def test_init_keeps_set_keys_and_a_local_ollama(srv: DialectServer, home: Path) 
         "dashscope-compatible": {"*": "qwen-plus"},
         "minimax-v2": {"*": catalog.get("minimax-v2").models[0]},
         "anthropic": {},
-        "ollama": {"*": sorted(OLLAMA_MODELS)[0]},
+        "ollama": {"*": chats[0]},
     }
     assert (
         "Codex CLI and Claude Code can use it: deepseek, dashscope-compatible, minimax-v2, "
@@ -164,6 +177,10 @@ def test_init_keeps_set_keys_and_a_local_ollama(srv: DialectServer, home: Path) 
     chat = run("chat", "-p", "hi", "--route", "ollama", home=home, env=env)
     assert chat.returncode == 0, chat.stderr
     assert chat.stdout == f"{answer('ollama')}\n"
+    embed = run("embed", "-m", "bge-m3", "one", "two", home=home, env=env)
+    assert embed.returncode == 0, embed.stderr
+    got = [json.loads(line) for line in embed.stdout.splitlines()]
+    assert got == [vector("bge-m3:latest", t, 1024) for t in ("one", "two")]
 
     again = run("init", home=home, env=env)
     assert again.returncode == 2
@@ -336,7 +353,8 @@ def test_probe_text_report(srv: DialectServer, home: Path) -> None:
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "health check  ok (" in out
-    assert f"lists {', '.join(OLLAMA_MODELS)}" in out
+    assert f"lists {', '.join(sorted(OLLAMA_MODELS))}" in out
+    assert "bge-m3:latest is an embedding model (space bge-m3, 1024 dimensions)" in out
     assert f"model         {OLLAMA_MODELS[0]} (from the health check's list)" in out
     assert "ollama: ok (HTTP 200, " in out
     assert f'"{answer("ollama")}"' in out

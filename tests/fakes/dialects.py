@@ -32,11 +32,12 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from .embeddings import vector
 from .serving import Threaded
 from .shapes import GEMINI_BAD_KEY, chunk, completion, sse
 
 KEY = "sk-probe-5a6b7c8d9e-SECRET"
-OLLAMA_MODELS = ["llama3.2:latest", "qwen2.5:7b"]
+OLLAMA_MODELS = ["llama3.2:latest", "qwen2.5:7b", "bge-m3:latest"]  # the last one embeds
 ANTIQUE = {"item": "青花瓷瓶", "era": "明永乐", "confidence": 0.92}
 DATA = {"id": "gen-42", "data": {"text": "OK from data"}}
 
@@ -99,6 +100,12 @@ class DialectServer:
 
     async def ollama_tags(self, request: web.Request, body: Any) -> web.StreamResponse:
         return web.json_response({"models": [{"name": m, "model": m} for m in OLLAMA_MODELS]})
+
+    async def ollama_embed(self, request: web.Request, body: Any) -> web.StreamResponse:
+        inputs = body["input"] if isinstance(body.get("input"), list) else [body.get("input")]
+        width = body.get("dimensions") or 1024
+        vectors = [vector(body["model"], str(t), width) for t in inputs]
+        return web.json_response({"model": body["model"], "embeddings": vectors})
 
     async def ollama(self, request: web.Request, body: Any) -> web.StreamResponse:
         if not isinstance(body.get("messages"), list):
@@ -351,6 +358,7 @@ class DialectServer:
         for prefix in ("", "/ollama"):
             get(f"{prefix}/api/tags", self._route(self.ollama_tags))
             post(f"{prefix}/api/chat", self._route(self.ollama))
+            post(f"{prefix}/api/embed", self._route(self.ollama_embed))
         post("/custom/chat", self._route(self.ollama))
         post("/anthropic/v1/messages", self._route(self.anthropic))
         post("/gemini/v1beta/models/{call}", self._route(self.gemini))

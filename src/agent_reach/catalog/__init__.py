@@ -1,7 +1,17 @@
 """The catalog of known provider endpoints (`entries`), and how `probe` recognises one that is
 not in it (`recognize`)."""
 
-from .entries import LEVEL_MEANING, LEVELS, Entry, Level, get, load, parse
+from .entries import (
+    LEVEL_MEANING,
+    LEVELS,
+    Entry,
+    Level,
+    embedding_space,
+    get,
+    load,
+    parse,
+    spaces,
+)
 from .recognize import (
     content_paths,
     endpoint_of_base,
@@ -18,6 +28,7 @@ __all__ = [
     "Entry",
     "Level",
     "content_paths",
+    "embedding_space",
     "endpoint_of_base",
     "extracts",
     "formats_for_answer",
@@ -27,4 +38,5 @@ __all__ = [
     "load",
     "ollama_base",
     "parse",
+    "spaces",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
@@ -45,6 +45,10 @@ class Entry:
     # docs/providers.md): model → {max_output_tokens, context_window}.
     limits: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     assistant_prefill: bool | None = None  # None: the format's default (protocol §2.3)
+    # Embedding models it serves, each with its default width: each is the embedding space of
+    # its name (sources in docs/providers.md); and its most inputs a request (0: the format's).
+    embeddings: Mapping[str, int] = field(default_factory=dict)
+    embeddings_max_batch: int = 0
     local: bool = False  # a server on this machine
     own_models: bool = False  # the coding agents send this provider's own model names
     notes: str = ""
@@ -85,6 +89,17 @@ class Entry:
         out.update(overrides)
         return out
 
+    def embedding(self, served: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+        """A config provider's `embeddings` (protocol §2.4) for its models: `served` maps a
+        space to the name a server lists it under (default: all of them, by their own)."""
+        models = {m: m for m in self.embeddings} if served is None else dict(served)
+        if not models:
+            return None
+        out: dict[str, Any] = {"models": models}
+        if self.embeddings_max_batch:
+            out["max_batch"] = self.embeddings_max_batch
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of `agent-reach providers --json`: every field, `auth` in words and
         the config entry (`provider`)."""
@@ -92,6 +107,7 @@ class Entry:
         data["requires"] = list(self.requires)
         data["models"] = list(self.models)
         data["limits"] = {m: dict(v) for m, v in self.limits.items()}
+        data["embeddings"] = dict(self.embeddings)
         return {**data, "auth": self.auth, "provider": self.provider()}
 
 
@@ -112,6 +128,22 @@ def load() -> tuple[Entry, ...]:
         .read_text(encoding="utf-8")
     )
     return parse(yaml.safe_load(text))
+
+
+def spaces(entries: Iterable[Entry]) -> dict[str, dict[str, int]]:
+    """The config's `embeddings.spaces` for the embedding models of `entries`: one space per
+    model, at its width (`parse` made sure two entries never disagree on it)."""
+    return {m: {"dimensions": w} for e in entries for m, w in e.embeddings.items()}
+
+
+def embedding_space(listed: str) -> tuple[str, int] | None:
+    """(space, width) of a catalog embedding model a server lists as `listed` (Ollama adds a
+    `:latest` tag), or None: a model of some other kind, or one the catalog does not know."""
+    model = listed.removesuffix(":latest")
+    for entry in load():
+        if model in entry.embeddings:
+            return model, entry.embeddings[model]
+    return None
 
 
 def get(name: str) -> Entry:
@@ -147,6 +179,13 @@ def parse(data: Any) -> tuple[Entry, ...]:
         _check(entry, where)
         if any(e.name == entry.name for e in entries):
             raise ValueError(f"{where}: the name is used twice")
+        for model, width in entry.embeddings.items():
+            other = next((e for e in entries if e.embeddings.get(model, width) != width), None)
+            if other is not None:
+                raise ValueError(
+                    f"{where}: field 'embeddings': {model} is {width} wide here, "
+                    f"{other.embeddings[model]} in {other.name!r} (one model, one space)"
+                )
         entries.append(entry)
     return tuple(entries)
 
@@ -160,9 +199,13 @@ def _limits_ok(value: Any, models: tuple[str, ...]) -> bool:
         model in models
         and isinstance(figures, dict)
         and set(figures) <= _LIMITS
-        and all(isinstance(n, int) and n > 0 for n in figures.values())
+        and all(_positive(n) for n in figures.values())
         for model, figures in value.items()
     )
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _check(entry: Entry, where: str) -> None:
@@ -176,6 +219,12 @@ def _check(entry: Entry, where: str) -> None:
             ok = value is None or isinstance(value, str)
         elif f.name == "limits":
             ok = _limits_ok(value, entry.models)
+        elif f.name == "embeddings":
+            ok = isinstance(value, dict) and all(
+                isinstance(m, str) and m and _positive(w) for m, w in value.items()
+            )
+        elif f.name == "embeddings_max_batch":
+            ok = _positive(value) or value == 0
         elif f.name == "assistant_prefill":
             ok = value is None or isinstance(value, bool)
         else:

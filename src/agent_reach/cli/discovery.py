@@ -88,8 +88,17 @@ async def run_probe(
     candidates = [fmt] if fmt else list(catalog.formats_for_url(url))
     report.health = await _health(_entry(name, url, candidates[0], key_env), environ)
     report.model, report.model_from = model, "--model" if model else ""
-    if not model and report.health.models:
-        report.model, report.model_from = report.health.models[0], "the health check's list"
+    listed = report.health.models or []
+    embedding = {m: known for m in listed if (known := catalog.embedding_space(m))}
+    chats = [m for m in listed if m not in embedding]
+    if not model and chats:
+        report.model, report.model_from = chats[0], "the health check's list"
+    for listed_as, (space, width) in embedding.items():
+        report.notes.append(
+            f"{listed_as} is an embedding model (space {space}, {width} dimensions): serve it "
+            f"with embeddings: {{models: {{{space}: {listed_as}}}}} and {space} under "
+            "embeddings.spaces"
+        )
     answers: dict[str, Any] = {}
     chosen: Try | None = None
     for candidate in candidates:  # grows while it is walked: formats that read an answer

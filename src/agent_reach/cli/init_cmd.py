@@ -128,7 +128,8 @@ async def choose(entries: tuple[Entry, ...], environ: Mapping[str, str]) -> list
                 out.append(Choice(e, False, f"{missing[0]} is not set"))
             else:
                 used[e.key_env] = e.name
-                out.append(Choice(e, True, f"{e.key_env} is set", agent_ready(e, e.provider())))
+                provider = with_embeddings(e, agent_ready(e, e.provider()))
+                out.append(Choice(e, True, f"{e.key_env} is set", provider))
         elif e.format == "ollama":
             out.append(await _local_ollama(e, environ))
         else:
@@ -140,7 +141,7 @@ async def choose(entries: tuple[Entry, ...], environ: Mapping[str, str]) -> list
 async def _local_ollama(entry: Entry, environ: Mapping[str, str]) -> Choice:
     """The catalog's native Ollama entry, kept when `$OLLAMA_HOST` answers its health check;
     its models are the ones that Ollama lists."""
-    from ..catalog import ollama_base
+    from ..catalog import embedding_space, ollama_base
     from ..router import Router
     from ..state import MemoryStore
 
@@ -154,13 +155,24 @@ async def _local_ollama(entry: Entry, environ: Mapping[str, str]) -> Choice:
     if not checked.usable:
         what = f"{checked.health}, {checked.detail}" if checked.detail else checked.health
         return Choice(entry, False, f"no Ollama answers at {checked.url}: {what}")
-    models = checked.models or []
+    listed = checked.models or []
+    spaces = {name: embedding_space(name) for name in listed}
+    pulled = {s[0]: name for name, s in spaces.items() if s and s[0] in entry.embeddings}
+    models = [name for name in listed if spaces[name] is None]  # the chat ones
     provider.pop("models", None)
     if models:
         provider["models"] = models
-    provider = agent_ready(entry, provider)
-    listed = f"{len(models)} model(s)" if models else "no models pulled yet"
-    return Choice(entry, True, f"Ollama answers at {checked.url}, {listed}", provider)
+    provider = with_embeddings(entry, agent_ready(entry, provider), pulled)
+    found = f"{len(listed)} model(s)" if listed else "no models pulled yet"
+    return Choice(entry, True, f"Ollama answers at {checked.url}, {found}", provider)
+
+
+def with_embeddings(
+    entry: Entry, provider: dict[str, Any], served: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """`provider` with the embedding models of `entry` it serves (default: all of them)."""
+    embeddings = entry.embedding(served)
+    return provider if embeddings is None else {**provider, "embeddings": embeddings}
 
 
 def agent_ready(entry: Entry, provider: dict[str, Any]) -> dict[str, Any]:
@@ -183,6 +195,7 @@ HEADER = [
 def render(kept: list[Choice], json_file: bool = False) -> str:
     """The config file's text: a short header, defaults, and each provider with its notes (a
     `.json` file gets the same data as JSON, without the comments)."""
+    from ..catalog import spaces as catalog_spaces
     from ..config.write import render as render_config
 
     providers = [
@@ -194,7 +207,11 @@ def render(kept: list[Choice], json_file: bool = False) -> str:
         for c in kept
     ]
     defaults = {"timeout": {"connect": 1000, "read": READ_TIMEOUT_MS}}
-    return render_config(providers, defaults, HEADER, json_file=json_file)
+    used = {m for c in kept for m in c.provider.get("embeddings", {}).get("models", {})}
+    known = catalog_spaces(c.entry for c in kept)
+    spaces = {m: space for m, space in known.items() if m in used}
+    top = {"embeddings": {"spaces": spaces}} if spaces else {}
+    return render_config(providers, defaults, HEADER, json_file=json_file, top=top)
 
 
 def _check(text: str, target: Path) -> None:

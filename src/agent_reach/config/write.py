@@ -61,14 +61,17 @@ def render(
     header: list[str],
     *,
     json_file: bool = False,
+    top: dict[str, Any] | None = None,
 ) -> str:
-    """A whole config file: `header` comment lines, the version, `defaults`, and each
-    provider after its note (a `.json` file gets the same data, without the comments)."""
+    """A whole config file: `header` comment lines, the version, `defaults`, the `top`
+    sections, and each provider after its note (a `.json` file gets the same data, without the
+    comments)."""
+    sections = {"defaults": defaults, **(top or {})}
     if json_file:
-        data = {"version": PROTOCOL_VERSION, "defaults": defaults}
+        data = {"version": PROTOCOL_VERSION, **sections}
         return _json({**data, "providers": [p for p, _ in providers]})
     lines = [f"# {line}" for line in header]
-    lines += [f'version: "{PROTOCOL_VERSION}"', "", to_yaml({"defaults": defaults}).rstrip()]
+    lines += [f'version: "{PROTOCOL_VERSION}"', "", to_yaml(sections).rstrip()]
     lines += ["", "providers:"]
     for provider, note in providers:
         lines += textwrap.wrap(note, 96, initial_indent="  # ", subsequent_indent="  # ")
