@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from .fakes.embeddings import EmbeddingServer
 from .fakes.upstream import Upstream
 from .services import RedisServer
 
@@ -58,6 +59,15 @@ def assert_valid(validator: Draft202012Validator, body: Any) -> None:
 @pytest.fixture(scope="session")
 def upstream() -> Iterator[Upstream]:
     server = Upstream()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def embedding_fakes() -> Iterator[EmbeddingServer]:
+    """The embedding fakes of every format (tests/fakes/embeddings.py), one server."""
+    server = EmbeddingServer()
     server.start()
     yield server
     server.stop()

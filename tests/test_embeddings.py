@@ -6,7 +6,6 @@ the field."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,14 +20,6 @@ from .fakes.embeddings import EmbeddingServer, vector
 from .fakes.upstream import refused_url
 
 WIDTH = 32
-
-
-@pytest.fixture(scope="module")
-def fakes() -> Iterator[EmbeddingServer]:
-    server = EmbeddingServer()
-    server.start()
-    yield server
-    server.stop()
 
 
 def provider(name: str, url: str, models: dict[str, str], **more: Any) -> dict[str, Any]:
@@ -62,18 +53,29 @@ async def embed(cfg: dict[str, Any], request: dict[str, Any]) -> Any:
 
 
 @pytest.mark.parametrize("n", [1, 25, 2000])
-async def test_failover_stays_in_the_space(fakes: EmbeddingServer, n: int) -> None:
-    before = len(fakes.calls("ok", "other"))
+async def test_failover_stays_in_the_space(embedding_fakes: EmbeddingServer, n: int) -> None:
+    before = len(embedding_fakes.calls("ok", "other"))
     cfg = config(
         provider(
-            "other", fakes.url("ok", "other"), {"qwen": "text-embedding-v4"}, fallback_weight=9
+            "other",
+            embedding_fakes.url("ok", "other"),
+            {"qwen": "text-embedding-v4"},
+            fallback_weight=9,
         ),
         provider("dead", refused_url(), {"bge-m3": "bge-m3"}, fallback_weight=8),
         provider(
-            "badkey", fakes.url("auth", "bge-m3"), {"bge-m3": "BAAI/bge-m3"}, fallback_weight=7
+            "badkey",
+            embedding_fakes.url("auth", "bge-m3"),
+            {"bge-m3": "BAAI/bge-m3"},
+            fallback_weight=7,
         ),
-        provider("wide", fakes.url("wide", "bge-m3"), {"bge-m3": "BAAI/bge-m3"}, fallback_weight=6),
-        provider("dash", fakes.url("dash", "bge-m3"), {"bge-m3": "bge-m3"}, max_batch=10),
+        provider(
+            "wide",
+            embedding_fakes.url("wide", "bge-m3"),
+            {"bge-m3": "BAAI/bge-m3"},
+            fallback_weight=6,
+        ),
+        provider("dash", embedding_fakes.url("dash", "bge-m3"), {"bge-m3": "bge-m3"}, max_batch=10),
         **{"bge-m3": {"dimensions": WIDTH}, "qwen": {"dimensions": WIDTH}},
     )
     result = await embed(cfg, {"model": "bge-m3", "input": texts(n)})
@@ -87,19 +89,23 @@ async def test_failover_stays_in_the_space(fakes: EmbeddingServer, n: int) -> No
         ("dash", "ok"),
     ]
     assert "dimensions, not 32" in result.trace[2].detail
-    assert len(fakes.calls("ok", "other")) == before  # another space's provider: never asked
-    sizes = [len(s.body["input"]) for s in fakes.calls("dash", "bge-m3")[-((n + 9) // 10) :]]
+    assert (
+        len(embedding_fakes.calls("ok", "other")) == before
+    )  # another space's provider: never asked
+    sizes = [
+        len(s.body["input"]) for s in embedding_fakes.calls("dash", "bge-m3")[-((n + 9) // 10) :]
+    ]
     assert max(sizes) <= 10
     assert sum(sizes) == n
 
 
 async def test_every_provider_of_the_space_down_is_the_all_failed_error(
-    fakes: EmbeddingServer,
+    embedding_fakes: EmbeddingServer,
 ) -> None:
     cfg = config(
-        provider("other", fakes.url("ok", "other"), {"qwen": "q"}, fallback_weight=9),
+        provider("other", embedding_fakes.url("ok", "other"), {"qwen": "q"}, fallback_weight=9),
         provider("dead", refused_url(), {"bge-m3": "bge-m3"}),
-        provider("badkey", fakes.url("auth", "bge-m3"), {"bge-m3": "bge-m3"}),
+        provider("badkey", embedding_fakes.url("auth", "bge-m3"), {"bge-m3": "bge-m3"}),
         **{"bge-m3": {"dimensions": WIDTH}, "qwen": {"dimensions": WIDTH}},
     )
     with pytest.raises(AllProvidersFailed) as info:
@@ -108,7 +114,7 @@ async def test_every_provider_of_the_space_down_is_the_all_failed_error(
 
 
 async def test_a_fallback_space_answers_only_when_listed_and_says_so(
-    fakes: EmbeddingServer,
+    embedding_fakes: EmbeddingServer,
 ) -> None:
     spaces = {
         "bge-m3": {"dimensions": WIDTH, "fallback_spaces": ["qwen"]},
@@ -116,7 +122,7 @@ async def test_a_fallback_space_answers_only_when_listed_and_says_so(
     }
     cfg = config(
         provider("dead", refused_url(), {"bge-m3": "bge-m3"}),
-        provider("qwen", fakes.url("ok", "qwen"), {"qwen": "text-embedding-v4"}),
+        provider("qwen", embedding_fakes.url("ok", "qwen"), {"qwen": "text-embedding-v4"}),
         **spaces,
     )
     result = await embed(cfg, {"model": "bge-m3", "input": ["a", "b"]})
@@ -127,21 +133,24 @@ async def test_a_fallback_space_answers_only_when_listed_and_says_so(
     assert alias.response["model"] == "qwen"
 
 
-async def test_ollama_and_gemini_formats_and_normalized_vectors(fakes: EmbeddingServer) -> None:
+async def test_ollama_and_gemini_formats_and_normalized_vectors(
+    embedding_fakes: EmbeddingServer,
+) -> None:
     spaces = {"bge-m3": {"dimensions": WIDTH, "normalized": True}}
     for kind, fmt in (("ollama", "ollama"), ("gemini", "gemini")):
         cfg = config(
-            provider(kind, fakes.url(kind, "bge-m3"), {"bge-m3": "bge-m3"}, format=fmt), **spaces
+            provider(kind, embedding_fakes.url(kind, "bge-m3"), {"bge-m3": "bge-m3"}, format=fmt),
+            **spaces,
         )
         result = await embed(cfg, {"model": "bge-m3", "input": texts(3)})
         for got, text in zip(vectors(result.response), texts(3), strict=True):
             raw = vector("bge-m3", text, WIDTH)
             norm = sum(v * v for v in raw) ** 0.5
             assert got == pytest.approx([v / norm for v in raw])
-        sent = fakes.seen[-1].body
+        sent = embedding_fakes.seen[-1].body
         if fmt == "gemini":
             assert sent["requests"][0]["outputDimensionality"] == WIDTH
-            assert fakes.seen[-1].path.endswith("/models/bge-m3:batchEmbedContents")
+            assert embedding_fakes.seen[-1].path.endswith("/models/bge-m3:batchEmbedContents")
         else:
             assert sent["dimensions"] == WIDTH
 
@@ -157,9 +166,9 @@ async def test_ollama_and_gemini_formats_and_normalized_vectors(fakes: Embedding
     ],
 )
 async def test_bad_requests_name_their_field(
-    fakes: EmbeddingServer, request_body: dict[str, Any], param: str
+    embedding_fakes: EmbeddingServer, request_body: dict[str, Any], param: str
 ) -> None:
-    cfg = config(provider("ok", fakes.url("ok", "bge-m3"), {"bge-m3": "bge-m3"}))
+    cfg = config(provider("ok", embedding_fakes.url("ok", "bge-m3"), {"bge-m3": "bge-m3"}))
     with pytest.raises(RequestError) as info:
         await embed(cfg, request_body)
     assert info.value.param == param
@@ -203,11 +212,13 @@ def test_config_errors_name_the_field(spaces: Any, models: Any, words: str) -> N
 )
 @given(n=st.integers(1, 60), batch=st.integers(1, 70))
 def test_any_split_gives_back_the_unsplit_answer(
-    fakes: EmbeddingServer, n: int, batch: int
+    embedding_fakes: EmbeddingServer, n: int, batch: int
 ) -> None:
     def answer(max_batch: int | None) -> Any:
         more = {} if max_batch is None else {"max_batch": max_batch}
-        cfg = config(provider("ok", fakes.url("ok", "bge-m3"), {"bge-m3": "bge-m3"}, **more))
+        cfg = config(
+            provider("ok", embedding_fakes.url("ok", "bge-m3"), {"bge-m3": "bge-m3"}, **more)
+        )
         return asyncio.run(embed(cfg, {"model": "bge-m3", "input": texts(n)})).response
 
     assert answer(batch) == answer(None)

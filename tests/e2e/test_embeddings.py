@@ -27,14 +27,6 @@ WIDTH = 64
 TRACE = ["dead:connect_failed", "badkey:auth_failed", "wide:schema_mismatch", "dash:ok"]
 
 
-@pytest.fixture(scope="module")
-def fakes() -> Iterator[EmbeddingServer]:
-    server = EmbeddingServer()
-    server.start()
-    yield server
-    server.stop()
-
-
 def provider(name: str, url: str, space: str, model: str, **more: Any) -> dict[str, Any]:
     weight = more.pop("fallback_weight", 1.0)
     return {
@@ -48,14 +40,32 @@ def provider(name: str, url: str, space: str, model: str, **more: Any) -> dict[s
 
 @pytest.fixture(scope="module")
 def proxy(
-    upstream: Upstream, fakes: EmbeddingServer, tmp_path_factory: pytest.TempPathFactory
+    upstream: Upstream, embedding_fakes: EmbeddingServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Proxy]:
     providers = [
-        provider("other", fakes.url("ok", "qwen"), "qwen", "text-embedding-v4", fallback_weight=9),
+        provider(
+            "other",
+            embedding_fakes.url("ok", "qwen-proxied"),
+            "qwen",
+            "text-embedding-v4",
+            fallback_weight=9,
+        ),
         provider("dead", refused_url(), "bge-m3", "bge-m3", fallback_weight=8),
-        provider("badkey", fakes.url("auth", "bge-m3"), "bge-m3", "BAAI/bge-m3", fallback_weight=7),
-        provider("wide", fakes.url("wide", "bge-m3"), "bge-m3", "BAAI/bge-m3", fallback_weight=6),
-        provider("dash", fakes.url("dash", "bge-m3"), "bge-m3", "bge-m3", max_batch=10),
+        provider(
+            "badkey",
+            embedding_fakes.url("auth", "bge-m3"),
+            "bge-m3",
+            "BAAI/bge-m3",
+            fallback_weight=7,
+        ),
+        provider(
+            "wide",
+            embedding_fakes.url("wide", "bge-m3"),
+            "bge-m3",
+            "BAAI/bge-m3",
+            fallback_weight=6,
+        ),
+        provider("dash", embedding_fakes.url("dash", "bge-m3"), "bge-m3", "bge-m3", max_batch=10),
         {"name": "down", "endpoint": refused_url(), "embeddings": {"models": {"lonely": "m"}}},
     ]
     spaces = {
@@ -83,7 +93,7 @@ def texts(n: int) -> list[str]:
 @pytest.mark.parametrize("n", [1, 25, 2000])
 @pytest.mark.parametrize("encoding", ["base64", "float"])
 def test_the_openai_sdk_gets_the_spaces_vectors_in_order(
-    proxy: Proxy, fakes: EmbeddingServer, n: int, encoding: str
+    proxy: Proxy, embedding_fakes: EmbeddingServer, n: int, encoding: str
 ) -> None:
     client = proxy.client(KEY)
     asked = {} if encoding == "base64" else {"encoding_format": "float"}  # the SDK's default
@@ -97,7 +107,7 @@ def test_the_openai_sdk_gets_the_spaces_vectors_in_order(
     assert [d.index for d in answer.data] == list(range(n))
     assert [d.embedding for d in answer.data] == [vector("bge-m3", t, WIDTH) for t in texts(n)]
     assert answer.usage.total_tokens == sum(len(t.split()) for t in texts(n))
-    assert fakes.calls("ok", "qwen") == []  # the other space's provider: never asked
+    assert embedding_fakes.calls("ok", "qwen-proxied") == []  # the other space's provider: never asked
 
 
 def test_every_provider_of_the_space_down_is_the_all_failed_error(proxy: Proxy) -> None:
@@ -117,14 +127,16 @@ def test_a_wrong_width_or_an_unknown_space_is_a_400_naming_its_field(proxy: Prox
     assert "bge-m3" in str(missing.value)
 
 
-def test_google_genai_embeds_on_the_gemini_face(proxy: Proxy, fakes: EmbeddingServer) -> None:
+def test_google_genai_embeds_on_the_gemini_face(
+    proxy: Proxy, embedding_fakes: EmbeddingServer
+) -> None:
     options = types.HttpOptions(base_url=proxy.base)
     client = genai.Client(api_key=KEY, http_options=options)
     for n in (1, 25):
         answer = client.models.embed_content(model="bge-m3", contents=texts(n))
         got = [e.values for e in answer.embeddings or []]
         assert got == [vector("bge-m3", t, WIDTH) for t in texts(n)]
-    assert fakes.calls("ok", "qwen") == []
+    assert embedding_fakes.calls("ok", "qwen-proxied") == []
 
 
 def test_langchain_and_llamaindex_embed_through_the_proxy(proxy: Proxy) -> None:
