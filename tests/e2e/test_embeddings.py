@@ -107,7 +107,7 @@ def test_the_openai_sdk_gets_the_spaces_vectors_in_order(
     assert [d.index for d in answer.data] == list(range(n))
     assert [d.embedding for d in answer.data] == [vector("bge-m3", t, WIDTH) for t in texts(n)]
     assert answer.usage.total_tokens == sum(len(t.split()) for t in texts(n))
-    assert embedding_fakes.calls("ok", "qwen-proxied") == []  # the other space's provider: never asked
+    assert embedding_fakes.calls("ok", "qwen-proxied") == []  # the other space's: never asked
 
 
 def test_every_provider_of_the_space_down_is_the_all_failed_error(proxy: Proxy) -> None:
