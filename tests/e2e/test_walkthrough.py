@@ -89,13 +89,18 @@ class Newcomer:
         }
         argv: list[str] = []
         for i, word in enumerate(words):
+            if word == "TEXT…":  # agent-reach embed [TEXT…]
+                argv.append("Hello")
+                continue
             if not word or word.endswith("…"):  # [ARGS…]
                 continue
             if "|" in word:  # codex|claude: one of them
                 argv.append(word.split("|")[0])
             elif re.fullmatch(r"[A-Z][A-Z_]*", word):
                 before = words[i - 1] if i else ""
-                if before in values:
+                if word == "SPACE":
+                    argv.append("bge-m3")  # examples/config.yaml's embedding space
+                elif before in values:
                     argv.append(values[before])
                 elif word == "URL":
                     argv.append(self.up.url("ok"))

@@ -25,6 +25,7 @@ from agent_reach.dialects import artifacts
 from agent_reach.net.ports import free_port
 
 from . import shapes
+from .embeddings import vector
 from .serving import Threaded
 from .shapes import GEMINI_BAD_KEY, completion, named, sse
 
@@ -426,7 +427,7 @@ class Upstream:
         if scenario == "echourl":
             return await self.s_echourl(request, None, False)
         if scenario == "ollama-readme":  # the local model of examples/config.yaml
-            return web.json_response({"models": [{"name": "qwen2.5:7b"}]})
+            return web.json_response({"models": [{"name": "qwen2.5:7b"}, {"name": "bge-m3"}]})
         if request.path.endswith("/api/tags"):
             return web.json_response(
                 {"models": [{"name": "qwen2:72b"}, {"name": "llama3.2:latest"}]}
@@ -1295,6 +1296,14 @@ class Upstream:
                 return resp
         return resp
 
+    async def ollama_embed(self, request: web.Request) -> web.Response:
+        """Ollama's `/api/embed`: one vector per input, as wide as asked (1,024 by default)."""
+        body = await request.json()
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        width = body.get("dimensions") or 1024
+        vectors = [vector(body["model"], t, width) for t in texts]
+        return web.json_response({"model": body["model"], "embeddings": vectors})
+
     # -- running -----------------------------------------------------------------------------
 
     def app(self) -> web.Application:
@@ -1303,6 +1312,7 @@ class Upstream:
         app.router.add_get("/s/{scenario}/api/tags", self.models)
         app.router.add_post("/s/{scenario}/v1/chat/completions", self.chat)
         app.router.add_post("/s/{scenario}/api/chat", self.chat)
+        app.router.add_post("/s/{scenario}/api/embed", self.ollama_embed)
         app.router.add_post("/s/{scenario}/v1/responses", self.responses)
         app.router.add_post("/s/{scenario}/v1/messages", self.chat)
         app.router.add_post("/s/{scenario}/v1beta/models/{call}", self.gemini)
