@@ -172,7 +172,7 @@ def test_step_mode_tries_one_provider_of_the_space(proxy: Proxy) -> None:
     assert body["error"]["param"] == "provider"
 
 
-def test_metrics_count_each_spaces_requests_and_vectors(proxy: Proxy) -> None:
+def test_metrics_count_each_spaces_requests_and_status_shows_its_providers(proxy: Proxy) -> None:
     client = proxy.client(KEY)
     client.embeddings.create(model="bge-m3", input=texts(3))
     with pytest.raises(openai.APIStatusError):
@@ -186,6 +186,11 @@ def test_metrics_count_each_spaces_requests_and_vectors(proxy: Proxy) -> None:
     assert metrics['agent_reach_embedding_requests_total{outcome="ok",space="bge-m3"}'] >= 1
     assert metrics['agent_reach_embedding_vectors_total{provider="dash",space="bge-m3"}'] >= 3
     assert not [m for m in metrics if 'provider="other"' in m]  # the other space: never asked
+    status, view = proxy.get("/agent-reach/v1/status", {"Authorization": f"Bearer {KEY}"})
+    assert status == 200
+    served = {row["provider"]: row["embeddings"] for row in view["providers"]}
+    assert served["dash"] == {"bge-m3": "bge-m3"}
+    assert served["other"] == {"qwen": "text-embedding-v4"}
 
 
 def test_the_cli_embeds_lines_of_stdin(proxy: Proxy) -> None:

@@ -67,6 +67,7 @@ async def provider(engine: Engine, name: str, borrowed: str | None = None) -> di
         "provider": name,
         "in_config": True,
         "format": prepared.spec.format,
+        "embeddings": dict(prepared.spec.embeddings.models) if prepared.spec.embeddings else {},
         "key": None if not prepared.spec.api_key_env else bool(prepared.key),
         "health": None
         if health is None
