@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from ..core.routing import Policy, RouteTable
+from ..core.routing import DEFAULT, Policy, RouteTable
 from ..version import PROTOCOL_VERSION
 from .describe import did_you_mean
 from .embeddings import EmbeddingsConfig, names_of
@@ -40,6 +40,9 @@ def zone_of(name: str) -> tzinfo:
 
 
 OnBlocked = Literal["stop", "failover"]
+# How an order shares traffic (protocol §3): `order`, the first that can answer takes all;
+# `weighted`, each request's order is drawn by `fallback_weight`.
+Balance = Literal["order", "weighted"]
 
 
 class RouteConfig(Section):
@@ -47,6 +50,7 @@ class RouteConfig(Section):
     policy it sets for itself (hedging, first token, blocked content, cut streams)."""
 
     providers: list[Name] = Field(min_length=1)
+    balance: Balance = "order"
     hedge_after_ms: Ms | None = None
     first_token_ms: Ms | None = None
     stall_ms: Ms | None = None
@@ -244,6 +248,7 @@ class Config(Section):
     version: str = PROTOCOL_VERSION
     defaults: dict[str, Any] = {}
     fallback_order: list[Name] | None = None
+    balance: Balance = "order"  # the default order's
     routes: dict[RouteName, RouteConfig] = {}
     health: HealthConfig = HealthConfig()
     circuit: CircuitConfig = CircuitConfig()
@@ -368,6 +373,8 @@ class Config(Section):
             [(p.name, p.fallback_weight) for p in self.providers],
             self.fallback_order,
             {name: route.providers for name, route in self.routes.items()},
+            [n for n, r in self.routes.items() if r.balance == "weighted"]
+            + ([DEFAULT] if self.balance == "weighted" else []),
         )
 
     def policies(self) -> dict[str, Policy]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -74,14 +74,33 @@ class Patterns(Generic[T]):
         return None if found is None else found[1]
 
 
+Draw = Callable[[], float]  # a uniform draw from [0, 1)
+DEFAULT = "default"  # the default order's name, for `balance`
+
+
+def weighted(order: tuple[str, ...], weights: Mapping[str, float], draw: Draw) -> tuple[str, ...]:
+    """`order` drawn anew for one request (`balance: weighted`, protocol §3): each provider
+    comes first with a chance in proportion to its weight, and so on down the order (each
+    keyed `u ** (1 / weight)`, the largest first: Efraimidis and Spirakis' weighted sampling);
+    a provider of weight 0 stays behind the others, in its place."""
+    keyed = []
+    for i, name in enumerate(order):
+        weight = weights.get(name, 1.0)
+        keyed.append((-(draw() ** (1.0 / weight)) if weight > 0 else 1.0, i, name))
+    return tuple(name for _, _, name in sorted(keyed))
+
+
 @dataclass(frozen=True, slots=True)
 class RouteTable:
     """The config's routes, resolved once at load: default order and named routes (a name
-    with `*` is a pattern of model names, `Patterns`)."""
+    with `*` is a pattern of model names, `Patterns`); `balanced`, the names of the orders
+    (`DEFAULT` among them) whose traffic is shared by `weights` (`weighted`)."""
 
     default: tuple[str, ...]
     routes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     by_model: Patterns[tuple[str, ...]] = field(default_factory=lambda: Patterns({}))
+    weights: Mapping[str, float] = field(default_factory=dict)
+    balanced: frozenset[str] = frozenset()
 
     @classmethod
     def build(
@@ -89,6 +108,7 @@ class RouteTable:
         providers: Sequence[tuple[str, float]],
         fallback_order: Sequence[str] | None = None,
         routes: Mapping[str, Sequence[str]] | None = None,
+        balanced: Iterable[str] = (),
     ) -> RouteTable:
         """`providers` as (name, fallback_weight) in file order."""
         if fallback_order:
@@ -96,7 +116,13 @@ class RouteTable:
         else:  # weight descending; `sorted` is stable, so ties keep file order
             default = tuple(n for n, _ in sorted(providers, key=lambda p: -p[1]))
         named = {k: tuple(v) for k, v in (routes or {}).items()}
-        return cls(default, named, Patterns.of(named))
+        return cls(default, named, Patterns.of(named), dict(providers), frozenset(balanced))
+
+    def ordered(self, name: str, order: tuple[str, ...], draw: Draw | None) -> tuple[str, ...]:
+        """The order `name` gives one request: drawn by weight where it is balanced."""
+        if draw is None or name not in self.balanced:
+            return order
+        return weighted(order, self.weights, draw)
 
     def label(self, route: str, model: str | None) -> str:
         """The name of the route a request takes (`route`: its own, or "default"), for
@@ -112,9 +138,11 @@ def attempt_order(
     fallback_order: Sequence[str] | None = None,
     provider_route: str | None = None,
     model: str | None = None,
+    draw: Draw | None = None,
 ) -> tuple[str, ...]:
     """The providers to try for one request, in order (protocol §3): its `fallback_order`, its
-    `provider_route`, a route named after its model (or a pattern it matches), the default.
+    `provider_route`, a route named after its model (or a pattern it matches), the default;
+    a balanced route's or default order drawn with `draw` (a client's own order never is).
     `RequestError` for a name that does not exist."""
     if fallback_order:
         unknown = [n for n in fallback_order if n not in known]
@@ -126,7 +154,7 @@ def attempt_order(
         return tuple(dict.fromkeys(fallback_order))  # each provider at most once
     if provider_route:
         if provider_route in table.routes:
-            return table.routes[provider_route]
+            return table.ordered(provider_route, table.routes[provider_route], draw)
         if provider_route in known:
             return (provider_route, *(n for n in table.default if n != provider_route))
         raise RequestError(
@@ -134,8 +162,9 @@ def attempt_order(
             status=404,
             param="provider_route",
         )
-    found = table.by_model.get(model) if model else None
-    return table.default if found is None else found
+    found = table.by_model.find(model) if model else None
+    name, order = (DEFAULT, table.default) if found is None else found
+    return table.ordered(name, order, draw)
 
 
 Pick = tuple[str, bool]  # a provider the walk hands out, and whether as a last resort

@@ -16,6 +16,7 @@ import asyncio
 import itertools
 import logging
 import os
+import random
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -66,7 +67,8 @@ LOST = Outcome(Reason.TIMEOUT, None, "hedged: cancelled, another provider answer
 class Engine:
     """Runs requests against a config's providers. Create inside or outside a loop; the HTTP
     session is opened on first use and closed by `aclose`. `clock` is the wall clock (circuits
-    and budgets are kept in it, shared between processes); `monotonic` times deadlines."""
+    and budgets are kept in it, shared between processes); `monotonic` times deadlines; `draw`
+    shares a balanced order's traffic."""
 
     def __init__(
         self,
@@ -76,8 +78,10 @@ class Engine:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.perf_counter,
         environ: dict[str, str] | None = None,
+        draw: Callable[[], float] = random.random,
     ) -> None:
         self.config = config
+        self.draw = draw  # a uniform draw from [0, 1), for balanced orders
         env = os.environ if environ is None else environ
         self.prepared = {
             p.name: PreparedProvider.prepare(
@@ -155,6 +159,7 @@ class Engine:
             fallback_order=req.fallback_order,
             provider_route=req.provider_route,
             model=req.model,
+            draw=self.draw,
         )
 
     async def count_tokens(self, req: ChatRequest) -> tuple[str, int] | None:
