@@ -65,7 +65,14 @@ def proxy(
             "BAAI/bge-m3",
             fallback_weight=6,
         ),
-        provider("dash", embedding_fakes.url("dash", "bge-m3"), "bge-m3", "bge-m3", max_batch=10),
+        provider(
+            "dash",
+            embedding_fakes.url("dash", "bge-m3"),
+            "bge-m3",
+            "bge-m3",
+            max_batch=10,
+            token_input=True,
+        ),
         {"name": "down", "endpoint": refused_url(), "embeddings": {"models": {"lonely": "m"}}},
     ]
     spaces = {
@@ -212,3 +219,19 @@ def test_the_cli_embeds_lines_of_stdin(proxy: Proxy) -> None:
     assert unnamed.returncode == 2
     assert "--model" in unnamed.stderr
     assert "Traceback" not in unnamed.stderr
+
+
+def test_token_ids_go_only_to_providers_that_take_them(proxy: Proxy) -> None:
+    ids = [[9906, 1917], [15339], [40, 1093, 499, 3938]] * 5  # 15 inputs: two batches of dash's
+    raw = proxy.client(KEY).embeddings.with_raw_response.create(model="bge-m3", input=ids)
+    answer = raw.parse()
+    assert raw.headers["x-agent-reach-trace"].split(":")[:2] == ["dash", "ok"]  # one attempt
+    assert [d.embedding for d in answer.data] == [vector("bge-m3", str(t), WIDTH) for t in ids]
+    assert answer.usage.total_tokens == sum(len(t) for t in ids)
+    with pytest.raises(openai.BadRequestError) as refused:  # no provider of lonely takes ids
+        proxy.client(KEY).embeddings.create(model="lonely", input=[[1, 2]])
+    assert refused.value.param == "input"  # type: ignore[attr-defined]
+    assert "send the text" in str(refused.value)
+    with pytest.raises(openai.BadRequestError) as mixed:
+        proxy.client(KEY).embeddings.create(model="bge-m3", input=[[1, 2], "text"])  # type: ignore[list-item]
+    assert "input[1]" in str(mixed.value)

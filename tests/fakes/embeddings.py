@@ -100,7 +100,7 @@ class EmbeddingServer:
             }
             for i, t in enumerate(inputs)
         ]
-        tokens = sum(len(t.split()) for t in inputs)
+        tokens = sum(len(t) if isinstance(t, list) else len(t.split()) for t in inputs)
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
         return web.json_response(
             {"object": "list", "data": data, "model": body["model"], "usage": usage}

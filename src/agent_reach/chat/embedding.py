@@ -21,9 +21,10 @@ class EmbeddingAsk:
     the vectors written and the width it named (None: the space's)."""
 
     model: str
-    inputs: list[str]
+    inputs: list[Any]  # texts, or token-id arrays (`tokens`)
     encoding: Encoding = "float"
     dimensions: int | None = None
+    tokens: bool = False
 
     @classmethod
     def parse(cls, body: Any) -> EmbeddingAsk:
@@ -46,30 +47,49 @@ class EmbeddingAsk:
             not isinstance(dimensions, int) or isinstance(dimensions, bool) or dimensions < 1
         ):
             raise RequestError("'dimensions' must be a positive integer", param="dimensions")
-        return cls(model, _inputs(body.get("input")), encoding, dimensions)
+        value = body.get("input")
+        tokens = _token_ids(value)
+        inputs = _texts(value) if tokens is None else tokens
+        return cls(model, inputs, encoding, dimensions, tokens is not None)
 
     def request(self, space: str, width: int) -> ChatRequest:
         """The engine's request for this ask in `space`, whose vectors are `width` long."""
-        body = {"input": self.inputs, "dimensions": width}
+        body: dict[str, Any] = {"input": self.inputs, "dimensions": width}
+        if self.tokens:
+            body["tokens"] = True  # only providers with `token_input` take it
         return ChatRequest(body=body, model=space, stream=False, api="embeddings")
 
 
-def _inputs(value: Any) -> list[str]:
-    """The texts of `input`: a string or a non-empty list of non-empty strings. Token arrays
-    are refused: a provider of another tokenizer would read other text from them."""
+def _token_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _token_ids(value: Any) -> list[list[int]] | None:
+    """The token-id arrays of `input` (one array, or a non-empty list of non-empty arrays),
+    or None when it holds no token ids at all."""
+    if isinstance(value, list) and value and all(_token_id(t) for t in value):
+        return [value]
+    if not isinstance(value, list) or not any(isinstance(v, list) for v in value):
+        return None
+    for i, ids in enumerate(value):
+        if not isinstance(ids, list) or not ids or not all(_token_id(t) for t in ids):
+            raise RequestError(
+                f"'input[{i}]' must be a non-empty array of token ids, as the others are",
+                param="input",
+            )
+    return value
+
+
+def _texts(value: Any) -> list[str]:
+    """The texts of `input`: a string or a non-empty list of non-empty strings."""
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not value:
         raise RequestError(
-            "'input' must be a string or a non-empty array of strings", param="input"
+            "'input' must be a string, a non-empty array of strings or of token-id arrays",
+            param="input",
         )
     for i, text in enumerate(value):
-        if isinstance(text, int | list) and not isinstance(text, bool):
-            raise RequestError(
-                "'input' holds token ids: send the text instead (a space's providers may "
-                "tokenize differently)",
-                param="input",
-            )
         if not isinstance(text, str) or not text:
             raise RequestError(f"'input[{i}]' must be a non-empty string", param="input")
     return value

@@ -270,6 +270,7 @@ class Config(Section):
     _tls: dict[str, ssl.SSLContext] = PrivateAttr(default_factory=dict)
     _expanded: tuple[Expansion, ...] = PrivateAttr(default=())
     _spaces: dict[str, str] = PrivateAttr(default_factory=dict)  # a name or alias → its space
+    _token_spaces: frozenset[str] = PrivateAttr(default_factory=frozenset)
 
     @property
     def source(self) -> str:
@@ -361,7 +362,17 @@ class Config(Section):
     @model_validator(mode="after")
     def _embedding_spaces(self) -> Config:
         self._spaces = names_of(self.embeddings.spaces, self.providers)
+        self._token_spaces = frozenset(
+            space
+            for p in self.providers
+            if p.embeddings and p.embeddings.token_input
+            for space in p.embeddings.models
+        )
         return self
+
+    def takes_tokens(self, space: str) -> bool:
+        """Whether a provider of `space` takes inputs as token ids (`token_input`)."""
+        return space in self._token_spaces
 
     def space_of(self, model: str | None) -> str | None:
         """The embedding space a request's `model` names (the space or one of its aliases)."""

@@ -98,12 +98,15 @@ Tokens = Annotated[int, Field(gt=0)]
 class ProviderEmbeddings(Section):
     """A provider's `embeddings:`: the spaces it serves, each by its own model name; how many
     inputs one request of it may carry; its embeddings URL (default: the format's, beside the
-    chat endpoint); whether its models take a width (`dimensions`, `outputDimensionality`)."""
+    chat endpoint); whether its models take a width (`dimensions`, `outputDimensionality`);
+    whether its API takes inputs as token ids (OpenAI's does; they are the space's model's
+    tokens, the same at every provider of the space)."""
 
     models: dict[Name, Annotated[str, Field(min_length=1)]] = Field(min_length=1)
     max_batch: Annotated[int, Field(gt=0, le=100_000)] | None = None
     endpoint: str | None = None
     send_dimensions: bool = True
+    token_input: bool = False
 
     @field_validator("endpoint")
     @classmethod
@@ -240,6 +243,11 @@ class Provider(Section):
             raise ValueError(
                 f"embeddings.endpoint: no embeddings URL can be told from endpoint "
                 f"{self.endpoint!r}; set it (e.g. https://…/v1/embeddings)"
+            )
+        if served and served.token_input and kind != "openai":
+            raise ValueError(
+                f"embeddings.token_input: format {self.format!r} takes text only (token ids "
+                "go in OpenAI's shape)"
             )
         return self
 

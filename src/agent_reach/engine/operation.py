@@ -96,7 +96,9 @@ async def count(session: Client, target: Target, remaining_s: float, _now: float
 
 def _embeds(prepared: PreparedProvider, req: ChatRequest) -> bool:
     served = prepared.spec.embeddings
-    return served is not None and (req.model or "") in served.models
+    if served is None or (req.model or "") not in served.models:
+        return False
+    return served.token_input or not req.body.get("tokens")
 
 
 def _embedding_model(prepared: PreparedProvider, space: str) -> str:

@@ -28,6 +28,12 @@ def request_of(config: Config, ask: EmbeddingAsk) -> ChatRequest:
             param="model",
         )
     width = config.embeddings.spaces[space].dimensions
+    if ask.tokens and not config.takes_tokens(space):
+        raise RequestError(
+            f"'input' holds token ids, and no provider of space {space!r} takes them: send "
+            "the text (a provider takes token ids with embeddings.token_input)",
+            param="input",
+        )
     if ask.dimensions not in (None, width):
         raise RequestError(
             f"space {space!r} is {width} dimensions wide: 'dimensions' may only be {width} "
@@ -42,7 +48,9 @@ async def embed(engine: Engine, config: Config, req: ChatRequest) -> Result:
     spaces = config.embeddings.spaces
     first = req.model or ""
     tried: list[Attempt] = []
-    for space in [first, *spaces[first].fallback_spaces]:
+    # Token ids are the first space's model's: another model would read other text from them.
+    others = () if req.body.get("tokens") else spaces[first].fallback_spaces
+    for space in [first, *others]:
         width = spaces[space].dimensions
         asked = (
             req
