@@ -1,14 +1,20 @@
 """`balance: weighted` through `agent-reach serve`: two providers of weights 3 and 1 share 4,000
 requests 75/25 (±3 points); with the heavier one refusing connections, every request is
-answered by the other (failover is unchanged: the order drawn is the walk's)."""
+answered by the other (failover is unchanged: the order drawn is the walk's); once it is back,
+it has its share again within one health TTL."""
 
 from __future__ import annotations
 
 import http.client
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
+from aiohttp import web
+
+from ..fakes.serving import Threaded
+from ..fakes.shapes import completion
 from ..fakes.upstream import Upstream, proxy_config, refused_url
 from .test_proxy import start, stop
 
@@ -19,13 +25,16 @@ BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]
 def answered_by(port: int, n: int) -> Counter[str]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     got: Counter[str] = Counter()
-    for _ in range(n):
-        conn.request("POST", "/v1/chat/completions", BODY, {"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        resp.read()
-        assert resp.status == 200
-        got[resp.getheader("x-agent-reach-provider") or "-"] += 1
-    conn.close()
+    try:
+        for _ in range(n):
+            headers = {"Content-Type": "application/json"}
+            conn.request("POST", "/v1/chat/completions", BODY, headers)
+            resp = conn.getresponse()
+            resp.read()
+            assert resp.status == 200
+            got[resp.getheader("x-agent-reach-provider") or "-"] += 1
+    finally:
+        conn.close()
     return got
 
 
@@ -60,3 +69,49 @@ def test_with_the_heavier_one_down_the_other_answers_all(
     finally:
         assert stop(proxy) == 0
     assert got == {"light": 400}
+
+
+class Switch:
+    """A provider that is up or down (503 to its health check and its requests) as told."""
+
+    def __init__(self) -> None:
+        self.up = False
+        self.threads = Threaded()
+        app = web.Application()
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        self.port = self.threads.serve(app)
+
+    async def models(self, request: web.Request) -> web.Response:
+        if not self.up:
+            return web.json_response({"error": {"message": "down"}}, status=503)
+        return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+    async def chat(self, request: web.Request) -> web.Response:
+        if not self.up:
+            return web.json_response({"error": {"message": "down"}}, status=503)
+        return web.json_response(completion("from the switch", "m"))
+
+
+def test_the_heavier_one_back_has_its_share_within_one_health_ttl(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    switch = Switch()
+    heavy = provider("heavy", f"http://127.0.0.1:{switch.port}/v1/chat/completions", 3)
+    heavy["health_check"] = "../models"
+    light = {**provider("light", upstream.url("ok"), 1), "health_check": ""}
+    config = proxy_config(
+        [heavy, light],
+        balance="weighted",
+        health={"mode": "cached", "ttl_s": 1.0},
+    )
+    proxy = start(config, tmp_path, upstream)
+    try:
+        assert answered_by(proxy.port, 200) == {"light": 200}
+        switch.up = True
+        time.sleep(1.2)  # one health TTL, and a little
+        got = answered_by(proxy.port, 1000)
+    finally:
+        assert stop(proxy) == 0
+        switch.threads.stop()
+    assert abs(got["heavy"] / 1000 - 0.75) <= 0.05, got
