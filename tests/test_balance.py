@@ -1,5 +1,6 @@
-"""`balance: weighted` (protocol §3): each request's order drawn by `fallback_weight`, by tables
-of draws from a seeded generator; a client's own order is never redrawn."""
+"""`balance` (protocol §3): `weighted`, each request's order drawn by `fallback_weight`, by
+tables of draws from a seeded generator; `latency`, the fastest of late first; a client's own
+order is never redrawn."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from agent_reach.config import config_from_data
 from agent_reach.core.errors import ConfigError
-from agent_reach.core.routing import RouteTable, attempt_order, weighted
+from agent_reach.core.routing import RouteTable, Signals, attempt_order, weighted
 
 N = 4000
 
@@ -40,15 +41,23 @@ def test_only_balanced_orders_are_drawn() -> None:
     table = RouteTable.build(
         [("a", 1.0), ("b", 3.0)],
         routes={"pair": ["a", "b"], "fixed": ["a", "b"]},
-        balanced=["pair"],
+        balanced={"pair": "weighted"},
     )
-    draw = random.Random(5).random
-    fixed = {attempt_order(table, "ab", provider_route="fixed", draw=draw) for _ in range(100)}
+    signals = Signals(random.Random(5).random, {})
+    fixed = {
+        attempt_order(table, "ab", provider_route="fixed", signals=signals) for _ in range(100)
+    }
     assert fixed == {("a", "b")}
-    assert {attempt_order(table, "ab", draw=draw) for _ in range(100)} == {("b", "a")}  # default
-    pair = Counter(attempt_order(table, "ab", provider_route="pair", draw=draw) for _ in range(N))
+    assert {attempt_order(table, "ab", signals=signals) for _ in range(100)} == {
+        ("b", "a")
+    }  # default
+    pair = Counter(
+        attempt_order(table, "ab", provider_route="pair", signals=signals) for _ in range(N)
+    )
     assert abs(pair[("b", "a")] / N - 0.75) <= 0.03
-    own = {attempt_order(table, "ab", fallback_order=["a", "b"], draw=draw) for _ in range(100)}
+    own = {
+        attempt_order(table, "ab", fallback_order=["a", "b"], signals=signals) for _ in range(100)
+    }
     assert own == {("a", "b")}  # the client's own order
 
 
@@ -61,6 +70,16 @@ def test_the_config_sets_balance_for_the_default_order_and_each_route() -> None:
             "providers": providers,
         }
     )
-    assert config.route_table().balanced == {"default", "r"}
+    assert config.route_table().balanced == {"default": "weighted", "r": "weighted"}
     with pytest.raises(ConfigError, match="balance"):
         config_from_data({"balance": "round_robin", "providers": providers})
+
+
+def test_latency_puts_the_fastest_first_and_an_unmeasured_one_before_all() -> None:
+    table = RouteTable.build([("a", 3.0), ("b", 2.0), ("c", 1.0)], balanced={"default": "latency"})
+    latency = {"a": 600.0, "b": 2.0}
+    signals = Signals(random.Random(1).random, latency)
+    assert attempt_order(table, "abc", signals=signals) == ("c", "b", "a")  # c: not measured yet
+    latency["c"] = 50.0
+    assert attempt_order(table, "abc", signals=signals) == ("b", "c", "a")
+    assert attempt_order(table, "abc") == ("a", "b", "c")  # no signals: as written

@@ -115,3 +115,16 @@ def test_the_heavier_one_back_has_its_share_within_one_health_ttl(
         assert stop(proxy) == 0
         switch.threads.stop()
     assert abs(got["heavy"] / 1000 - 0.75) <= 0.05, got
+
+
+def test_latency_sends_nearly_everything_to_the_fast_one(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    slow = provider("slow", upstream.url("slow"), 3)  # 0.6 s an answer, first by weight
+    config = proxy_config([slow, provider("fast", upstream.url("ok"), 1)], balance="latency")
+    proxy = start(config, tmp_path, upstream)
+    try:
+        got = answered_by(proxy.port, 40)
+    finally:
+        assert stop(proxy) == 0
+    assert got == {"slow": 1, "fast": 39}  # slow measured once (the first), then never first

@@ -41,8 +41,9 @@ def zone_of(name: str) -> tzinfo:
 
 OnBlocked = Literal["stop", "failover"]
 # How an order shares traffic (protocol §3): `order`, the first that can answer takes all;
-# `weighted`, each request's order is drawn by `fallback_weight`.
-Balance = Literal["order", "weighted"]
+# `weighted`, each request's order is drawn by `fallback_weight`; `latency`, the fastest of
+# late first.
+Balance = Literal["order", "weighted", "latency"]
 
 
 class RouteConfig(Section):
@@ -384,8 +385,12 @@ class Config(Section):
             [(p.name, p.fallback_weight) for p in self.providers],
             self.fallback_order,
             {name: route.providers for name, route in self.routes.items()},
-            [n for n, r in self.routes.items() if r.balance == "weighted"]
-            + ([DEFAULT] if self.balance == "weighted" else []),
+            {
+                name: way
+                for name, way in [(DEFAULT, self.balance)]
+                + [(n, r.balance) for n, r in self.routes.items()]
+                if way != "order"
+            },
         )
 
     def policies(self) -> dict[str, Policy]:

@@ -78,6 +78,16 @@ Draw = Callable[[], float]  # a uniform draw from [0, 1)
 DEFAULT = "default"  # the default order's name, for `balance`
 
 
+@dataclass(frozen=True, slots=True)
+class Signals:
+    """What a balanced order is drawn from: `draw` for `weighted`; for `latency`, each
+    provider's recent time to its answer's first token (a whole answer's, unstreamed), in ms,
+    kept by the engine from its own attempts."""
+
+    draw: Draw
+    latency: Mapping[str, float]
+
+
 def weighted(order: tuple[str, ...], weights: Mapping[str, float], draw: Draw) -> tuple[str, ...]:
     """`order` drawn anew for one request (`balance: weighted`, protocol §3): each provider
     comes first with a chance in proportion to its weight, and so on down the order (each
@@ -94,13 +104,14 @@ def weighted(order: tuple[str, ...], weights: Mapping[str, float], draw: Draw) -
 class RouteTable:
     """The config's routes, resolved once at load: default order and named routes (a name
     with `*` is a pattern of model names, `Patterns`); `balanced`, the names of the orders
-    (`DEFAULT` among them) whose traffic is shared by `weights` (`weighted`)."""
+    (`DEFAULT` among them) that share traffic, each with its way (`weighted` by `weights`, or
+    `latency`)."""
 
     default: tuple[str, ...]
     routes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     by_model: Patterns[tuple[str, ...]] = field(default_factory=lambda: Patterns({}))
     weights: Mapping[str, float] = field(default_factory=dict)
-    balanced: frozenset[str] = frozenset()
+    balanced: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -108,7 +119,7 @@ class RouteTable:
         providers: Sequence[tuple[str, float]],
         fallback_order: Sequence[str] | None = None,
         routes: Mapping[str, Sequence[str]] | None = None,
-        balanced: Iterable[str] = (),
+        balanced: Mapping[str, str] | None = None,
     ) -> RouteTable:
         """`providers` as (name, fallback_weight) in file order."""
         if fallback_order:
@@ -116,13 +127,19 @@ class RouteTable:
         else:  # weight descending; `sorted` is stable, so ties keep file order
             default = tuple(n for n, _ in sorted(providers, key=lambda p: -p[1]))
         named = {k: tuple(v) for k, v in (routes or {}).items()}
-        return cls(default, named, Patterns.of(named), dict(providers), frozenset(balanced))
+        return cls(default, named, Patterns.of(named), dict(providers), dict(balanced or {}))
 
-    def ordered(self, name: str, order: tuple[str, ...], draw: Draw | None) -> tuple[str, ...]:
-        """The order `name` gives one request: drawn by weight where it is balanced."""
-        if draw is None or name not in self.balanced:
+    def ordered(
+        self, name: str, order: tuple[str, ...], signals: Signals | None
+    ) -> tuple[str, ...]:
+        """The order `name` gives one request: drawn by weight, or fastest first (a provider
+        not yet measured before the rest, so that it is), where it is balanced."""
+        way = self.balanced.get(name)
+        if signals is None or way is None:
             return order
-        return weighted(order, self.weights, draw)
+        if way == "latency":
+            return tuple(sorted(order, key=lambda n: signals.latency.get(n, 0.0)))
+        return weighted(order, self.weights, signals.draw)
 
     def label(self, route: str, model: str | None) -> str:
         """The name of the route a request takes (`route`: its own, or "default"), for
@@ -138,11 +155,11 @@ def attempt_order(
     fallback_order: Sequence[str] | None = None,
     provider_route: str | None = None,
     model: str | None = None,
-    draw: Draw | None = None,
+    signals: Signals | None = None,
 ) -> tuple[str, ...]:
     """The providers to try for one request, in order (protocol §3): its `fallback_order`, its
     `provider_route`, a route named after its model (or a pattern it matches), the default;
-    a balanced route's or default order drawn with `draw` (a client's own order never is).
+    a balanced route's or default order drawn from `signals` (a client's own order never is).
     `RequestError` for a name that does not exist."""
     if fallback_order:
         unknown = [n for n in fallback_order if n not in known]
@@ -154,7 +171,7 @@ def attempt_order(
         return tuple(dict.fromkeys(fallback_order))  # each provider at most once
     if provider_route:
         if provider_route in table.routes:
-            return table.ordered(provider_route, table.routes[provider_route], draw)
+            return table.ordered(provider_route, table.routes[provider_route], signals)
         if provider_route in known:
             return (provider_route, *(n for n in table.default if n != provider_route))
         raise RequestError(
@@ -164,7 +181,7 @@ def attempt_order(
         )
     found = table.by_model.find(model) if model else None
     name, order = (DEFAULT, table.default) if found is None else found
-    return table.ordered(name, order, draw)
+    return table.ordered(name, order, signals)
 
 
 Pick = tuple[str, bool]  # a provider the walk hands out, and whether as a last resort

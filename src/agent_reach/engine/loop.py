@@ -28,7 +28,7 @@ from ..core import quota
 from ..core.errors import AllProvidersFailed, RequestError
 from ..core.events import AttemptEvent, Event, Observer, RequestEvent
 from ..core.outcomes import Outcome
-from ..core.routing import Expired, Pick, Walk, attempt_order
+from ..core.routing import Expired, Pick, Signals, Walk, attempt_order
 from ..core.trace import Attempt, Reason, Result
 from ..core.turn import (
     DEADLINE_SPENT,
@@ -61,6 +61,7 @@ from .stream import ChatStream
 
 T = TypeVar("T")
 log = logging.getLogger("agent_reach")
+LATE = 0.3  # the weight of an attempt's time in its provider's recent latency
 LOST = Outcome(Reason.TIMEOUT, None, "hedged: cancelled, another provider answered first")
 
 
@@ -81,7 +82,8 @@ class Engine:
         draw: Callable[[], float] = random.random,
     ) -> None:
         self.config = config
-        self.draw = draw  # a uniform draw from [0, 1), for balanced orders
+        self.latency: dict[str, float] = {}  # recent ms to a good answer, by provider
+        self.signals = Signals(draw, self.latency)  # what balanced orders are drawn from
         env = os.environ if environ is None else environ
         self.prepared = {
             p.name: PreparedProvider.prepare(
@@ -159,7 +161,7 @@ class Engine:
             fallback_order=req.fallback_order,
             provider_route=req.provider_route,
             model=req.model,
-            draw=self.draw,
+            signals=self.signals,
         )
 
     async def count_tokens(self, req: ChatRequest) -> tuple[str, int] | None:
@@ -427,8 +429,13 @@ class Engine:
 
     def _record(self, run: Run, attempt: Attempt, raw: str | None = None) -> None:
         run.trace.append(attempt)
-        if run.recorded:
-            self._emit(AttemptEvent(run.route, attempt, raw, run.id))
+        if not run.recorded:
+            return
+        if attempt.ok and attempt.sent:  # `balance: latency`: a moving average, the last 30 %
+            before = self.latency.get(attempt.provider)
+            ms = attempt.ms
+            self.latency[attempt.provider] = ms if before is None else before + LATE * (ms - before)
+        self._emit(AttemptEvent(run.route, attempt, raw, run.id))
 
     def _emit(self, event: Event) -> None:
         for observer in self.observers:
