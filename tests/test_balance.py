@@ -10,8 +10,9 @@ from collections import Counter
 import pytest
 
 from agent_reach.config import config_from_data
+from agent_reach.core.balance import Signals, weighted
 from agent_reach.core.errors import ConfigError
-from agent_reach.core.routing import RouteTable, Signals, attempt_order, weighted
+from agent_reach.core.routing import RouteTable, attempt_order
 
 N = 4000
 

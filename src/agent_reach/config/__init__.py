@@ -28,12 +28,12 @@ from .model import (
     HealthConfig,
     LogAlert,
     RouteConfig,
-    ServerConfig,
     TracingConfig,
     WebhookAlert,
     zone_of,
 )
 from .provider import Provider, SchemaCompatibility, Timeout
+from .server import ServerConfig
 
 __all__ = [
     "DEFAULT_PATH",

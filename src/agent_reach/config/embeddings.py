@@ -70,3 +70,13 @@ def names_of(spaces: Mapping[str, Space], providers: Iterable[Provider]) -> dict
             "embeddings.models)"
         )
     return names
+
+
+def token_spaces(providers: Iterable[Provider]) -> frozenset[str]:
+    """The spaces one of whose providers takes inputs as token ids (`token_input`)."""
+    return frozenset(
+        space
+        for p in providers
+        if p.embeddings and p.embeddings.token_input
+        for space in p.embeddings.models
+    )

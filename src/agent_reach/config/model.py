@@ -6,7 +6,6 @@ does not exist); finding, reading and expanding the file is `load`'s job.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import ssl
 from dataclasses import dataclass, field
@@ -16,11 +15,13 @@ from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from ..core.routing import DEFAULT, Policy, RouteTable
+from ..core.balance import DEFAULT
+from ..core.routing import Policy, RouteTable
 from ..version import PROTOCOL_VERSION
 from .describe import did_you_mean
-from .embeddings import EmbeddingsConfig, names_of
+from .embeddings import EmbeddingsConfig, names_of, token_spaces
 from .provider import Ms, Name, Provider, Section, http_url
+from .server import ServerConfig
 
 # A route's name; one with `*` wildcards is a pattern of model names (`claude-*haiku*`).
 RouteName = Annotated[str, Field(pattern=r"^[A-Za-z0-9._*-]+$", min_length=1)]
@@ -142,75 +143,6 @@ class EmailAlert(_Sink):
 
 
 Alert = Annotated[Union[LogAlert, WebhookAlert, EmailAlert], Field(discriminator="type")]  # noqa: UP007
-
-
-class ServerConfig(Section):
-    host: str = "127.0.0.1"
-    port: Annotated[int, Field(ge=0, le=65535)] = 8000
-    api_keys_env: str | None = "AGENT_REACH_API_KEYS"
-    max_body_bytes: Annotated[int, Field(gt=0)] = 4 * 1024 * 1024
-    responses_ttl_s: Annotated[float, Field(gt=0)] = 86400.0  # stored Responses-API answers
-    # ... how many of them the store keeps, in all and per client key (oldest evicted)
-    responses_max_count: Annotated[int, Field(gt=0)] = 10000
-    responses_max_bytes: Annotated[int, Field(gt=0)] = 256 * 2**20
-    responses_key_max_count: Annotated[int, Field(gt=0)] = 1000
-    responses_key_max_bytes: Annotated[int, Field(gt=0)] = 64 * 2**20
-    # Client connections (protocol §14): idle keep-alive, receiving one request's head and body,
-    # a streaming client that reads nothing, and how many connections are open at once.
-    keepalive_timeout_s: Annotated[float, Field(gt=0)] = 75.0
-    first_byte_timeout_s: Annotated[float, Field(gt=0)] = 5.0  # a new connection's first byte
-    request_timeout_s: Annotated[float, Field(gt=0)] = 30.0
-    client_write_timeout_s: Annotated[float, Field(gt=0)] = 60.0
-    max_connections: Annotated[int, Field(gt=0)] = 10000
-    # A request's line and headers together (nginx's default; an unfinished head holds this
-    # much at most): past it 431. Below 1 KB no client's head fits; above 1 MiB the 128 lines
-    # of 8 KB allowed come first.
-    max_head_bytes: Annotated[int, Field(ge=1024, le=2**20)] = 32 * 1024
-    # Requests under way at once per client key (with client auth off, per client address):
-    # past it 429, so that one key cannot take the upstream connections every other key needs.
-    max_requests_per_key: Annotated[int, Field(gt=0)] = 256
-    # Exchanges with providers at once (this process's upstream client, the library's and the
-    # CLI's too), and at most so many of them with one origin (scheme, host, port): one slow
-    # provider cannot take the slots every other one needs. A wait for a free one is bounded by
-    # the provider's connect timeout, then counts as its `timeout`.
-    max_upstream_connections: Annotated[int, Field(gt=0)] = 4096
-    max_upstream_per_origin: Annotated[int, Field(gt=0)] = 1024
-    # A WebSocket (a route that upgrades to one): closed after this long with no frame, and
-    # after this long in all (OpenAI's Responses WebSocket lives an hour); its messages are
-    # bodies, held to `max_body_bytes` each.
-    websocket_idle_s: Annotated[float, Field(gt=0)] = 900.0
-    websocket_max_s: Annotated[float, Field(gt=0)] = 3600.0
-    # The `anthropic-beta` flags a Messages client may pass to `format: anthropic` providers
-    # (its only header that is forwarded); `"*"` for any.
-    anthropic_betas: list[str] = [
-        "claude-code-20250219",
-        "interleaved-thinking-2025-05-14",
-        "fine-grained-tool-streaming-2025-05-14",
-        "context-management-2025-06-27",
-        "token-efficient-tools-2025-02-19",
-        "prompt-caching-2024-07-31",
-        "output-128k-2025-02-19",
-        "context-1m-2025-08-07",
-        "token-counting-2024-11-01",
-    ]
-    # Hops (addresses or networks) whose X-Forwarded-Proto is believed: TLS ends there.
-    trusted_proxies: list[str] = []
-
-    @field_validator("trusted_proxies")
-    @classmethod
-    def _networks(cls, value: list[str]) -> list[str]:
-        for item in value:
-            ipaddress.ip_network(item, strict=False)  # ValueError: named in the config error
-        return value
-
-    @model_validator(mode="after")
-    def _upstream_share(self) -> ServerConfig:
-        if self.max_upstream_per_origin > self.max_upstream_connections:
-            raise ValueError(
-                f"max_upstream_per_origin ({self.max_upstream_per_origin}) is above"
-                f" max_upstream_connections ({self.max_upstream_connections})"
-            )
-        return self
 
 
 class TracingConfig(Section):
@@ -363,12 +295,7 @@ class Config(Section):
     @model_validator(mode="after")
     def _embedding_spaces(self) -> Config:
         self._spaces = names_of(self.embeddings.spaces, self.providers)
-        self._token_spaces = frozenset(
-            space
-            for p in self.providers
-            if p.embeddings and p.embeddings.token_input
-            for space in p.embeddings.models
-        )
+        self._token_spaces = token_spaces(self.providers)
         return self
 
     def takes_tokens(self, space: str) -> bool:
@@ -381,16 +308,12 @@ class Config(Section):
 
     def route_table(self) -> RouteTable:
         """The default order and named routes, resolved (protocol §3)."""
+        ways = {DEFAULT: self.balance} | {n: r.balance for n, r in self.routes.items()}
         return RouteTable.build(
             [(p.name, p.fallback_weight) for p in self.providers],
             self.fallback_order,
             {name: route.providers for name, route in self.routes.items()},
-            {
-                name: way
-                for name, way in [(DEFAULT, self.balance)]
-                + [(n, r.balance) for n, r in self.routes.items()]
-                if way != "order"
-            },
+            {n: way for n, way in ways.items() if way != "order"},
         )
 
     def policies(self) -> dict[str, Policy]:

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from .balance import DEFAULT, Signals, arranged
 from .breaker import CircuitState, opened_detail
 from .errors import RequestError, quoted
 from .outcomes import Outcome
@@ -74,32 +75,6 @@ class Patterns(Generic[T]):
         return None if found is None else found[1]
 
 
-Draw = Callable[[], float]  # a uniform draw from [0, 1)
-DEFAULT = "default"  # the default order's name, for `balance`
-
-
-@dataclass(frozen=True, slots=True)
-class Signals:
-    """What a balanced order is drawn from: `draw` for `weighted`; for `latency`, each
-    provider's recent time to its answer's first token (a whole answer's, unstreamed), in ms,
-    kept by the engine from its own attempts."""
-
-    draw: Draw
-    latency: Mapping[str, float]
-
-
-def weighted(order: tuple[str, ...], weights: Mapping[str, float], draw: Draw) -> tuple[str, ...]:
-    """`order` drawn anew for one request (`balance: weighted`, protocol §3): each provider
-    comes first with a chance in proportion to its weight, and so on down the order (each
-    keyed `u ** (1 / weight)`, the largest first: Efraimidis and Spirakis' weighted sampling);
-    a provider of weight 0 stays behind the others, in its place."""
-    keyed = []
-    for i, name in enumerate(order):
-        weight = weights.get(name, 1.0)
-        keyed.append((-(draw() ** (1.0 / weight)) if weight > 0 else 1.0, i, name))
-    return tuple(name for _, _, name in sorted(keyed))
-
-
 @dataclass(frozen=True, slots=True)
 class RouteTable:
     """The config's routes, resolved once at load: default order and named routes (a name
@@ -132,14 +107,11 @@ class RouteTable:
     def ordered(
         self, name: str, order: tuple[str, ...], signals: Signals | None
     ) -> tuple[str, ...]:
-        """The order `name` gives one request: drawn by weight, or fastest first (a provider
-        not yet measured before the rest, so that it is), where it is balanced."""
+        """The order `name` gives one request: as written, or as its `balance` arranges it."""
         way = self.balanced.get(name)
         if signals is None or way is None:
             return order
-        if way == "latency":
-            return tuple(sorted(order, key=lambda n: signals.latency.get(n, 0.0)))
-        return weighted(order, self.weights, signals.draw)
+        return arranged(way, order, self.weights, signals)
 
     def label(self, route: str, model: str | None) -> str:
         """The name of the route a request takes (`route`: its own, or "default"), for

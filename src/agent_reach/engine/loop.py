@@ -25,10 +25,11 @@ from typing import Any, TypeVar
 from ..chat.request import ChatRequest
 from ..config import Config
 from ..core import quota
+from ..core.balance import Latencies, Signals
 from ..core.errors import AllProvidersFailed, RequestError
 from ..core.events import AttemptEvent, Event, Observer, RequestEvent
 from ..core.outcomes import Outcome
-from ..core.routing import Expired, Pick, Signals, Walk, attempt_order
+from ..core.routing import Expired, Pick, Walk, attempt_order
 from ..core.trace import Attempt, Reason, Result
 from ..core.turn import (
     DEADLINE_SPENT,
@@ -53,15 +54,14 @@ from .health import CheckResult, HealthMonitor, check_provider
 from .hedge import HEDGE_LOST
 from .ledger import Ledger, Reserved
 from .live import LiveStream
-from .operation import ANSWER, COUNT, EMBED, STREAM, Operation
-from .prepared import PreparedProvider
+from .operation import ANSWER, COUNT, EMBED, STREAM, Operation, for_request
+from .prepared import PreparedProvider, prepare_all
 from .run import Run
 from .send import Target, Tried, stream_failure
 from .stream import ChatStream
 
 T = TypeVar("T")
 log = logging.getLogger("agent_reach")
-LATE = 0.3  # the weight of an attempt's time in its provider's recent latency
 LOST = Outcome(Reason.TIMEOUT, None, "hedged: cancelled, another provider answered first")
 
 
@@ -82,21 +82,10 @@ class Engine:
         draw: Callable[[], float] = random.random,
     ) -> None:
         self.config = config
-        self.latency: dict[str, float] = {}  # recent ms to a good answer, by provider
-        self.signals = Signals(draw, self.latency)  # what balanced orders are drawn from
+        latency = Latencies()  # an observer: recent ms to a good answer, by provider
+        self.signals = Signals(draw, latency)  # what balanced orders are drawn from
         env = os.environ if environ is None else environ
-        self.prepared = {
-            p.name: PreparedProvider.prepare(
-                p,
-                env,
-                config.hook(p.name, "preprocess_hook"),
-                config.hook(p.name, "post_process_hook"),
-                config.circuit.rate_limit_window_s,
-                config.tls(p.name),
-                config.endpoint_secrets(p.name),
-            )
-            for p in config.providers
-        }
+        self.prepared = prepare_all(config, env)
         self.table = config.route_table()
         self.policies = config.policies()
         retention_s = config.retention_days * 86400
@@ -105,7 +94,7 @@ class Engine:
         self.clock = clock
         self.monotonic = monotonic
         keys = {name: b.state_key for name, b in self.prepared.items()}
-        self.observers: list[Observer] = [AttemptLog(self.store, keys, clock)]
+        self.observers: list[Observer] = [AttemptLog(self.store, keys, clock), latency]
         self.names = {key: name for name, key in keys.items()}
         self.ledger = Ledger(self.store, config, clock, self.names)
         self.ledger.observers = self.observers
@@ -206,7 +195,7 @@ class Engine:
     def candidates(self, req: ChatRequest) -> tuple[str, ...]:
         """The providers of the request's order that can do it: an embeddings request's are
         those of its space (step mode's choice when it names none)."""
-        op = _operation(req)
+        op = for_request(req)
         order = self.order(req)
         return (
             order
@@ -218,7 +207,7 @@ class Engine:
         """One provider, no failover (protocol §9 step mode): the attempt and, when it succeeded,
         the response (a chat completion, or an embeddings request's vectors). A provider
         skipped for remembered state is still tried (last resort)."""
-        op = _operation(req)
+        op = for_request(req)
         if op.takes is not None and not op.takes(self.prepared[provider], req):
             raise RequestError(
                 f"provider {provider!r} serves no model of embedding space {req.model!r}",
@@ -429,19 +418,9 @@ class Engine:
 
     def _record(self, run: Run, attempt: Attempt, raw: str | None = None) -> None:
         run.trace.append(attempt)
-        if not run.recorded:
-            return
-        if attempt.ok and attempt.sent:  # `balance: latency`: a moving average, the last 30 %
-            before = self.latency.get(attempt.provider)
-            ms = attempt.ms
-            self.latency[attempt.provider] = ms if before is None else before + LATE * (ms - before)
-        self._emit(AttemptEvent(run.route, attempt, raw, run.id))
+        if run.recorded:
+            self._emit(AttemptEvent(run.route, attempt, raw, run.id))
 
     def _emit(self, event: Event) -> None:
         for observer in self.observers:
             observer(event)
-
-
-def _operation(req: ChatRequest) -> Operation[dict[str, Any]]:
-    """What a whole-answer request is for: vectors (an embeddings request), else a reply."""
-    return EMBED if req.api == "embeddings" else ANSWER

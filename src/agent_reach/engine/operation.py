@@ -111,3 +111,8 @@ ANSWER: Operation[dict[str, Any]] = Operation("answer", fetch)
 STREAM: Operation[LiveStream] = Operation("stream", open_stream)
 COUNT: Operation[int] = Operation("count_tokens", count, _counts, recorded=False, fails_over=False)
 EMBED: Operation[dict[str, Any]] = Operation("embed", embed.send, _embeds, model=_embedding_model)
+
+
+def for_request(req: ChatRequest) -> Operation[dict[str, Any]]:
+    """What a whole-answer request is for: vectors (an embeddings request), else a reply."""
+    return EMBED if req.api == "embeddings" else ANSWER

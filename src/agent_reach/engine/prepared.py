@@ -15,7 +15,7 @@ import orjson
 
 from .. import dialects
 from ..chat.request import ChatRequest
-from ..config import Provider
+from ..config import Config, Provider
 from ..config.hooks import Hook
 from ..core import identity, proxies
 from ..core.errors import ConfigError, quoted
@@ -351,3 +351,21 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 def excerpt_of(raw: bytes, limit: int = 300) -> str:
     text = raw.decode("utf-8", "replace").strip()
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def prepare_all(
+    config: Config, environ: os._Environ[str] | dict[str, str]
+) -> dict[str, PreparedProvider]:
+    """Every provider of `config`, prepared (`PreparedProvider.prepare`), by name."""
+    return {
+        p.name: PreparedProvider.prepare(
+            p,
+            environ,
+            config.hook(p.name, "preprocess_hook"),
+            config.hook(p.name, "post_process_hook"),
+            config.circuit.rate_limit_window_s,
+            config.tls(p.name),
+            config.endpoint_secrets(p.name),
+        )
+        for p in config.providers
+    }

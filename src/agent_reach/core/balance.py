@@ -1,0 +1,60 @@
+"""How a balanced order shares traffic (protocol §3 `balance`). Pure.
+
+`weighted` draws each request's order by weight; `latency` puts the fastest of late first, by
+what `Latencies` heard of the engine's own attempts. Either way the order is only the order:
+a failed try moves to the next provider as in any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from .events import AttemptEvent, Event
+
+Draw = Callable[[], float]  # a uniform draw from [0, 1)
+DEFAULT = "default"  # the default order's name, for `balance`
+LATE = 0.3  # the weight of an attempt's time in its provider's recent latency
+
+
+class Latencies(dict[str, float]):
+    """Each provider's recent time to its answer's first token (a whole answer's, unstreamed),
+    in ms: a moving average of its good attempts, heard as an engine observer."""
+
+    def __call__(self, event: Event) -> None:
+        if not isinstance(event, AttemptEvent) or not (event.attempt.ok and event.attempt.sent):
+            return
+        a = event.attempt
+        before = self.get(a.provider)
+        self[a.provider] = a.ms if before is None else before + LATE * (a.ms - before)
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    """What a balanced order is drawn from: `draw` for `weighted`, `latency` for `latency`."""
+
+    draw: Draw
+    latency: Mapping[str, float]
+
+
+def weighted(order: tuple[str, ...], weights: Mapping[str, float], draw: Draw) -> tuple[str, ...]:
+    """`order` drawn anew for one request: each provider comes first with a chance in
+    proportion to its weight, and so on down the order (each keyed `u ** (1 / weight)`, the
+    largest first: Efraimidis and Spirakis' weighted sampling); a provider of weight 0 stays
+    behind the others, in its place."""
+    keyed = []
+    for i, name in enumerate(order):
+        weight = weights.get(name, 1.0)
+        keyed.append((-(draw() ** (1.0 / weight)) if weight > 0 else 1.0, i, name))
+    return tuple(name for _, _, name in sorted(keyed))
+
+
+def arranged(
+    way: str, order: tuple[str, ...], weights: Mapping[str, float], signals: Signals
+) -> tuple[str, ...]:
+    """`order` as `way` (`weighted` or `latency`) arranges it for one request: by weight, or
+    fastest first (a provider not yet measured before the rest, so that it is; ties as
+    written)."""
+    if way == "latency":
+        return tuple(sorted(order, key=lambda n: signals.latency.get(n, 0.0)))
+    return weighted(order, weights, signals.draw)
