@@ -122,7 +122,12 @@ NOW = 1_800_000_000.0
         ({"status": 404, "error": ErrorInfo("no such route")}, Reason.BAD_REQUEST, None),
         ({"status": 200}, Reason.OK, None),
         ({"status": 200, "error": ErrorInfo("bad", None, 401)}, Reason.AUTH_FAILED, None),
-        ({"status": 200, "error": ErrorInfo("Invalid API key")}, Reason.AUTH_FAILED, None),
+        ({"status": 200, "error": ErrorInfo("Invalid API key")}, Reason.SCHEMA_MISMATCH, None),
+        (
+            {"status": 200, "error": ErrorInfo("Invalid API key", "invalid_api_key")},
+            Reason.AUTH_FAILED,
+            None,
+        ),
         ({"status": 200, "error": ErrorInfo("quota exceeded")}, Reason.RATE_LIMITED, None),
         (
             {"status": 200, "error": ErrorInfo("x", "rate_limit_exceeded")},

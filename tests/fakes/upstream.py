@@ -75,6 +75,7 @@ STRICT_ANTHROPIC = frozenset(
         "top_k",
     }
 )
+NO_MODEL = "nomodel"  # the `strict` scenario answers a model named so with OpenAI's 404
 DEEPSEEK_RANGE = "Invalid max_tokens value, the valid range of max_tokens is [1, 8192]"
 
 
@@ -1205,8 +1206,13 @@ class Upstream:
     async def s_strict(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """A provider as strict as the real APIs: a field it does not know is refused with its
         name echoed (OpenAI's wording, or Anthropic's on /v1/messages), and an output cap above
-        8192 in its API's wording; else the answer in its API."""
+        8192 in its API's wording, a model named `nomodel…` with OpenAI's 404 that quotes it;
+        else the answer in its API."""
         anthropic = request.path.endswith("/v1/messages")
+        model = str(body.get("model"))
+        if model.startswith(NO_MODEL):
+            message = f"The model `{model}` does not exist or you do not have access to it."
+            return refused(404, message, "model_not_found")
         known = STRICT_ANTHROPIC if anthropic else STRICT_CHAT
         unknown = [k for k in body if k not in known]
         cap = body.get("max_tokens")

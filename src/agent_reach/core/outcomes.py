@@ -35,7 +35,8 @@ class ErrorInfo:
     """An error that a provider reported in a body (an error response or an error in a 200).
 
     `status` is the HTTP status the dialect maps the provider's own code to, when it knows it
-    (e.g. Minimax `base_resp.status_code` 1004 → 401); None leaves the decision to keywords.
+    (e.g. Minimax `base_resp.status_code` 1004 → 401); None leaves the decision to its code and
+    words (words never say `auth_failed`: they may quote the request, `_AUTH_CODES`).
     `reason` is the reason the provider's own code means, when the dialect knows one that a
     status cannot say (Minimax 1026 → `content_blocked`, Gemini's `blockReason`).
     """
@@ -71,17 +72,24 @@ _TRANSPORT = {
     Transport.DEADLINE: (Reason.TIMEOUT, DEADLINE_DETAIL),
 }
 
-_AUTH_WORDS = (
-    "auth",
-    "api_key",
-    "api key",
-    "apikey",
-    "unauthorized",
-    "permission",
-    "access token",
-    "access_token",
-    "credential",
-    "forbidden",
+# A bad key as a provider states it in a structured field (an error's `code`, `type`, Google's
+# `reason` or `status`), never in a message's words: providers quote the client's own field and
+# model names in their 400s and 404s (OpenAI "Unrecognized request argument supplied: X",
+# Anthropic "X: Extra inputs are not permitted", Gemini 'Unknown name "X"', Responses "Unknown
+# parameter: 'X'", "The model 'X' does not exist"), so a request with a field named `api_key`
+# or a model named `nomodel-author-7b` would open every provider's circuit (issue 47).
+_AUTH_CODES = frozenset(
+    {
+        "invalid_api_key",  # OpenAI
+        "authentication_error",  # Anthropic
+        "permission_error",
+        "invalid_authentication_error",  # Moonshot
+        "api_key_invalid",  # Gemini's 400 bad-key shape (`details[].reason`)
+        "api_key_expired",
+        "unauthenticated",  # Google's status names
+        "permission_denied",
+        "invalidapikey",  # DashScope
+    }
 )
 _RATE_WORDS = (
     "rate limit",
@@ -280,6 +288,14 @@ def _used_up(
     return (error.code or "").lower() in _QUOTA_CODES or _mentions(error, _QUOTA_WORDS)
 
 
+def _bad_key(error: ErrorInfo | None) -> bool:
+    """Whether the provider's own code (or the status a dialect maps it to) says the key is
+    bad: 401/403, or one of `_AUTH_CODES`; the message is never read (it may echo the request)."""
+    if error is None:
+        return False
+    return error.status in (401, 403) or (error.code or "").lower() in _AUTH_CODES
+
+
 def _refused_request(error: ErrorInfo | None) -> Reason | None:
     """`context_exceeded` or `content_blocked` when the error says so, by its code or words."""
     if error is None:
@@ -314,7 +330,7 @@ def _status_reason(
     refused = _refused_request(error)
     if refused is not None:
         return refused
-    if _mentions(error, _AUTH_WORDS):  # Gemini answers a bad key with 400
+    if _bad_key(error):  # Gemini answers a bad key with 400
         return Reason.AUTH_FAILED
     if status == 404 and _mentions(error, ("model",)):
         return Reason.MODEL_UNAVAILABLE
@@ -336,7 +352,7 @@ def classify(
     - `transport`: a failure below HTTP (wins over everything else).
     - `status` outside 2xx: classified by status, refined by the error body.
     - `status` 2xx (or None) with `error`: an error inside a success body; its mapped status
-      decides when known, else auth/quota/rate keywords, else `schema_mismatch`.
+      decides when known, else its auth code, quota/rate words, else `schema_mismatch`.
     A `rate_limited` answer that says to wait longer than `window_s` (`rate_limit_window_s`)
     is `quota_exhausted_upstream`: a used-up window, not a burst. `now` is the wall clock in
     seconds, used to read the reset times the answer states (`stated_wait`).
@@ -363,7 +379,7 @@ def classify(
         reason = refused
     elif _used_up(None, error, None):
         reason = Reason.QUOTA_EXHAUSTED_UPSTREAM
-    elif _mentions(error, _AUTH_WORDS):
+    elif _bad_key(error):
         reason = Reason.AUTH_FAILED
     elif _mentions(error, _RATE_WORDS):
         reason = Reason.RATE_LIMITED
