@@ -175,6 +175,50 @@ async def test_bad_requests_name_their_field(
 
 
 @pytest.mark.parametrize(
+    ("limits", "count", "words"),
+    [
+        (
+            {},
+            2049,
+            "'input' holds 2049 items: at most 2048 go in one request (embeddings.max_inputs)",
+        ),
+        ({"max_inputs": 3}, 4, "at most 3 go in one request (embeddings.max_inputs)"),
+        (
+            {"max_values": 64},  # 3 inputs x 32 dimensions
+            3,
+            "'input' holds 3 items of up to 32 dimensions: an answer holds at most 64 numbers"
+            " (embeddings.max_values)",
+        ),
+    ],
+)
+async def test_requests_past_the_size_limits_are_refused_before_any_provider(
+    embedding_fakes: EmbeddingServer, limits: dict[str, int], count: int, words: str
+) -> None:
+    """Issue 47: one small body may not ask for gigabytes of vectors."""
+    cfg = config(provider("ok", embedding_fakes.url("ok", "bge-m3"), {"bge-m3": "bge-m3"}))
+    cfg["embeddings"].update(limits)
+    embedding_fakes.seen.clear()
+    with pytest.raises(RequestError) as info:
+        await embed(cfg, {"model": "bge-m3", "input": ["x"] * count})
+    assert (info.value.param, info.value.status) == ("input", 400)
+    assert words in str(info.value)
+    assert embedding_fakes.seen == []
+    answer = await embed(cfg, {"model": "bge-m3", "input": ["x"] * (count - 1)})
+    assert len(answer.response["data"]) == count - 1  # one fewer passes
+
+
+async def test_the_widest_fallback_space_counts_toward_max_values(
+    embedding_fakes: EmbeddingServer,
+) -> None:
+    spaces = {"a": {"dimensions": 8, "fallback_spaces": ["b"]}, "b": {"dimensions": 64}}
+    url = embedding_fakes.url("ok", "a")
+    cfg = config(provider("p", url, {"a": "m", "b": "n"}), **spaces)
+    cfg["embeddings"]["max_values"] = 100
+    with pytest.raises(RequestError, match="2 items of up to 64 dimensions"):
+        await embed(cfg, {"model": "a", "input": ["x", "y"]})
+
+
+@pytest.mark.parametrize(
     ("spaces", "models", "words"),
     [
         (

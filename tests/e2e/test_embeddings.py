@@ -134,6 +134,19 @@ def test_a_wrong_width_or_an_unknown_space_is_a_400_naming_its_field(proxy: Prox
     assert "bge-m3" in str(missing.value)
 
 
+def test_thirty_thousand_inputs_are_a_400_naming_the_cap(
+    proxy: Proxy, embedding_fakes: EmbeddingServer
+) -> None:
+    """Issue 47, High 2: a 150 KB body of one-character inputs asks no provider for anything."""
+    before = len(embedding_fakes.seen)
+    with pytest.raises(openai.BadRequestError) as info:
+        proxy.client(KEY).embeddings.create(model="bge-m3", input=["x"] * 30_000)
+    assert info.value.param == "input"  # type: ignore[attr-defined]
+    assert "embeddings.max_inputs" in str(info.value)
+    assert len(embedding_fakes.seen) == before
+    assert proxy.get("/healthz")[0] == 200
+
+
 def test_google_genai_embeds_on_the_gemini_face(
     proxy: Proxy, embedding_fakes: EmbeddingServer
 ) -> None:

@@ -34,9 +34,12 @@ class Space(Section):
 
 
 class EmbeddingsConfig(Section):
-    """The top-level `embeddings:` section."""
+    """The top-level `embeddings:` section: the spaces, and how much one request may ask for
+    (inputs, and numbers in its answer: inputs × the widest space it may be answered in)."""
 
     spaces: dict[Name, Space] = {}
+    max_inputs: Annotated[int, Field(gt=0)] = 2048  # OpenAI's own limit
+    max_values: Annotated[int, Field(gt=0)] = 2048 * 4096
 
 
 def names_of(spaces: Mapping[str, Space], providers: Iterable[Provider]) -> dict[str, str]:

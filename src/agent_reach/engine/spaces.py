@@ -28,6 +28,7 @@ def request_of(config: Config, ask: EmbeddingAsk) -> ChatRequest:
             param="model",
         )
     width = config.embeddings.spaces[space].dimensions
+    _check_size(config, space, ask)
     if ask.tokens and not config.takes_tokens(space):
         raise RequestError(
             f"'input' holds token ids, and no provider of space {space!r} takes them: send "
@@ -41,6 +42,26 @@ def request_of(config: Config, ask: EmbeddingAsk) -> ChatRequest:
             param="dimensions",
         )
     return ask.request(space, width)
+
+
+def _check_size(config: Config, space: str, ask: EmbeddingAsk) -> None:
+    """`RequestError` unless `ask` is within `embeddings.max_inputs` and its answer within
+    `embeddings.max_values` numbers in the widest space it may be answered in."""
+    limits, count = config.embeddings, len(ask.inputs)
+    if count > limits.max_inputs:
+        raise RequestError(
+            f"'input' holds {count} items: at most {limits.max_inputs} go in one request "
+            "(embeddings.max_inputs); send them in several",
+            param="input",
+        )
+    spaces = limits.spaces
+    widths = [spaces[s].dimensions for s in (space, *spaces[space].fallback_spaces)]
+    if count * max(widths) > limits.max_values:
+        raise RequestError(
+            f"'input' holds {count} items of up to {max(widths)} dimensions: an answer holds "
+            f"at most {limits.max_values} numbers (embeddings.max_values); send fewer items",
+            param="input",
+        )
 
 
 async def embed(engine: Engine, config: Config, req: ChatRequest) -> Result:
