@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from agent_reach import AllProvidersFailed, Router
 from agent_reach.config import config_from_data
 from agent_reach.core.errors import ConfigError, RequestError
+from agent_reach.engine.embed import VALUES_PER_BATCH
 
 from .fakes.embeddings import EmbeddingServer, vector
 from .fakes.upstream import refused_url
@@ -172,6 +173,37 @@ async def test_bad_requests_name_their_field(
     with pytest.raises(RequestError) as info:
         await embed(cfg, request_body)
     assert info.value.param == param
+
+
+async def test_true_and_false_are_no_numbers(embedding_fakes: EmbeddingServer) -> None:
+    """Issue 47: JSON's `true` and `false` are not 1 and 0 in a vector."""
+    cfg = config(
+        provider("bools", embedding_fakes.url("bools", "bge-m3"), {"bge-m3": "m"}),
+        provider("ok", embedding_fakes.url("ok", "bge-m3"), {"bge-m3": "m"}),
+    )
+    result = await embed(cfg, {"model": "bge-m3", "input": texts(3)})
+    assert result.provider == "ok"
+    assert vectors(result.response) == [vector("bge-m3", t, WIDTH) for t in texts(3)]
+    assert (result.trace[0].reason, result.trace[0].detail) == (
+        "schema_mismatch",
+        "vector 0 holds a value that is no number",
+    )
+
+
+@pytest.mark.parametrize("width", [1024, 4096])
+async def test_wide_vectors_come_in_batches_of_a_bounded_size(
+    embedding_fakes: EmbeddingServer, width: int
+) -> None:
+    """Issue 47: one upstream answer holds at most `VALUES_PER_BATCH` numbers (its parse holds
+    the event loop), whatever `max_batch` allows."""
+    url = embedding_fakes.url("ok", "big")
+    cfg = config(provider("ok", url, {"big": "m"}), big={"dimensions": width})
+    before = len(embedding_fakes.calls("ok", "big"))
+    result = await embed(cfg, {"model": "big", "input": texts(300)})
+    assert vectors(result.response) == [vector("big", t, width) for t in texts(300)]
+    sizes = [len(s.body["input"]) for s in embedding_fakes.calls("ok", "big")[before:]]
+    assert max(sizes) == VALUES_PER_BATCH // width
+    assert sum(sizes) == 300
 
 
 @pytest.mark.parametrize(

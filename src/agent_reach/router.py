@@ -241,14 +241,18 @@ class Router:
         """An OpenAI embeddings request with failover inside its embedding space (protocol
         §10.3): the answer in OpenAI's shape (float vectors, `model` the space that answered),
         provider and trace."""
-        return await self.embed(self.embedding_request(request))
+        result = await self.embed(self.embedding_request(request))
+        for item in result.response["data"]:
+            item["embedding"] = item["embedding"].tolist()
+        return result
 
     def embedding_request(self, request: dict[str, Any]) -> ChatRequest:
         """The engine's request of an OpenAI embeddings body (`RequestError`: a 4xx)."""
         return spaces.request_of(self.config, EmbeddingAsk.parse(request))
 
     async def embed(self, req: ChatRequest) -> Result:
-        """`aembed` for a request already made (`embedding_request`)."""
+        """`aembed` for a request already made (`embedding_request`), each vector compact
+        (`array('d')`, as the proxy writes it in pieces)."""
         return await spaces.embed(self.engine, self.config, req)
 
     def candidates(self, req: ChatRequest) -> tuple[str, ...]:

@@ -21,7 +21,9 @@ Under `/tail/` one POST in ten (a seeded draw) is answered after `TAIL_S`, the o
 (bench/hedging.py: a heavy-tailed primary).
 
 Under `/embed/` it is an embeddings provider: `POST /embed/v1/embeddings` answers each input
-with the same `EMBED_WIDTH`-wide vector, in OpenAI's shape (bench/embeddings.py).
+with the same `EMBED_WIDTH`-wide vector, in OpenAI's shape (bench/embeddings.py); under
+`/embed32/` the vector's numbers are float32s written as OpenAI writes them (about 20
+characters each, not 5: what one big answer costs a proxy).
 
 Under `/budget/` every POST is counted and answered after `BUDGET_S`; `GET /budget/stats` says
 how many came (bench/abuse.py: how many requests a budget let through).
@@ -32,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
+from array import array
 
 import orjson
 from aiohttp import web
@@ -49,7 +52,12 @@ TAIL_DRAW = random.Random(42)
 LONG_CHUNKS = 1000
 IDLE_S = 300
 EMBED_WIDTH = 1024
-EMBED_VECTOR = orjson.dumps([((i * 7919) % 2000 - 1000) / 1000 for i in range(EMBED_WIDTH)])
+EMBED_NUMBERS = [((i * 7919) % 2000 - 1000) / 1000 for i in range(EMBED_WIDTH)]
+EMBED_VECTOR = orjson.dumps(EMBED_NUMBERS)
+# float32s (a number's last bits made up) as doubles: OpenAI's -0.006929283495992422
+EMBED32_VECTOR = orjson.dumps(
+    list(array("f", [x / 7 + i * 1e-7 for i, x in enumerate(EMBED_NUMBERS)]))
+)
 BUDGETED: list[int] = []  # one item per request that reached `/budget/`
 
 
@@ -92,22 +100,22 @@ async def tail(_: web.Request) -> web.Response:
     return web.Response(body=BODY, content_type="application/json")
 
 
-_EMBEDDED: dict[int, bytes] = {}  # the answer for n inputs, made once
+_EMBEDDED: dict[tuple[int, bytes], bytes] = {}  # the answer for n inputs, made once
 
 
 async def embed(request: web.Request) -> web.Response:
     inputs = orjson.loads(await request.read())["input"]
     n = len(inputs) if isinstance(inputs, list) else 1
-    if n not in _EMBEDDED:
+    vector = EMBED32_VECTOR if request.path.startswith("/embed32/") else EMBED_VECTOR
+    if (n, vector) not in _EMBEDDED:
         items = b",".join(
-            b'{"object":"embedding","index":%d,"embedding":%s}' % (i, EMBED_VECTOR)
-            for i in range(n)
+            b'{"object":"embedding","index":%d,"embedding":%s}' % (i, vector) for i in range(n)
         )
-        _EMBEDDED[n] = (
+        _EMBEDDED[n, vector] = (
             b'{"object":"list","data":[%s],"model":"bench","usage":{"prompt_tokens":%d,'
             b'"total_tokens":%d}}' % (items, n, n)
         )
-    return web.Response(body=_EMBEDDED[n], content_type="application/json")
+    return web.Response(body=_EMBEDDED[n, vector], content_type="application/json")
 
 
 async def hang(_: web.Request) -> web.Response:
@@ -207,6 +215,7 @@ async def main() -> None:
     app.router.add_post("/hang/v1/chat/completions", hang)
     app.router.add_post("/tail/v1/chat/completions", tail)
     app.router.add_post("/embed/v1/embeddings", embed)
+    app.router.add_post("/embed32/v1/embeddings", embed)
     app.router.add_get("/v1/models", models)
     app.router.add_post("/sse/v1/chat/completions", paced_stream)
     app.router.add_post("/long/v1/chat/completions", long_stream)

@@ -7,6 +7,7 @@ which space a vector came from and that none was mixed in. Every request is reco
 | `/ok/<space>`    | OpenAI `POST /v1/embeddings`                    | the space's vectors                  |
 | `/dash/<space>`  | OpenAI's shape                                  | refuses over 10 inputs, as DashScope |
 | `/wide/<space>`  | OpenAI's shape                                  | vectors one dimension too wide       |
+| `/bools/<space>` | OpenAI's shape                                  | vectors of `true` and `false`        |
 | `/auth/<space>`  | OpenAI's shape                                  | 401, as OpenAI answers a bad key     |
 | `/ollama/<space>`| Ollama `POST /api/embed`                        | the space's vectors                  |
 | `/gemini/<space>`| Gemini `…/models/{model}:batchEmbedContents`    | the space's vectors                  |
@@ -100,6 +101,9 @@ class EmbeddingServer:
             }
             for i, t in enumerate(inputs)
         ]
+        if kind == "bools":
+            for item in data:
+                item["embedding"] = [n % 2 == 0 for n in range(width)]
         tokens = sum(len(t) if isinstance(t, list) else len(t.split()) for t in inputs)
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
         return web.json_response(

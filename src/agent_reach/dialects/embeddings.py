@@ -8,22 +8,24 @@ shapes providers speak, each a request for a batch of texts and the vectors of i
 - `gemini`: `POST …/models/{model}:batchEmbedContents` `{requests: [{model, content,
   outputDimensionality?}]}` → `{embeddings: [{values}]}` in request order, no token count.
 
-The answer's vectors come back as Python floats, checked for their count, their width and that
-every value is finite (`Mismatch` otherwise: a malformed answer, failed over).
+The answer's vectors come back compact (`array('d')`: 8 bytes a number, not a Python float's
+32; the values as the provider wrote them), checked for their count, their width and that
+every value is a finite number (`Mismatch` otherwise: a malformed answer, failed over).
 """
 
 from __future__ import annotations
 
 import base64
 import math
-import struct
 import sys
 from array import array
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 from .base import Mismatch
 
 Kind = Literal["openai", "ollama", "gemini"]
+Vector: TypeAlias = "array[float]"  # of "d": one embedding
+_NUMBERS = frozenset({float, int})  # what JSON numbers parse to (`true` is a bool, not one)
 # How many inputs one request may carry where the provider's config says nothing (OpenAI's 2,048;
 # Gemini's 100, as client libraries assume it; Ollama sets none: a local model's memory does).
 MAX_BATCH: dict[Kind, int] = {"openai": 2048, "ollama": 256, "gemini": 100}
@@ -76,9 +78,9 @@ def request_body(kind: Kind, model: str, inputs: list[str], width: int | None) -
     return body
 
 
-def vectors(kind: Kind, body: Any, count: int, width: int) -> tuple[list[list[float]], int]:
-    """The `count` vectors of an answer, in input order, and the tokens it says it took (0
-    when it says nothing); `Mismatch` unless each is `width` finite numbers."""
+def vectors(kind: Kind, body: Any, count: int) -> tuple[list[Any], int]:
+    """The `count` vectors of an answer, in input order, each to be `checked`, and the tokens
+    it says it took (0 when it says nothing); `Mismatch` when they are not `count`."""
     if not isinstance(body, dict):
         raise Mismatch("the embeddings answer is not a JSON object")
     if kind == "gemini":
@@ -92,23 +94,31 @@ def vectors(kind: Kind, body: Any, count: int, width: int) -> tuple[list[list[fl
         found, tokens = _openai(body), _tokens(body.get("usage"))
     if len(found) != count:
         raise Mismatch(f"{len(found)} vectors for {count} inputs")
-    for i, vector in enumerate(found):
-        if len(vector) != width:
-            raise Mismatch(f"vector {i} has {len(vector)} dimensions, not {width}")
-        try:
-            total = sum(vector)
-        except (TypeError, OverflowError):
-            raise Mismatch(f"vector {i} holds a value that is no number") from None
-        if not math.isfinite(total):
-            raise Mismatch(f"vector {i} holds a value that is not finite")
     return found, tokens
 
 
-def _openai(body: dict[str, Any]) -> list[list[float]]:
+def checked(i: int, vector: list[Any] | Vector, width: int) -> Vector:
+    """Vector `i` of an answer made compact, when it is `width` finite numbers (else
+    `Mismatch`)."""
+    if len(vector) != width:
+        raise Mismatch(f"vector {i} has {len(vector)} dimensions, not {width}")
+    if not isinstance(vector, array):
+        if not set(map(type, vector)) <= _NUMBERS:
+            raise Mismatch(f"vector {i} holds a value that is no number")
+        try:
+            vector = array("d", vector)
+        except OverflowError:
+            raise Mismatch(f"vector {i} holds a value that is not finite") from None
+    if not math.isfinite(sum(vector)):
+        raise Mismatch(f"vector {i} holds a value that is not finite")
+    return vector
+
+
+def _openai(body: dict[str, Any]) -> list[Any]:
     data = body.get("data")
     if not isinstance(data, list):
         raise Mismatch("the embeddings answer has no 'data' list")
-    ordered: dict[int, list[float]] = {}
+    ordered: dict[int, Any] = {}
     for i, item in enumerate(data):
         if not isinstance(item, dict):
             raise Mismatch(f"data[{i}] is not an object")
@@ -121,7 +131,7 @@ def _openai(body: dict[str, Any]) -> list[list[float]]:
     return [ordered[i] for i in range(len(ordered))]
 
 
-def _gemini(body: dict[str, Any]) -> list[list[float]]:
+def _gemini(body: dict[str, Any]) -> list[Any]:
     items = body.get("embeddings")
     if not isinstance(items, list):
         raise Mismatch("the answer has no 'embeddings' list")
@@ -131,15 +141,15 @@ def _gemini(body: dict[str, Any]) -> list[list[float]]:
     ]
 
 
-def _listed(items: Any, where: str) -> list[list[float]]:
+def _listed(items: Any, where: str) -> list[Any]:
     if not isinstance(items, list):
         raise Mismatch(f"the answer has no '{where}' list")
     return [_vector(v, f"{where}[{i}]") for i, v in enumerate(items)]
 
 
-def _vector(value: Any, where: str) -> list[float]:
-    """A vector: a list of numbers, or base64 of little-endian float32 (as OpenAI's API sends
-    it when asked)."""
+def _vector(value: Any, where: str) -> list[Any] | Vector:
+    """A vector: a list (of numbers, `checked` says), or base64 of little-endian float32 (as
+    OpenAI's API sends it when asked)."""
     if isinstance(value, str):
         try:
             raw = base64.b64decode(value, validate=True)
@@ -150,7 +160,7 @@ def _vector(value: Any, where: str) -> list[float]:
         floats = array("f", raw)
         if sys.byteorder != "little":
             floats.byteswap()
-        return floats.tolist()
+        return array("d", floats)
     if not isinstance(value, list):
         raise Mismatch(f"{where} is not a list of numbers")
     return value
@@ -166,15 +176,25 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def unit(vector: list[float]) -> list[float]:
+def unit(vector: Vector) -> Vector:
     """`vector` scaled to length 1 (as it is when it is already, within float32's precision,
     or all zeros)."""
     norm = math.hypot(*vector)
     if norm == 0 or abs(norm - 1) < 1e-6:
         return vector
-    return [x / norm for x in vector]
+    return array("d", [x / norm for x in vector])
 
 
-def as_base64(vector: list[float]) -> str:
+def as_base64(vector: Vector) -> str:
     """`vector` as OpenAI's `encoding_format: base64` gives it: little-endian float32s."""
-    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+    floats = array("f", vector)
+    if sys.byteorder != "little":
+        floats.byteswap()
+    return base64.b64encode(floats.tobytes()).decode("ascii")
+
+
+def listed(value: Any) -> list[float]:
+    """A vector as a list of floats: orjson's `default` for what it cannot write itself."""
+    if isinstance(value, array):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")

@@ -1,10 +1,11 @@
 """One embeddings try (protocol §10.3): a request's inputs split into batches of at most the
-provider's `max_batch`, sent a few at a time, their vectors checked and put back in input order.
-The answer is one provider's: a batch that fails fails the whole try (the walk moves on with
-every input), and the others still under way are cancelled.
+provider's `max_batch` (and `VALUES_PER_BATCH` numbers), sent a few at a time, their vectors
+checked and put back in input order. The answer is one provider's: a batch that fails fails
+the whole try (the walk moves on with every input), and the others still under way are
+cancelled.
 
-The payload is the answer in OpenAI's shape (`object: list`, `data`, `model`, `usage`), the
-vectors as floats; the faces write it in their API and encoding.
+The payload is the answer in OpenAI's shape (`object: list`, `data`, `model`, `usage`), each
+vector compact (`wire.Vector`); the faces write it in their API and encoding.
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ from .prepared import PreparedProvider
 from .send import Target, Tried
 
 AT_ONCE = 4  # batches of one request under way at a time
+CHECKED_AT_ONCE = 64  # vectors checked between two turns of the event loop
+EXCERPT = 4096  # bytes of a malformed answer kept for its attempt
+# Numbers one upstream answer may hold (inputs x width): its parse holds the event loop and
+# a Python float's 32 bytes each for as long as it takes (~15-50 ms at this size), so a batch
+# is cut smaller than `max_batch` for wide vectors (256 inputs of 1,024, 64 of 4,096).
+VALUES_PER_BATCH = 256 * 1024
 
 
 class _Failed(Exception):
@@ -67,7 +74,7 @@ async def send(
     gate = asyncio.Semaphore(AT_ONCE)
     timeouts = whole_timeouts(prepared.connect_s, prepared.read_s, remaining_s)
 
-    async def one(part: list[Any]) -> tuple[list[list[float]], int]:
+    async def one(part: list[Any]) -> tuple[list[wire.Vector], int]:
         payload = wire.request_body(kind, target.model, part, sent_width)
         async with gate:
             try:
@@ -89,12 +96,19 @@ async def send(
         )
         if refused is not None:
             raise _Failed(refused, raw)
+        head, raw = raw[:EXCERPT], b""  # the answer's text is not kept while it is checked
         try:
-            return wire.vectors(kind, answer, len(part), width)
+            found, tokens = wire.vectors(kind, answer, len(part))
+            del answer  # each vector's numbers are freed as it is made compact
+            for i in range(len(found)):
+                found[i] = wire.checked(i, found[i], width)
+                if i % CHECKED_AT_ONCE == CHECKED_AT_ONCE - 1:
+                    await asyncio.sleep(0)  # every other client's turn
         except Mismatch as exc:
-            raise _Failed(mismatch(str(exc), resp.status), raw) from None
+            raise _Failed(mismatch(str(exc), resp.status), head) from None
+        return found, tokens
 
-    size = spec.max_batch or wire.MAX_BATCH[kind]
+    size = min(spec.max_batch or wire.MAX_BATCH[kind], max(1, VALUES_PER_BATCH // width))
     failed: list[_Failed] = []
     try:
         async with asyncio.TaskGroup() as group:
@@ -108,7 +122,7 @@ async def send(
     return Tried(OK, answer_of(target.req.model or "", vectors, tokens))
 
 
-def answer_of(space: str, vectors: list[list[float]], tokens: int) -> dict[str, Any]:
+def answer_of(space: str, vectors: list[wire.Vector], tokens: int) -> dict[str, Any]:
     """The answer in OpenAI's shape, for space `space`."""
     return {
         "object": "list",

@@ -7,6 +7,7 @@ comes back as a `dialects.Verbatim`, whose bytes the face sends as they are."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +22,8 @@ from ..core.routing import Health
 from ..core.trace import Reason
 from ..dialects import Context, Mismatch, Shape, Verbatim, artifacts
 from .prepared import PreparedProvider, excerpt_of
+
+_MARKUP = re.compile(rb"\s*<")  # an answer that is a page (no copy of a big one is made)
 
 
 def answer(
@@ -82,7 +85,7 @@ def parsed(
     body), an HTML page or a body that is no JSON, an error inside a 2xx body."""
     if not 200 <= status < 300:
         return _refusal(prepared, status, raw, headers, now), None
-    if "html" in content_type or raw.lstrip()[:1] == b"<":
+    if "html" in content_type or _MARKUP.match(raw):
         return mismatch(f"HTML page ({content_type or 'no content type'})", status), None
     try:
         body = dialects.base.loads(raw)

@@ -1,19 +1,27 @@
 """`POST /v1/embeddings`: the OpenAI Embeddings face of the proxy (protocol §10.3). The vectors
 of one provider of the request's embedding space, in input order, written as the client asked
 (`encoding_format`: float, or base64 of little-endian float32s, what OpenAI's SDK asks); the
-space that answered in `X-Agent-Reach-Embedding-Space` (and the body's `model`)."""
+space that answered in `X-Agent-Reach-Embedding-Space` (and the body's `model`).
+
+An answer is written in pieces of `PIECE` vectors, the event loop free between them, so that
+a big one neither holds its whole text in memory nor keeps every other client waiting."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import orjson
+
 from ...core.errors import AllProvidersFailed
-from ...dialects.embeddings import as_base64
-from ..http11.wire import Request, StreamResponse
+from ...dialects.embeddings import as_base64, listed
+from ..http11.wire import Request, Response, StreamResponse
 from .face import Face, Serving
-from .relay import json_response, read_json, trace_headers, with_headers
+from .relay import read_json, trace_headers, with_headers
 
 SPACE_HEADER = "X-Agent-Reach-Embedding-Space"
+PIECE = 64  # vectors written at a time
+_JSON = {"Content-Type": "application/json"}
 
 
 async def create(gateway: Serving, request: Request) -> StreamResponse:
@@ -28,7 +36,9 @@ async def create(gateway: Serving, request: Request) -> StreamResponse:
     headers = trace_headers(result.provider, result.trace) | written(
         answer, body.get("encoding_format")
     )
-    return json_response(answer, headers)
+    rest = {k: v for k, v in answer.items() if k != "data"}
+    head = orjson.dumps(rest)[:-1] + b',"data":['
+    return await in_pieces(request, headers, head, answer["data"], b"]}")
 
 
 def written(answer: dict[str, Any], encoding: Any) -> dict[str, str]:
@@ -38,6 +48,24 @@ def written(answer: dict[str, Any], encoding: Any) -> dict[str, str]:
         for item in answer["data"]:
             item["embedding"] = as_base64(item["embedding"])
     return {SPACE_HEADER: answer["model"]}
+
+
+async def in_pieces(
+    request: Request, headers: dict[str, str], head: bytes, items: list[Any], tail: bytes
+) -> StreamResponse:
+    """A 200 whose JSON body is `head`, `items` (each a JSON value) joined by commas, `tail`,
+    written `PIECE` items at a time."""
+    if len(items) <= PIECE:
+        whole = head + b",".join(orjson.dumps(i, default=listed) for i in items) + tail
+        return Response(body=whole, content_type="application/json", headers=headers)
+    resp = StreamResponse(headers=headers | _JSON)
+    await resp.prepare(request)
+    for start in range(0, len(items), PIECE):
+        part = b",".join(orjson.dumps(i, default=listed) for i in items[start : start + PIECE])
+        await resp.write((head if start == 0 else b",") + part)
+        await asyncio.sleep(0)  # every other client's turn
+    await resp.write(tail)
+    return resp
 
 
 FACE = Face("embeddings", (("POST", "/v1/embeddings", create),), prefixes=("/v1/embeddings",))

@@ -25,7 +25,7 @@ from ...dialects.gemini.errors import error_body
 from ...dialects.gemini.request import decode_request, estimate_tokens
 from ...dialects.gemini.stream import StreamEncoder
 from ..http11.wire import Request, Response, StreamResponse
-from .embeddings import SPACE_HEADER
+from .embeddings import SPACE_HEADER, in_pieces
 from .face import Face, Serving
 from .relay import json_response, read_json, streamed, trace_headers, whole, with_headers
 
@@ -133,7 +133,10 @@ async def _embed(
         return FACE.all_failed(exc)
     headers = trace_headers(result.provider, result.trace)
     headers[SPACE_HEADER] = result.response["model"]
-    return json_response(encode_embedding(method, result.response), headers)
+    answer = encode_embedding(method, result.response)
+    if method != BATCH:
+        return json_response(answer, headers)
+    return await in_pieces(request, headers, b'{"embeddings":[', answer["embeddings"], b"]}")
 
 
 def gemini_error(status: int, message: str, **fields: Any) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from ...chat.request import ChatRequest
 from ...core.errors import AllProvidersFailed, StreamInterrupted
 from ...core.trace import Attempt, Reason, trace_header
 from ...dialects import Verbatim
+from ...dialects.embeddings import listed
 from ..http11.wire import ENDED, Request, Response, StreamResponse
 from .face import Encoder, Face, Serving
 
@@ -114,7 +115,7 @@ def sse(event: str | None, data: bytes) -> bytes:
 
 def json_response(body: Any, headers: dict[str, str] | None = None) -> Response:
     """A 200 with `body` as JSON: the provider's own bytes when they say it (`Verbatim`)."""
-    data = body.raw if isinstance(body, Verbatim) else orjson.dumps(body)
+    data = body.raw if isinstance(body, Verbatim) else orjson.dumps(body, default=listed)
     return Response(body=data, content_type="application/json", headers=headers)
 
 
