@@ -206,6 +206,39 @@ async def test_wide_vectors_come_in_batches_of_a_bounded_size(
     assert sum(sizes) == 300
 
 
+async def test_each_batch_takes_a_request_from_the_budget(
+    embedding_fakes: EmbeddingServer,
+) -> None:
+    """Issue 47: `2req/day` lets two upstream requests through, not two client requests of
+    two batches each; a request whose batches do not fit is refused before any is sent."""
+    url = embedding_fakes.url("ok", "budgeted")
+    budgeted = provider("p", url, {"bge-m3": "m"}, max_batch=1500)
+    cfg = config({**budgeted, "metadata": {"rate_limit": "2req/day"}})
+    cfg["embeddings"]["max_inputs"] = 3000
+    async with Router(cfg) as router:
+        first = await router.aembed({"model": "bge-m3", "input": texts(3000)})
+        assert len(first.response["data"]) == 3000
+        with pytest.raises(AllProvidersFailed) as refused:
+            await router.aembed({"model": "bge-m3", "input": texts(3000)})
+    [attempt] = refused.value.attempts
+    assert (attempt.reason, attempt.sent) == ("quota_exhausted", False)
+    assert "2req/day used up" in attempt.detail
+    assert [len(s.body["input"]) for s in embedding_fakes.calls("ok", "budgeted")] == [1500] * 2
+
+
+async def test_answers_without_usage_count_an_estimate(embedding_fakes: EmbeddingServer) -> None:
+    """Issue 47: Gemini's batchEmbedContents says no token count; a `tok` budget still moves."""
+    url = embedding_fakes.url("gemini", "bge-m3")
+    gemini = provider("g", url, {"bge-m3": "bge-m3"}, format="gemini")
+    cfg = config({**gemini, "metadata": {"rate_limit": "30tok/day"}})
+    async with Router(cfg) as router:
+        first = await router.aembed({"model": "bge-m3", "input": texts(10)})
+        assert first.response["usage"]["total_tokens"] > 30  # ~10 a line, estimated
+        with pytest.raises(AllProvidersFailed) as refused:
+            await router.aembed({"model": "bge-m3", "input": texts(1)})
+    assert refused.value.attempts[0].reason == "quota_exhausted"
+
+
 @pytest.mark.parametrize(
     ("limits", "count", "words"),
     [

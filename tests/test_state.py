@@ -146,6 +146,18 @@ async def test_reservations_never_pass_the_limit_across_instances(make: Factory)
     assert await memory.usage("p", key) == 0
 
 
+async def test_a_reservation_of_several_takes_all_or_none(make: Factory) -> None:
+    """An embeddings try sends one request per batch, and takes them all before it starts."""
+    a, b = make(), make()
+    key = "day:2026-12-06|req"
+    assert await a.reserve("p", key, 5, 3600, 3) == 3
+    assert await b.reserve("p", key, 5, 3600, 3) is None  # two are left
+    assert await b.reserve("p", key, 5, 3600, 2) == 5
+    await a.release("p", key, 3600, 2)
+    assert await b.reserve("p", key, 5, 3600, 3) is None
+    assert await b.reserve("p", key, 5, 3600, 2) == 5
+
+
 async def test_claims_deduplicate_across_instances(make: Factory) -> None:
     a, b = make(), make()
     now = time.time()

@@ -22,6 +22,7 @@ from array import array
 from typing import Any, Literal, TypeAlias
 
 from .base import Mismatch
+from .tokens import text_tokens
 
 Kind = Literal["openai", "ollama", "gemini"]
 Vector: TypeAlias = "array[float]"  # of "d": one embedding
@@ -164,6 +165,12 @@ def _vector(value: Any, where: str) -> list[Any] | Vector:
     if not isinstance(value, list):
         raise Mismatch(f"{where} is not a list of numbers")
     return value
+
+
+def estimated_tokens(inputs: list[Any]) -> int:
+    """The tokens of `inputs` as `count_tokens` estimates them where no provider counts (a
+    token-id array is its length), for an answer that says none."""
+    return sum(len(i) if isinstance(i, list) else max(1, round(text_tokens(i))) for i in inputs)
 
 
 def _tokens(usage: Any) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from ..chat.request import ChatRequest
 from ..core.outcomes import OK, Outcome, mismatch
 from ..dialects import Mismatch
 from ..dialects import embeddings as wire
@@ -51,6 +52,21 @@ def url(prepared: PreparedProvider, model: str) -> str:
     found = configured or wire.default_url(kind, spec.endpoint)
     assert found is not None
     return prepared.keyed(found)
+
+
+def batch_size(prepared: PreparedProvider, width: int) -> int:
+    """How many inputs one request to `prepared` holds: its `max_batch`, fewer for wide vectors
+    (`VALUES_PER_BATCH`)."""
+    spec = prepared.spec.embeddings
+    assert spec is not None
+    limit = spec.max_batch or wire.MAX_BATCH[wire.kind_of(prepared.spec.format)]
+    return min(limit, max(1, VALUES_PER_BATCH // width))
+
+
+def requests(prepared: PreparedProvider, req: ChatRequest) -> int:
+    """How many requests a try of `req` on `prepared` sends: its batches."""
+    size = batch_size(prepared, req.body["dimensions"])
+    return -(-len(req.body["input"]) // size)
 
 
 def batches(inputs: list[Any], size: int) -> list[list[Any]]:
@@ -99,6 +115,7 @@ async def send(
         head, raw = raw[:EXCERPT], b""  # the answer's text is not kept while it is checked
         try:
             found, tokens = wire.vectors(kind, answer, len(part))
+            tokens = tokens or wire.estimated_tokens(part)  # Gemini's batches say none
             del answer  # each vector's numbers are freed as it is made compact
             for i in range(len(found)):
                 found[i] = wire.checked(i, found[i], width)
@@ -108,7 +125,7 @@ async def send(
             raise _Failed(mismatch(str(exc), resp.status), head) from None
         return found, tokens
 
-    size = min(spec.max_batch or wire.MAX_BATCH[kind], max(1, VALUES_PER_BATCH // width))
+    size = batch_size(prepared, width)
     failed: list[_Failed] = []
     try:
         async with asyncio.TaskGroup() as group:

@@ -17,7 +17,8 @@ from ..core.outcomes import Outcome
 from ..state import StateStore
 from .prepared import PreparedProvider
 
-Reserved = list[tuple[str, float]]  # the budget windows a try took a request from, with TTLs
+# The budget windows a try took requests from: each window's key, TTL and how many it took.
+Reserved = list[tuple[str, float, int]]
 
 
 class Ledger:
@@ -50,27 +51,33 @@ class Ledger:
                 return f"{budget} used up until the {budget.window} ends", end - now
         return None
 
-    async def reserve(self, prepared: PreparedProvider) -> Reserved | tuple[str, float]:
-        """Take one request from each of the provider's request budgets before a try, so that
-        however many requests run at once at most `limit` are sent (protocol §12): what was
-        taken, or which budget is full and the seconds until its window ends."""
+    async def reserve(
+        self, prepared: PreparedProvider, requests: int = 1
+    ) -> Reserved | tuple[str, float]:
+        """Take the `requests` a try will send (one, or an embeddings try's batches) from each
+        of the provider's request budgets before it, so that however many run at once at most
+        `limit` are sent (protocol §12): what was taken, or which budget has not that many
+        left and the seconds until its window ends."""
         now = self.clock()
         taken: Reserved = []
         for budget, key, end in self.windows.current(prepared.budgets, now):
             if budget.unit != "req":
                 continue
-            used = await self.store.reserve(prepared.quota_key, key, budget.limit, end - now)
+            used = await self.store.reserve(
+                prepared.quota_key, key, budget.limit, end - now, requests
+            )
             if used is None:
                 await self.refund(prepared, taken)
-                return f"{budget} used up until the {budget.window} ends", end - now
-            taken.append((key, end - now))
+                more = f": fewer than the {requests} requests of this one left" * (requests > 1)
+                return f"{budget} used up{more} until the {budget.window} ends", end - now
+            taken.append((key, end - now, requests))
             self.emit(QuotaEvent(prepared.name, budget, key, used, now))
         return taken
 
     async def refund(self, prepared: PreparedProvider, taken: Reserved) -> None:
         """Give back what `reserve` took, for a try that sent nothing."""
-        for key, ttl_s in taken:
-            await self.store.release(prepared.quota_key, key, ttl_s)
+        for key, ttl_s, requests in taken:
+            await self.store.release(prepared.quota_key, key, ttl_s, requests)
 
     async def count(self, prepared: PreparedProvider, response: Any) -> None:
         """Count an answer's tokens into the provider's token budgets (requests were counted

@@ -323,7 +323,8 @@ class Engine:
                 return None
             elif isinstance(action, Send):
                 budgets = prepared.budgets and run.recorded
-                taken = await self.ledger.reserve(prepared) if budgets else []
+                sends = 1 if op.requests is None else op.requests(prepared, target.req)
+                taken = await self.ledger.reserve(prepared, sends) if budgets else []
                 if isinstance(taken, tuple):
                     action = turn.over_budget(*taken)
                     continue

@@ -52,6 +52,9 @@ class Operation(Generic[T]):
     # The model a provider is asked for; None: its chat one (`PreparedProvider.model_for`,
     # for the providers whose `models` serve the request's).
     model: Callable[[PreparedProvider, str], str] | None = None
+    # How many upstream requests one try sends, which it takes from request budgets up front;
+    # None: one.
+    requests: Callable[[PreparedProvider, ChatRequest], int] | None = None
 
     def model_for(self, prepared: PreparedProvider, requested: str | None) -> str:
         if self.model is None:
@@ -110,7 +113,9 @@ def _embedding_model(prepared: PreparedProvider, space: str) -> str:
 ANSWER: Operation[dict[str, Any]] = Operation("answer", fetch)
 STREAM: Operation[LiveStream] = Operation("stream", open_stream)
 COUNT: Operation[int] = Operation("count_tokens", count, _counts, recorded=False, fails_over=False)
-EMBED: Operation[dict[str, Any]] = Operation("embed", embed.send, _embeds, model=_embedding_model)
+EMBED: Operation[dict[str, Any]] = Operation(
+    "embed", embed.send, _embeds, model=_embedding_model, requests=embed.requests
+)
 
 
 def for_request(req: ChatRequest) -> Operation[dict[str, Any]]:

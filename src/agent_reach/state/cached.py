@@ -278,21 +278,25 @@ class CachedStore(MemoryStore, ABC):
         self._schedule_flush()
         return total
 
-    async def reserve(self, provider: str, key: str, limit: int, ttl_s: float) -> int | None:
+    async def reserve(
+        self, provider: str, key: str, limit: int, ttl_s: float, amount: int = 1
+    ) -> int | None:
         """Taken in the backend itself, on the request path (an increment that passes `limit`
         is taken back); in this process's view while the backend is down."""
-        shared = await self._safe(self._incr(provider, key, 1, ttl_s))
+        shared = await self._safe(self._incr(provider, key, amount, ttl_s))
         if shared is None:
-            return await super().reserve(provider, key, limit, ttl_s)
-        if shared > limit:
-            await self._safe(self._incr(provider, key, -1, ttl_s))
-        self.used[(provider, key)] = min(shared, limit)
-        return shared if shared <= limit else None
+            return await super().reserve(provider, key, limit, ttl_s, amount)
+        if shared > limit:  # they do not fit: taken back, and what is there now is known
+            await self._safe(self._incr(provider, key, -amount, ttl_s))
+            self.used[(provider, key)] = min(max(0, shared - amount), limit)
+            return None
+        self.used[(provider, key)] = int(shared)
+        return int(shared)
 
-    async def release(self, provider: str, key: str, ttl_s: float) -> None:
-        shared = await self._safe(self._incr(provider, key, -1, ttl_s))
+    async def release(self, provider: str, key: str, ttl_s: float, amount: int = 1) -> None:
+        shared = await self._safe(self._incr(provider, key, -amount, ttl_s))
         if shared is None:
-            await super().release(provider, key, ttl_s)
+            await super().release(provider, key, ttl_s, amount)
         else:
             self.used[(provider, key)] = max(0, shared)
 

@@ -166,11 +166,13 @@ class MemoryStore:
         self.used[(provider, key)] = total
         return total
 
-    async def release(self, provider: str, key: str, ttl_s: float) -> None:
-        self.used[(provider, key)] = max(0, self.used.get((provider, key), 0) - 1)
+    async def release(self, provider: str, key: str, ttl_s: float, amount: int = 1) -> None:
+        self.used[(provider, key)] = max(0, self.used.get((provider, key), 0) - amount)
 
-    async def reserve(self, provider: str, key: str, limit: int, ttl_s: float) -> int | None:
-        total = self.used.get((provider, key), 0) + 1
+    async def reserve(
+        self, provider: str, key: str, limit: int, ttl_s: float, amount: int = 1
+    ) -> int | None:
+        total = self.used.get((provider, key), 0) + amount
         if total > limit:
             return None
         self.used[(provider, key)] = total

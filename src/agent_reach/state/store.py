@@ -100,14 +100,16 @@ class StateStore(Protocol):
         """Count `amount` into a budget window; the total as far as this process knows."""
         ...
 
-    async def reserve(self, provider: str, key: str, limit: int, ttl_s: float) -> int | None:
-        """Count one request into a budget window if that keeps it within `limit`, atomically
-        (across processes on SQLite, across a fleet on Redis); the new total, or None when the
-        window is full."""
+    async def reserve(
+        self, provider: str, key: str, limit: int, ttl_s: float, amount: int = 1
+    ) -> int | None:
+        """Count `amount` requests into a budget window if that keeps it within `limit`,
+        atomically (across processes on SQLite, across a fleet on Redis); the new total, or
+        None when they do not fit."""
         ...
 
-    async def release(self, provider: str, key: str, ttl_s: float) -> None:
-        """Give back one request `reserve` counted (its try sent nothing), in the same way."""
+    async def release(self, provider: str, key: str, ttl_s: float, amount: int = 1) -> None:
+        """Give back what `reserve` counted (its try sent nothing), in the same way."""
 
     async def cap(self, key: str, now: float) -> int | None:
         """The output cap a provider's model stated in a refusal (`PreparedProvider.cap_key`),
