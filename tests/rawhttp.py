@@ -44,8 +44,11 @@ def request(
     return b"\r\n".join(lines) + b"\r\n\r\n" + (body or b"")
 
 
-def connect(port: int, timeout: float = 10.0) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+def connect(port: int, timeout: float = 10.0, source: str | None = None) -> socket.socket:
+    """A connection to 127.0.0.1:`port`, from `source` (another loopback address, such as
+    127.0.0.2: another client address) when given."""
+    bind = None if source is None else (source, 0)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=bind)
     sock.settimeout(timeout)
     return sock
 

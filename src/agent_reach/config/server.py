@@ -33,6 +33,9 @@ class ServerConfig(Section):
     # much at most): past it 431. Below 1 KB no client's head fits; above 1 MiB the 128 lines
     # of 8 KB allowed come first.
     max_head_bytes: Annotated[int, Field(ge=1024, le=2**20)] = 32 * 1024
+    # Request heads one client address may have unfinished at once (nginx's `limit_conn`): past
+    # it 429, so that heads sent a byte at a time cannot fill `max_connections` (issue 47).
+    max_pending_heads_per_ip: Annotated[int, Field(gt=0)] = 32
     # Requests under way at once per client key (with client auth off, per client address):
     # past it 429, so that one key cannot take the upstream connections every other key needs.
     max_requests_per_key: Annotated[int, Field(gt=0)] = 256

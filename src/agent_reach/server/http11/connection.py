@@ -31,6 +31,7 @@ from ...config import ServerConfig
 from ...core.errors import escaped
 from ...net.outbox import Outbox
 from .descriptors import evictions, refusals
+from .heads import PendingHeads
 from .reading import Problem, Reading
 from .websocket import Limits as WebSocketLimits
 from .websocket import Switch, WebSocket, handshake
@@ -255,6 +256,7 @@ class Connection(Reading):
         """Close; with `linger`, after the client has read our answer (its half-close, or
         `LINGER_S`), reading and dropping what it still sends."""
         self._server.idle.pop(self, None)
+        self._server.heads.end(self)
         transport = self.transport
         if transport is None or transport.is_closing():
             return
@@ -316,6 +318,7 @@ class Connection(Reading):
         server = self._server
         server.connections.discard(self)
         server.idle.pop(self, None)
+        server.heads.end(self)
         if self._over:
             server.refusing -= 1
 
@@ -361,6 +364,9 @@ class Server:
         self.idle: OrderedDict[Reading, None] = OrderedDict()
         self.refusals = refusals(_log, limits.max_connections)
         self.evictions = evictions(_log, limits.max_connections)
+        self.heads: PendingHeads[Reading] = PendingHeads(
+            _log, limits.max_connections, limits.max_pending_heads_per_ip
+        )
         self.outbox = Outbox()
         self.requests_count = 0
         self.answering = 0  # requests being answered now (a WebSocket session is one)
@@ -374,16 +380,20 @@ class Server:
     def admit(self, conn: Reading) -> bool:
         """Whether a new connection is served: there is room under `max_connections`, or the
         connection idle the longest is closed to make room (a silent socket, or a client's
-        keep-alive one, which the client opens again); else it is refused, as every one has a
-        request under way (or a head arriving, which `request_timeout_s` bounds)."""
+        keep-alive one, which the client opens again), or else the one whose head began first,
+        if that was `heads.GRACE_S` ago; else it is refused, as every one has a request under
+        way (or a head arriving since less than that)."""
         self.connections.add(conn)
         if len(self.connections) - self.refusing <= self.limits.max_connections:
             self.evictions.calm()
+            self.heads.calm()
         elif self.idle:
             oldest, _ = self.idle.popitem(last=False)
             self.connections.discard(oldest)
             oldest.close()
             self.evictions.happened()
+        elif (slow := self.heads.evict(asyncio.get_running_loop().time())) is not None:
+            self.connections.discard(slow)
         else:
             self.refusing += 1
             self.refusals.happened()

@@ -39,6 +39,8 @@ from .wire import App, Body, PayloadError, Request, StreamResponse
 if TYPE_CHECKING:
     from collections import OrderedDict
 
+    from .heads import PendingHeads
+
 _log = logging.getLogger("agent_reach.server")
 # What a client that reads nothing can make us hold (protocol §14): its socket's send buffer (the
 # kernel doubles it: 128 KB, still 1.2 MB/s at 100 ms, far above any token rate) and what we
@@ -81,6 +83,9 @@ class Host(Protocol):
 
     @property
     def idle(self) -> OrderedDict[Reading, None]: ...
+
+    @property
+    def heads(self) -> PendingHeads[Reading]: ...
 
     def admit(self, conn: Reading) -> bool: ...
 
@@ -182,6 +187,10 @@ class Reading(asyncio.Protocol):
             if max(self._head_bytes, lines) > self._limits.max_head_bytes:
                 self._dead = True
                 self._enqueue(self._too_large())
+            elif not self._server.heads.begin(self, self._remote, self._begun):
+                limit = self._limits.max_pending_heads_per_ip
+                message = f"over {limit} unfinished requests from this address"
+                self._answer(429, f"{message} (server.max_pending_heads_per_ip)", self._sniffed())
 
     def _waiting(self) -> bool:
         """Whether the connection waits for a request: none is queued or being handled."""
@@ -253,6 +262,7 @@ class Reading(asyncio.Protocol):
             self._timer.cancel()
             self._timer = None
         self._in_head = False
+        self._server.heads.end(self)
         parser = self._parser
         headers = self._headers
         request = Request(
