@@ -159,6 +159,18 @@ def test_google_genai_embeds_on_the_gemini_face(
     assert embedding_fakes.calls("ok", "qwen-proxied") == []
 
 
+@pytest.mark.parametrize("width", [{}, [], {"a": 1}, [64], "64", True, 0])
+@pytest.mark.parametrize("method", ["embedContent", "batchEmbedContents"])
+def test_a_malformed_output_dimensionality_is_a_400(proxy: Proxy, width: Any, method: str) -> None:
+    """Issue 47: not a 500."""
+    ask = {"content": {"parts": [{"text": "hello"}]}, "outputDimensionality": width}
+    body = {"requests": [ask]} if method == "batchEmbedContents" else ask
+    path = f"/v1beta/models/bge-m3:{method}"
+    status, answer = proxy.post(path, body, {"x-goog-api-key": KEY})
+    assert (status, answer["error"]["status"]) == (400, "INVALID_ARGUMENT")
+    assert "outputDimensionality" in answer["error"]["message"]
+
+
 def test_langchain_and_llamaindex_embed_through_the_proxy(proxy: Proxy) -> None:
     from langchain_openai import OpenAIEmbeddings
     from llama_index.embeddings.openai import OpenAIEmbedding

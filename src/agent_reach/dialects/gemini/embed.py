@@ -23,7 +23,7 @@ def decode_embedding(method: str, body: dict[str, Any], model: str) -> dict[str,
             raise RequestError("'requests' must be a non-empty array", param="requests")
     else:
         asks = [body]
-    widths = {ask.get("outputDimensionality") for ask in asks if isinstance(ask, dict)}
+    widths = {_width(ask.get("outputDimensionality")) for ask in asks if isinstance(ask, dict)}
     if len(widths) > 1:
         raise RequestError("every request must ask the same outputDimensionality", param="requests")
     out: dict[str, Any] = {"model": model, "input": [_text(ask) for ask in asks]}
@@ -37,6 +37,13 @@ def encode_embedding(method: str, answer: dict[str, Any]) -> dict[str, Any]:
     """The Gemini answer of `method` for an OpenAI-shaped embeddings answer."""
     values = [{"values": item["embedding"]} for item in answer["data"]]
     return {"embeddings": values} if method == BATCH else {"embedding": values[0]}
+
+
+def _width(value: Any) -> int | None:
+    """An `outputDimensionality`: absent, or a positive integer (else `RequestError`)."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        return value
+    raise RequestError("'outputDimensionality' must be a positive integer", param="requests")
 
 
 def _text(ask: Any) -> str:
