@@ -1,7 +1,8 @@
 """`balance: weighted` through `agent-reach serve`: two providers of weights 3 and 1 share 4,000
 requests 75/25 (±3 points); with the heavier one refusing connections, every request is
 answered by the other (failover is unchanged: the order drawn is the walk's); once it is back,
-it has its share again within one health TTL."""
+it has its share again within one health TTL. `balance: latency`: the fast one takes nearly
+everything, and a few slow requests of one client do not move the others'."""
 
 from __future__ import annotations
 
@@ -15,20 +16,20 @@ from aiohttp import web
 
 from ..fakes.serving import Threaded
 from ..fakes.shapes import completion
-from ..fakes.upstream import Upstream, proxy_config, refused_url
+from ..fakes.upstream import LONG_ANSWER, Upstream, proxy_config, refused_url
 from .test_proxy import start, stop
 
 N = 4000
 BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
 
 
-def answered_by(port: int, n: int) -> Counter[str]:
+def answered_by(port: int, n: int, body: str = BODY) -> Counter[str]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     got: Counter[str] = Counter()
     try:
         for _ in range(n):
             headers = {"Content-Type": "application/json"}
-            conn.request("POST", "/v1/chat/completions", BODY, headers)
+            conn.request("POST", "/v1/chat/completions", body, headers)
             resp = conn.getresponse()
             resp.read()
             assert resp.status == 200
@@ -129,3 +130,22 @@ def test_latency_sends_nearly_everything_to_the_fast_one(
         assert stop(proxy) == 0
     assert got["slow"] >= 1  # measured: the first request, with nothing known, went by weight
     assert got["fast"] >= 36  # then fast first (a loaded machine may slow one answer of it)
+
+
+def test_a_few_slow_requests_of_one_client_move_no_one_else(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    """Issue 47: the latency of a provider is the median of its recent good attempts, so three
+    requests that ask for a long answer (1 s each) leave the fast provider first for the 20
+    requests after them; the other answers in 0.6 s."""
+    fast = provider("fast", upstream.url("askslow"), 3)
+    config = proxy_config([fast, provider("other", upstream.url("slow"), 1)], balance="latency")
+    proxy = start(config, tmp_path, upstream)
+    try:
+        answered_by(proxy.port, 12)  # each measured: the fast one first from the second on
+        long = json.dumps({**json.loads(BODY), "max_tokens": LONG_ANSWER})
+        assert answered_by(proxy.port, 3, long) == {"fast": 3}  # 1 s each
+        got = answered_by(proxy.port, 20)
+    finally:
+        assert stop(proxy) == 0
+    assert got == {"fast": 20}

@@ -75,6 +75,7 @@ STRICT_ANTHROPIC = frozenset(
         "top_k",
     }
 )
+LONG_ANSWER = 4000  # the `askslow` scenario takes 1 s to answer a request asking this many
 NO_MODEL = "nomodel"  # the `strict` scenario answers a model named so with OpenAI's 404
 DEEPSEEK_RANGE = "Invalid max_tokens value, the valid range of max_tokens is [1, 8192]"
 
@@ -732,6 +733,13 @@ class Upstream:
         if stream:
             return await self.s_ok(request, body, stream)
         return web.json_response(completion("hello from slow"))
+
+    async def s_askslow(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """Fast, but as slow as a long answer takes for a request that asks one (`max_tokens`
+        of `LONG_ANSWER` or more): 1 s."""
+        if (body.get("max_tokens") or 0) >= LONG_ANSWER:
+            await asyncio.sleep(1.0)
+        return await self.s_ok(request, body, stream)
 
     async def s_late(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         # Slower than the proxy's 2 s `request_timeout_s` in the tests: 2.4 s to a whole answer;

@@ -7,6 +7,8 @@ a failed try moves to the next provider as in any other.
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -14,19 +16,28 @@ from .events import AttemptEvent, Event
 
 Draw = Callable[[], float]  # a uniform draw from [0, 1)
 DEFAULT = "default"  # the default order's name, for `balance`
-LATE = 0.3  # the weight of an attempt's time in its provider's recent latency
+RECENT = 16  # a provider's latency is the median of its last so many good attempts
 
 
 class Latencies(dict[str, float]):
     """Each provider's recent time to its answer's first token (a whole answer's, unstreamed),
-    in ms: a moving average of its good attempts, heard as an engine observer."""
+    in ms: the median of its last `RECENT` good attempts, heard as an engine observer. A median,
+    not an average: a few requests that ask for a long answer (a client's choice) cannot move
+    every other client's traffic; only most of a provider's recent requests can."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._recent: dict[str, deque[float]] = {}
 
     def __call__(self, event: Event) -> None:
         if not isinstance(event, AttemptEvent) or not (event.attempt.ok and event.attempt.sent):
             return
         a = event.attempt
-        before = self.get(a.provider)
-        self[a.provider] = a.ms if before is None else before + LATE * (a.ms - before)
+        recent = self._recent.get(a.provider)
+        if recent is None:
+            recent = self._recent[a.provider] = deque(maxlen=RECENT)
+        recent.append(a.ms)
+        self[a.provider] = statistics.median(recent)
 
 
 @dataclass(frozen=True, slots=True)
