@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from wsproto.connection import Connection, ConnectionType
-from wsproto.events import TextMessage
+from wsproto.events import CloseConnection, Ping, TextMessage
 from wsproto.utilities import generate_accept_token
 
 from agent_reach.config import ServerConfig
@@ -67,6 +67,34 @@ async def test_a_real_client_talks_to_a_websocket_route(echo_url: str) -> None:
         pong = await ws.ping()
         await asyncio.wait_for(pong, 5)  # pings are answered
     assert ws.close_code == 1000
+
+
+async def test_a_websocket_holds_its_clients_slot_until_it_closes() -> None:
+    """Issue 47: a socket is a request under way for `max_requests_per_key` (here per address,
+    with client auth off) for as long as it is open, not only while it is upgraded."""
+    server, url = await served(max_requests_per_key=2)
+    port = int(url.rsplit(":", 1)[1])
+
+    def plain_status() -> bytes:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        sock.sendall(b"GET /plain HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        reply = sock.recv(65536)
+        sock.close()
+        return reply.split(b"\r\n", 1)[0]
+
+    try:
+        async with connect(f"{url}/echo") as one, connect(f"{url}/echo") as two:
+            for ws in (one, two):
+                await ws.send("still open")
+                assert await ws.recv() == "still open"
+            assert await asyncio.to_thread(plain_status) == b"HTTP/1.1 429 Too Many Requests"
+            with pytest.raises(InvalidStatus):
+                async with connect(f"{url}/echo"):
+                    pass
+        await asyncio.sleep(0.1)  # both closed: their slots are free
+        assert await asyncio.to_thread(plain_status) == b"HTTP/1.1 200 OK"
+    finally:
+        await server.close(1.0)
 
 
 async def test_a_message_over_the_limit_is_closed_1009(echo_url: str) -> None:
@@ -167,6 +195,78 @@ async def test_a_frame_sent_with_the_handshake_is_read(echo_url: str) -> None:
     rest = await asyncio.to_thread(exchange)
     client.receive_data(rest)
     assert [e.data for e in client.events() if isinstance(e, TextMessage)] == ["with the handshake"]
+
+
+def flooded(port: int, frames: bytes, count: int, rcvbuf: int | None = None) -> int | None:
+    """Open a WebSocket with raw frames, send `frames` `count` times without reading (with a
+    small receive buffer when `rcvbuf` is given), then read: the close code the server sent."""
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock = socket.socket()
+    if rcvbuf is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", port))
+    lines = ["GET /echo HTTP/1.1", "Host: 127.0.0.1", *UPGRADE, f"Sec-WebSocket-Key: {key}"]
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(1)
+    assert head.startswith(b"HTTP/1.1 101 ")
+    sock.settimeout(1)
+    try:
+        for _ in range(count):
+            sock.sendall(frames)
+    except (BrokenPipeError, ConnectionResetError, TimeoutError):
+        pass  # closed, or no longer read, while we were still sending
+    sock.settimeout(10)
+    reader = Connection(ConnectionType.CLIENT)
+    while True:
+        try:
+            data = sock.recv(65536)
+        except ConnectionResetError:
+            break
+        if not data:
+            break
+        reader.receive_data(data)
+        for event in reader.events():
+            if isinstance(event, CloseConnection):
+                sock.close()
+                return event.code
+    sock.close()
+    return None
+
+
+async def test_a_flood_of_empty_fragments_is_closed_1009(echo_url: str) -> None:
+    """Issue 47: each frame counts toward the message's size, so that a message of endless
+    empty fragments is as bounded as a long one."""
+    port = int(echo_url.rsplit(":", 1)[1])
+    writer = Connection(ConnectionType.CLIENT)
+    first = writer.send(TextMessage("", message_finished=False))
+    more = writer.send(TextMessage("", message_finished=False))
+    code = await asyncio.to_thread(flooded, port, first + more * 10_000, 1)
+    assert code == 1009
+
+
+async def test_pings_whose_pongs_are_not_read_are_closed() -> None:
+    """Issue 47: a client that pings and reads nothing cannot make the server hold its pongs
+    without bound: past what one message may be and 64 KB unread, the socket is closed 1008
+    (which such a client does not read either: the connection is gone, long before
+    `client_write_timeout_s`)."""
+    server, url = await served(client_write_timeout_s=60)
+    try:
+        port = int(url.rsplit(":", 1)[1])
+        ping = Connection(ConnectionType.CLIENT).send(Ping(b"x" * 125))
+        flood = asyncio.create_task(asyncio.to_thread(flooded, port, ping * 1000, 40, 4096))
+        deadline = time.monotonic() + 8
+        while not server.connections and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert server.connections  # the socket is open
+        while server.connections and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert not server.connections  # and closed by the server
+        await flood
+    finally:
+        await server.close(1.0)
 
 
 async def test_a_route_that_takes_no_websocket_answers_an_upgrade_and_closes(

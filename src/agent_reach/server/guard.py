@@ -13,7 +13,7 @@ In order, for every route (those added later too):
   - how many requests the client has under way (`InFlight`, every path but `OPEN_PATHS`): at
     most `server.max_requests_per_key` per client key, or with client auth off per address,
     else 429 with `Retry-After`, so that one key cannot take the upstream connections every
-    other key needs;
+    other key needs (a WebSocket session counts as one request until it closes);
   - the body's encoding: gzip and deflate are decoded as it arrives (in bounded steps), any other
     is 415;
   - its size: a Content-Length over `server.max_body_bytes` is 413 at once (before
@@ -25,6 +25,7 @@ then the face runs, and what it raises becomes an error body in its face's shape
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import os
@@ -41,6 +42,7 @@ from .browsers import Browsers
 from .faces import face_of
 from .faces.face import OWNER
 from .faces.relay import BadBody
+from .http11.websocket import Switch
 from .http11.wire import BodyTooLarge, HTTPError, PayloadError, Request, Response, StreamResponse
 
 Handler = Callable[[Request], Awaitable[StreamResponse]]
@@ -238,7 +240,11 @@ class Guard:
                 refused = await self._read_body(request)
                 if refused is not None:
                     return refused
-            return await handler(request)
+            answer = await handler(request)
+            if who is not None and isinstance(answer, Switch):  # a WebSocket session: a request
+                answer.ended.append(functools.partial(self.in_flight.leave, who))  # till it ends
+                who = None
+            return answer
         except HTTPError as exc:
             return _http_error(request, exc)
         except BadBody as exc:

@@ -189,22 +189,28 @@ class Connection(Reading):
 
     async def _switch(self, request: Request, switch: Switch) -> None:
         """Hand the connection to a WebSocket route: the 101, then its session, until it
-        returns (the connection closes after it)."""
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            raise ConnectionResetError("the client went away")
-        self._outbox.write(transport, handshake(switch.accept))
-        request.responded = True
-        limits = self._limits
-        wl = WebSocketLimits(limits.max_body_bytes, limits.websocket_idle_s, limits.websocket_max_s)
-        ws = self._ws = WebSocket(transport, self._outbox, wl, self._writable)
-        if self._upgraded:
-            ws.feed(self._upgraded)
-            self._upgraded = b""
+        returns (the connection closes after it); then what waits for its end."""
         try:
-            await switch.session(ws, request)
+            transport = self.transport
+            if transport is None or transport.is_closing():
+                raise ConnectionResetError("the client went away")
+            self._outbox.write(transport, handshake(switch.accept))
+            request.responded = True
+            limits = self._limits
+            wl = WebSocketLimits(
+                limits.max_body_bytes, limits.websocket_idle_s, limits.websocket_max_s
+            )
+            ws = self._ws = WebSocket(transport, self._outbox, wl, self._writable)
+            if self._upgraded:
+                ws.feed(self._upgraded)
+                self._upgraded = b""
+            try:
+                await switch.session(ws, request)
+            finally:
+                await ws.close()
         finally:
-            await ws.close()
+            for ended in switch.ended:
+                ended()
 
     async def _writable(self) -> None:
         """Wait while the client reads nothing of what was written to it."""

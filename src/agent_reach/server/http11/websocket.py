@@ -6,10 +6,12 @@ A route made with `route(session)` answers a request that is no WebSocket handsh
 with `Sec-WebSocket-Accept` and hands its socket to a `WebSocket`, which `session` then reads
 and writes until it returns (the connection closes after it). Frames are parsed and written by
 wsproto (sans-I/O, h11's sibling); the policy is ours, with the limits of any connection: a
-message over `max_message_bytes` is closed 1009, a socket that sends nothing for `idle_s` and
-one open for `max_s` are closed 1001, a frame that is no WebSocket is closed 1002; pings are
-answered; a reader that falls behind `_BACKLOG` messages stops reading the socket until it
-catches up.
+message over `max_message_bytes` is closed 1009 (each frame counting `_FRAME_COST` bytes
+besides its data, so that a flood of empty fragments is one too), a socket that sends nothing
+for `idle_s` and one open for `max_s` are closed 1001, a frame that is no WebSocket is closed
+1002; pings are answered, unless the client has left more than `max_message_bytes` and
+`_UNREAD` of our writes unread (pings faster than it reads their pongs): closed 1008; a
+reader that falls behind `_BACKLOG` messages stops reading the socket until it catches up.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
 
 Session = Callable[["WebSocket", Request], Awaitable[None]]
 _BACKLOG = 16  # messages received and not yet taken before the socket is not read
+_FRAME_COST = 64  # what a frame of a message counts for toward its size, besides its data
+_UNREAD = 2**16  # bytes the client may leave unread beyond one message before a ping closes
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +54,16 @@ class Limits:
 
 class Switch(StreamResponse):
     """The answer that hands the connection to `session` (status 101, written by the
-    connection with the handshake's `accept` token)."""
+    connection with the handshake's `accept` token); `ended` is called once the session is
+    over (or never began), as a request's end is (the guard's in-flight slot is held so)."""
 
-    __slots__ = ("accept", "session")
+    __slots__ = ("accept", "ended", "session")
 
     def __init__(self, session: Session, accept: str) -> None:
         super().__init__(status=101)
         self.session = session
         self.accept = accept
+        self.ended: list[Callable[[], None]] = []
 
 
 def route(session: Session) -> Callable[[Request], Awaitable[StreamResponse]]:
@@ -135,7 +141,7 @@ class WebSocket:
             if isinstance(event, TextMessage | BytesMessage):
                 self._message(event)
             elif isinstance(event, Ping):
-                self._write(self._frames.send(event.response()))
+                self._pong(event)
             elif isinstance(event, CloseConnection):
                 self._closing(event)
             if self.close_code is not None:
@@ -149,13 +155,21 @@ class WebSocket:
             self.close_code = CloseReason.ABNORMAL_CLOSURE
         self._put(None)
 
+    def _pong(self, ping: Ping) -> None:
+        unread = self._transport.get_write_buffer_size()
+        if unread > self._limits.max_message_bytes + _UNREAD:
+            self._shut(CloseReason.POLICY_VIOLATION, "pings sent faster than their pongs are read")
+            return
+        self._write(self._frames.send(ping.response()))
+
     def _message(self, event: TextMessage | BytesMessage) -> None:
-        self._size += len(event.data)
-        if self._size > self._limits.max_message_bytes:
+        self._size += len(event.data) + _FRAME_COST
+        if self._size > self._limits.max_message_bytes + _FRAME_COST:
             limit = self._limits.max_message_bytes
             self._shut(CloseReason.MESSAGE_TOO_BIG, f"a message over {limit} bytes")
             return
-        self._parts.append(event.data)
+        if event.data:
+            self._parts.append(event.data)
         if not event.message_finished:
             return
         parts, self._parts, self._size = self._parts, [], 0
