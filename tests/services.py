@@ -19,6 +19,7 @@ class RedisServer:
     workdir: Path
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
+    password: str | None = None  # `--requirepass`
 
     @property
     def url(self) -> str:
@@ -42,6 +43,7 @@ class RedisServer:
                 "no",
                 "--dir",
                 str(self.workdir),
+                *(("--requirepass", self.password) if self.password else ()),
             ],
             stdout=subprocess.DEVNULL,
         )
@@ -50,7 +52,7 @@ class RedisServer:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
                     s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
+                    if s.recv(16).startswith((b"+PONG", b"-NOAUTH")):
                         return
             except OSError:
                 time.sleep(0.02)

@@ -23,6 +23,9 @@ import yaml
 from kubernetes_validate.utils import latest_version
 
 from agent_reach.config import load_config
+from agent_reach.state.redis import RedisStore
+
+from .services import RedisServer
 
 ROOT = Path(__file__).parents[1]
 CHART = ROOT / "deploy" / "helm" / "agent-reach"
@@ -221,7 +224,8 @@ def test_no_secret_value_in_values_yaml() -> None:
             assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", value), (path, value)
             assert value.isupper() or "-" in value, (path, value)
     assert not re.search(r"\bsk-[A-Za-z0-9]{8,}|ghp_\w{20,}|AKIA[0-9A-Z]{16}", text)
-    assert not re.search(r"redis://[^\s@]*:[^\s@$]+@", text)  # no password in a URL
+    unexpanded = re.sub(r"\$\{[A-Z_]+(:-[^}]*)?\}", "", text)  # `${VAR}` names a variable
+    assert not re.search(r"redis://[^\s@]*:[^\s@$]+@", unexpanded)  # no password in a URL
     providers = VALUES["config"]["providers"]
     assert all("api_key" not in p and p.get("api_key_env", "X").isupper() for p in providers)
 
@@ -231,7 +235,7 @@ def test_the_rendered_config_is_one_agent_reach_loads(chart: helm.Chart, tmp_pat
     path = tmp_path / "config.yaml"
     path.write_text(rendered)
     config = load_config(path)
-    assert config.state == "redis://agent-reach-redis:6379/0"  # the fleet's (protocol §12.1)
+    assert config.state == "redis://:@agent-reach-redis:6379/0"  # the fleet's (protocol §12.1)
     assert config.server.api_keys_env == "AGENT_REACH_API_KEYS"
     assert [p.name for p in config.providers] == ["deepseek-official", "zhipu-api"]
 
@@ -243,6 +247,52 @@ def test_redis_password_comes_from_the_environment(chart: helm.Chart) -> None:
     url = "rediss://:${REDIS_PASSWORD}@redis.example:6380/0"
     config = by_kind(manifests(render(chart, {"redis": {"url": url}})))["ConfigMap"]
     assert yaml.safe_load(config["data"]["config.yaml"])["state"] == url
+
+
+@pytest.mark.parametrize("password", ["s3cret-redis-pw", None])
+async def test_the_default_redis_url_takes_the_secrets_password(
+    chart: helm.Chart, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, password: str | None
+) -> None:
+    """Issue 47: the Secret's REDIS_PASSWORD, when it holds one, is the password of the default
+    Redis URL; none when it does not. Tried against a real redis-server, with and without
+    `--requirepass`."""
+    state = yaml.safe_load(by_kind(manifests(render(chart)))["ConfigMap"]["data"]["config.yaml"])
+    assert state["state"] == "redis://:${REDIS_PASSWORD:-}@agent-reach-redis:6379/0"
+    server = RedisServer(tmp_path, password=password)
+    server.start()
+    try:
+        here = state["state"].replace("agent-reach-redis:6379", f"127.0.0.1:{server.port}")
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump({**state, "state": here}))
+        if password is None:
+            monkeypatch.delenv("REDIS_PASSWORD", raising=False)
+        else:
+            monkeypatch.setenv("REDIS_PASSWORD", password)
+        store = RedisStore(load_config(tmp_path / "config.yaml").state)
+        try:
+            assert await store.redis.ping() is True
+        finally:
+            await store.redis.aclose()
+    finally:
+        server.kill()
+
+
+def test_a_redis_ca_from_a_secret_is_mounted_and_named(chart: helm.Chart) -> None:
+    url = "rediss://:${REDIS_PASSWORD}@redis.example:6380/0"
+    docs = by_kind(manifests(render(chart, {"redis": {"url": url, "tlsCaSecret": "redis-ca"}})))
+    state = yaml.safe_load(docs["ConfigMap"]["data"]["config.yaml"])["state"]
+    assert state == url + "?ssl_ca_certs=/etc/agent-reach-redis-ca/ca.crt"
+    pod = docs["Deployment"]["spec"]["template"]["spec"]
+    [volume] = [v for v in pod["volumes"] if v["name"] == "redis-ca"]
+    assert volume["secret"] == {
+        "secretName": "redis-ca",
+        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+    }
+    mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["redis-ca"]["mountPath"] == "/etc/agent-reach-redis-ca"
+    for version in KUBE_VERSIONS:
+        validate(docs["Deployment"], version)
+    with pytest.raises(helm.HelmRenderError, match="must be a rediss:// URL"):
+        render(chart, {"redis": {"tlsCaSecret": "redis-ca"}})
 
 
 def test_rollouts_keep_every_pod_serving_and_spread_them(chart: helm.Chart) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,29 @@ def test_prometheus_scrapes_every_proxy_of_the_compose_file() -> None:
         assert "./config.yaml:/etc/agent-reach/config.yaml:ro" in services[name]["volumes"]
     grafana = services["grafana"]["volumes"]
     assert "./grafana/agent-reach.json:/var/lib/grafana/dashboards/agent-reach.json:ro" in grafana
+
+
+def test_prometheus_and_grafana_are_on_loopback_and_scrape_with_a_key(tmp_path: Path) -> None:
+    """Issue 47: nothing but the proxies is published beyond this machine, Grafana's password
+    is the user's, and the scrape sends a client key (the proxies ask for one on /metrics)."""
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    prometheus = yaml.safe_load((DEPLOY / "prometheus.yml").read_text())
+    services = compose["services"]
+    for name in ("prometheus", "grafana"):
+        assert all(p.startswith("127.0.0.1:") for p in services[name]["ports"]), name
+    grafana_env = services["grafana"]["environment"]
+    assert grafana_env["GF_SECURITY_ADMIN_PASSWORD"] == "${GRAFANA_ADMIN_PASSWORD:-admin}"
+    (job,) = prometheus["scrape_configs"]
+    key_file = job["authorization"]["credentials_file"]
+    # The entrypoint writes the first key there: run its first command under sh, as the image's
+    # does, with compose's `$$` read as `$` and the file put under tmp_path.
+    entry = services["prometheus"]["entrypoint"]
+    assert entry[:2] == ["/bin/sh", "-c"]
+    first = entry[2].split(" &&")[0].replace("$$", "$").replace(key_file, str(tmp_path / "k"))
+    env = {"AGENT_REACH_API_KEYS": "sk-first,sk-second", "PATH": "/usr/bin:/bin"}
+    subprocess.run(["/bin/sh", "-c", first], env=env, check=True)
+    assert (tmp_path / "k").read_text() == "sk-first"
+    assert "--config.file=/etc/prometheus/prometheus.yml" in entry[2]
 
 
 def test_the_compose_proxies_run_the_image_make_image_builds() -> None:

@@ -27,11 +27,22 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 
-{{/* The config file: the values' config, with `state` from redis.url when that is set. */}}
+{{/* Where the Redis CA is mounted (redis.tlsCaSecret). */}}
+{{- define "agent-reach.redisCaDir" -}}/etc/agent-reach-redis-ca{{- end -}}
+
+{{/* The config file: the values' config, with `state` from redis.url when that is set (and
+the CA of redis.tlsCaSecret in its query). */}}
 {{- define "agent-reach.config" -}}
 {{- $config := deepCopy .Values.config -}}
 {{- if .Values.redis.url -}}
-{{- $_ := set $config "state" .Values.redis.url -}}
+{{- $url := .Values.redis.url -}}
+{{- if .Values.redis.tlsCaSecret -}}
+{{- if not (hasPrefix "rediss://" $url) -}}
+{{- fail "redis.tlsCaSecret: redis.url must be a rediss:// URL (Redis over TLS)" -}}
+{{- end -}}
+{{- $url = printf "%s%sssl_ca_certs=%s/ca.crt" $url (ternary "&" "?" (contains "?" $url)) (include "agent-reach.redisCaDir" .) -}}
+{{- end -}}
+{{- $_ := set $config "state" $url -}}
 {{- end -}}
 {{- toYaml $config -}}
 {{- end -}}
