@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint fmt bench bench-stream chaos image clean
+.PHONY: install demo test check lint fmt bench bench-stream chaos image clean
 
 install: $(STAMP)
 
@@ -24,6 +24,11 @@ test: $(STAMP)
 	scripts/ensure-agents.sh
 	scripts/ensure-sdk-suites.sh
 	$(BIN)/pytest -q
+
+# The quick loop (about a minute): lint, types and every test that needs nothing but Python (no
+# agent-reach process, redis-server, browser, agent CLI or container: pyproject's markers).
+check: lint
+	$(BIN)/pytest -q -m "not (e2e or agents or container or redis or browser)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples deploy

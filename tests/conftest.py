@@ -13,6 +13,21 @@ from .fakes.upstream import Upstream
 from .services import RedisServer
 
 DATA = Path(__file__).parent / "data"
+E2E = Path(__file__).parent / "e2e"
+# What a test needs, by the fixtures it asks for (the rest say it with a `pytestmark`).
+NEEDS = {"redis_server": "redis", "redis_url": "redis"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by what it needs beyond Python (pyproject's markers): `make check` runs
+    those that need none of it."""
+    for item in items:
+        if E2E in item.path.parents:
+            item.add_marker(pytest.mark.e2e)
+        for name in {NEEDS[f] for f in getattr(item, "fixturenames", ()) if f in NEEDS}:
+            item.add_marker(getattr(pytest.mark, name))
+
+
 SCHEMAS = json.loads((DATA / "openai-chat-schemas.json").read_text())
 RESPONSES_SCHEMAS = json.loads((DATA / "openai-responses-schemas.json").read_text())
 

@@ -249,6 +249,7 @@ def test_redis_password_comes_from_the_environment(chart: helm.Chart) -> None:
     assert yaml.safe_load(config["data"]["config.yaml"])["state"] == url
 
 
+@pytest.mark.redis
 @pytest.mark.parametrize("password", ["s3cret-redis-pw", None])
 async def test_the_default_redis_url_takes_the_secrets_password(
     chart: helm.Chart, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, password: str | None

@@ -33,7 +33,7 @@ NOW = time.time()
 Factory = Callable[[], CachedStore]
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.redis)])
 async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Factory]:
     """Stores of one kind that share one backend."""
     url = (

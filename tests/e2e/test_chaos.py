@@ -18,7 +18,6 @@ import pytest
 CHAOS = Path(__file__).parents[2] / "bench" / "chaos.py"
 
 
-@pytest.mark.slow
 def test_short_chaos_drill() -> None:
     done = subprocess.run(
         [sys.executable, str(CHAOS), "--seconds", "8", "--concurrency", "6", "--json"],
@@ -64,7 +63,6 @@ def _post(port: int) -> int:
         return exc.code
 
 
-@pytest.mark.slow
 def test_a_provider_that_refused_the_key_is_not_counted_healthy_until_its_trial(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

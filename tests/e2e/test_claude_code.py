@@ -28,7 +28,8 @@ from ..fakes.upstream import (
 )
 from .test_proxy import PROVIDER_KEY, Proxy, start, stop
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.agents
+
 BIN = str(Path(sys.executable).parent / "agent-reach")
 PROMPT = "Run echo in the shell with the Bash tool and tell me what it printed."
 

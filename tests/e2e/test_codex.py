@@ -19,6 +19,8 @@ from ..agents import agent
 from ..fakes.upstream import TOOL_WORD, Upstream, cached_share, refused_url
 from .test_proxy import PROVIDER_KEY, Proxy, start, stop
 
+pytestmark = pytest.mark.agents
+
 BIN = str(Path(sys.executable).parent / "agent-reach")
 PROMPT = "Run echo in the shell and tell me what it printed."
 ANSWER = f"The command printed: {TOOL_WORD}"

@@ -30,7 +30,6 @@ def served(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Iter
     stop(proxy)
 
 
-@pytest.mark.slow
 def test_ten_thousand_requests_on_one_keep_alive_connection(served: Proxy) -> None:
     served.upstream.clear()
     statuses: dict[int, int] = {}

@@ -20,7 +20,8 @@ from ..agents import BIN as AGENTS_BIN
 from ..agents import agent
 from ..readme import README, ROOT, code_blocks, section
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.agents
+
 CLI = str(Path(sys.executable).parent / "agent-reach")
 ANSWER = "The command printed: agent-reach-demo"
 FAILOVERS = [

@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -47,7 +46,6 @@ def test_the_dashboard_is_import_ready() -> None:
         assert panel["targets"]
 
 
-@pytest.mark.slow
 def test_every_metric_the_dashboard_queries_is_in_metrics(up: Upstream, tmp_path: Path) -> None:
     config = {
         "version": "0.3.2",

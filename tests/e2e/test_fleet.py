@@ -9,13 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from ..fakes.upstream import Upstream
 from ..services import RedisServer
 from .test_proxy import MSG, Proxy, start, stop
-
-pytestmark = pytest.mark.slow
 
 INSTANCES = 4
 FAILURES = 5

@@ -23,7 +23,8 @@ from ..agents import agent, gemini_env
 from ..fakes.upstream import TOOL_WORD, Upstream
 from .test_proxy import PROVIDER_KEY, start, stop
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.agents
+
 BIN = str(Path(sys.executable).parent / "agent-reach")
 KEY = "AIza-agent-client-7c6b5a4e-SECRET"  # Gemini CLI checks a key's look: it starts with AIza
 PROMPT = "Run echo in the shell and tell me what it printed."

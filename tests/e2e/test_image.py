@@ -34,7 +34,8 @@ from agent_reach.version import PROTOCOL_VERSION, __version__
 
 from ..fakes.upstream import Upstream, proxy_config, refused_url
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.container
+
 
 ROOT = Path(__file__).parents[2]
 BUILD = ROOT / "deploy" / "image" / "build.py"

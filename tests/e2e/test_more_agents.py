@@ -20,7 +20,8 @@ from ..agents import AGENT_CLIENT_KEY, agent
 from ..fakes.upstream import TOOL_WORD, Upstream
 from .test_proxy import PROVIDER_KEY, start, stop
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.agents
+
 BIN = str(Path(sys.executable).parent / "agent-reach")
 PROMPT = "Run echo in the shell and tell me what it printed."
 

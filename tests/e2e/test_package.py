@@ -15,8 +15,6 @@ import pytest
 
 from agent_reach.version import PROTOCOL_VERSION, __version__
 
-pytestmark = pytest.mark.slow
-
 ROOT = Path(__file__).parents[2]
 DIST = "agent-reach-router"
 STEM = f"agent_reach_router-{__version__}"

@@ -18,8 +18,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from ..fakes.upstream import Upstream
 from .test_proxy import MSG, Proxy, start, stop
 
-pytestmark = pytest.mark.slow
-
 
 def config(*providers: dict[str, Any]) -> dict[str, Any]:
     return {

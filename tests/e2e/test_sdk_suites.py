@@ -43,8 +43,6 @@ from ..fakes.serving import Threaded
 from ..fakes.upstream import Upstream
 from .test_proxy import Proxy, base_config, start, stop
 
-pytestmark = pytest.mark.slow
-
 ROOT = Path(__file__).resolve().parents[2]
 SUITES = ROOT / "tests" / ".sdk-suites"
 

@@ -18,8 +18,6 @@ from ..services import RedisServer, chromium_flags
 from .test_cli import config_file, p, run
 from .test_proxy import MSG, Proxy, start, stop
 
-pytestmark = pytest.mark.slow
-
 
 def proxy_config(upstream: Upstream, state: str) -> dict[str, Any]:
     return {
@@ -189,6 +187,7 @@ def _attr(dom: str, name: str) -> str:
     return dom.split(f'{name}="', 1)[1].split('"', 1)[0].replace("&quot;", '"')
 
 
+@pytest.mark.browser
 def test_report_html_renders_its_charts_in_chromium(upstream: Upstream, tmp_path: Path) -> None:
     cfg = config_file(tmp_path, p(LONG, upstream.url("flaky")), p("ok", upstream.url("ok")))
     for _ in range(8):

@@ -19,8 +19,6 @@ from ..fakes.upstream import Upstream
 from ..services import chromium_flags
 from .test_proxy import MSG, start, stop
 
-pytestmark = pytest.mark.slow
-
 
 def config(up: Upstream) -> dict[str, object]:
     return {
@@ -40,6 +38,7 @@ def config(up: Upstream) -> dict[str, object]:
     }
 
 
+@pytest.mark.browser
 def test_chromium_renders_providers_circuits_and_failovers(up: Upstream, tmp_path: Path) -> None:
     proxy = start(config(up), tmp_path, up)
     up.reopens_at = time.time() + 3600

@@ -10,15 +10,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 from aiohttp import web
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ..fakes.serving import Threaded
 from ..fakes.upstream import Upstream
 from .test_proxy import MSG, start, stop
-
-pytestmark = pytest.mark.slow
 
 
 class Receiver:

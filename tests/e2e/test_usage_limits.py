@@ -22,8 +22,6 @@ from ..fakes.upstream import Upstream
 from .test_cli import run
 from .test_proxy import MSG, Proxy, start, stop
 
-pytestmark = pytest.mark.slow
-
 CLIENTS = 20
 WINDOW_S = 3
 CLI_WINDOW_S = 6  # room for two CLI runs (each a fresh process) inside the window
