@@ -24,45 +24,33 @@ from typing import Any, TypeVar
 
 from ..chat.request import ChatRequest
 from ..config import Config
-from ..core import quota
 from ..core.balance import Latencies, Signals
 from ..core.errors import AllProvidersFailed, RequestError
 from ..core.events import AttemptEvent, Event, Observer, RequestEvent
 from ..core.outcomes import Outcome
 from ..core.routing import Expired, Pick, Walk, attempt_order
-from ..core.trace import Attempt, Reason, Result
+from ..core.trace import Attempt, Result
 from ..core.turn import (
     DEADLINE_SPENT,
-    Action,
-    Clamp,
-    Consult,
-    Done,
-    Gather,
-    Send,
-    Skip,
-    Sleep,
-    Turn,
 )
 from ..dialects import Mismatch
 from ..net.transport import new_session
 from ..net.upstream import Client
 from ..state import StateStore, open_store
 from ..state.log import AttemptLog
-from . import hedge
+from . import hedge, turns
 from .facts import Knowledge
 from .health import CheckResult, HealthMonitor, check_provider
-from .hedge import HEDGE_LOST
-from .ledger import Ledger, Reserved
+from .ledger import Ledger
 from .live import LiveStream
 from .operation import ANSWER, COUNT, EMBED, STREAM, Operation, for_request
 from .prepared import PreparedProvider, prepare_all
 from .run import Run
-from .send import Target, Tried, stream_failure
+from .send import stream_failure
 from .stream import ChatStream
 
 T = TypeVar("T")
 log = logging.getLogger("agent_reach")
-LOST = Outcome(Reason.TIMEOUT, None, "hedged: cancelled, another provider answered first")
 
 
 class Engine:
@@ -262,7 +250,7 @@ class Engine:
         while (pick := run.walk.next(run.left(self.monotonic()))) is not None:
             if isinstance(pick, Expired):
                 for name in pick.providers:
-                    self._record(
+                    self.record(
                         run, Attempt(name, DEADLINE_SPENT.reason, detail=DEADLINE_SPENT.detail)
                     )
                 break
@@ -271,13 +259,13 @@ class Engine:
             hedge_ms = run.policy.hedge_after_ms or self.prepared[pick[0]].spec.hedge_after_ms
             if hedge_ms and run.hedged:
                 payload, name = await hedge.race(
-                    lambda s: self._turn(run, s, op),
+                    lambda s: turns.turn(self, run, s, op),
                     pick,
                     hedge_ms / 1000,
                     lambda: self._next(run),
                 )
             else:
-                payload, name = await self._turn(run, pick, op), pick[0]
+                payload, name = await turns.turn(self, run, pick, op), pick[0]
             if payload is not None:
                 return payload, name
             if not op.fails_over and run.trace and run.trace[-1].sent:
@@ -300,102 +288,6 @@ class Engine:
             )
         )
 
-    # -- one provider's turn -----------------------------------------------------------------
-
-    async def _turn(self, run: Run, pick: Pick, op: Operation[T]) -> T | None:
-        """Do what the provider's `Turn` decides until it is done: the payload, or None."""
-        prepared = self.prepared[pick[0]]
-        turn = Turn(prepared.name, pick[1], prepared.spec.retries if run.recorded else 0)
-        target, configured = await self.known.target(run, prepared, op)
-        action: Action = turn.begin()
-        while True:
-            if isinstance(action, Gather):
-                facts = await self.known.facts(run, prepared, target, op)
-                action = turn.consider(facts, self.clock())
-            elif isinstance(action, Consult):
-                left = run.left(self.monotonic())
-                health, checked_now = await self.health.consult(
-                    self.session, prepared, self.clock(), left
-                )
-                action = turn.checked(health, checked_now, self.clock())
-            elif isinstance(action, Skip):
-                await self._skip(run, turn, prepared, action)
-                return None
-            elif isinstance(action, Send):
-                budgets = prepared.budgets and run.recorded
-                sends = 1 if op.requests is None else op.requests(prepared, target.req)
-                taken = await self.ledger.reserve(prepared, sends) if budgets else []
-                if isinstance(taken, tuple):
-                    action = turn.over_budget(*taken)
-                    continue
-                if action.lease is not None and not await self.store.lease(
-                    prepared.state_key, action.lease
-                ):
-                    await self.ledger.refund(prepared, taken)
-                    action = turn.lease_lost()
-                    continue
-                if action.bare:
-                    target = replace(target, bare=True)
-                tried = await self._try(run, target, op, pick[1], taken)
-                if tried.outcome.reason is Reason.OK:
-                    if turn.clamped is not None and configured is None:
-                        await self.known.learn(prepared, target.model, turn.clamped)
-                    return tried.payload
-                left = run.left(self.monotonic())
-                action = turn.sent(tried.outcome, left, target.sent_cap, prepared.cap_fields)
-            elif isinstance(action, Clamp):
-                target = replace(target, max_output=action.tokens)
-                action = Send(bare=turn.bare)
-            elif isinstance(action, Sleep):
-                await asyncio.sleep(action.seconds)
-                action = turn.woke(run.left(self.monotonic()))
-            else:
-                assert isinstance(action, Done)
-                return None
-
-    async def _skip(self, run: Run, turn: Turn, prepared: PreparedProvider, skip: Skip) -> None:
-        self._record(run, prepared.attempt(skip.outcome, skip.ms, turn.last_resort))
-        if (
-            skip.counts
-            and run.recorded
-            and not run.own_limit(skip.outcome, prepared.spec.first_token_ms)
-        ):
-            await self.ledger.record(prepared, skip.outcome)
-        if skip.deferrable:
-            run.walk.defer(prepared.name)
-
-    async def _try(
-        self, run: Run, target: Target, op: Operation[T], last_resort: bool, taken: Reserved
-    ) -> Tried[T]:
-        """One try: send, record the attempt, tell the circuit and the budgets (`taken` is
-        what it reserved of them, given back when nothing was sent), when `op` is recorded."""
-        prepared = target.prepared
-        start = self.monotonic()
-        try:
-            tried = await op.send(self.session, target, run.left(start), self.clock())
-        except asyncio.CancelledError as exc:
-            if exc.args[:1] == (HEDGE_LOST,):  # honest about the try that lost the race
-                ms = (self.monotonic() - start) * 1000
-                self._record(run, prepared.attempt(LOST, ms, last_resort, sent=True))
-            raise
-        ms = (self.monotonic() - start) * 1000
-        outcome = tried.outcome
-        note = run.walk.refused(outcome.reason, target.window, run.policy.stop_on_blocked)
-        if outcome.reason is Reason.OK and run.req.continuing is not None:
-            note = "continued the answer cut mid-stream"
-        noted = replace(outcome, detail=outcome.detail + note) if note else outcome
-        attempt = prepared.attempt(noted, ms, last_resort, sent=True)
-        self._record(run, attempt, prepared.excerpt(tried.raw))
-        if not run.recorded:
-            return tried
-        if not run.own_limit(outcome, prepared.spec.first_token_ms):
-            await self.ledger.record(prepared, outcome, last_resort)
-        if prepared.budgets and quota.counts(tried.outcome.reason):
-            await self.ledger.count(prepared, tried.payload)
-        elif taken:
-            await self.ledger.refund(prepared, taken)
-        return tried
-
     def skipped(self, run: Run, prepared: PreparedProvider, exc: Mismatch) -> None:
         """A malformed frame skipped mid-stream (the stream's `Recorder`): a warning."""
         detail = prepared.redact(str(exc))
@@ -411,13 +303,14 @@ class Engine:
         outcome = stream_failure(exc, None, None, self.clock())
         cut = Outcome(outcome.reason, outcome.status, f"after the first chunk: {outcome.detail}")
         attempt = prepared.attempt(cut, ms, False, sent=True)
-        self._record(run, attempt)
+        self.record(run, attempt)
         await self.ledger.record(prepared, cut)
         return attempt
 
     # -- bookkeeping -------------------------------------------------------------------------
 
-    def _record(self, run: Run, attempt: Attempt, raw: str | None = None) -> None:
+    def record(self, run: Run, attempt: Attempt, raw: str | None = None) -> None:
+        """Add `attempt` to the run's trace, and tell the observers when the run is recorded."""
         run.trace.append(attempt)
         if run.recorded:
             self._emit(AttemptEvent(run.route, attempt, raw, run.id))

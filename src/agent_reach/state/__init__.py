@@ -2,7 +2,7 @@
 caps, alert claims, stored Responses-API responses and the attempt log. The engine talks to the
 small async `StateStore` interface only.
 
-`open_store(url)` picks the prepared from the config's `state:`:
+`open_store(url)` picks the backend from the config's `state:`:
 - `memory://`          this process only;
 - `sqlite:///PATH`     a file shared by every process on one machine (the default,
                        `~/.agent-reach/state.db`): successive CLI runs and a local proxy share
@@ -10,8 +10,8 @@ small async `StateStore` interface only.
 - `redis://HOST:PORT/DB` one view for several proxy instances on several machines.
 Health check results are kept too (with the health TTL), so that a provider found down by one
 CLI run is skipped by the next without a network call. Shared stores keep an in-memory view
-that requests read, and sync it with the prepared off the request path
-(`cached.CachedStore`). A store never fails a request: when its prepared is down it says so
+that requests read, and sync it with the backend off the request path
+(`cached.CachedStore`). A store never fails a request: when its backend is down it says so
 once in the log and routing goes on with the in-memory view.
 """
 

@@ -1,21 +1,23 @@
 """Client connections (protocol §14): our HTTP/1.1 server, asyncio protocols and llhttp, with
 the limits below and every error in the shape of the path's API.
 
-A `Connection` (what it reads: `reading.Reading`) answers requests one at a time in the order
-they came (pipelined ones wait, and past `_PIPELINE` waiting the socket is not read), keeps
+A `Connection` (what it reads: `reading.Reading`; what it writes: `writing.Writing`) answers
+requests one at a time in the order they came (pipelined ones wait, and past `_PIPELINE`
+waiting the socket is not read), keeps
 the connection alive between them (HTTP/1.1; an HTTP/1.0 client's is closed after its answer),
 hands it to a WebSocket route when one takes it (`websocket`), and cancels the request being
 handled, with its upstream, when the client goes away. The limits kept here:
   - `client_write_timeout_s` while our writes are paused because the client reads nothing
-    (its socket buffers are full): the connection is dropped, which cancels the handler and,
-    with it, the upstream request;
+    (`writing`): the connection is dropped, which cancels the handler and, with it, the
+    upstream request;
   - `max_connections` open at once (clamped to the descriptors there are, `descriptors`): the
     next one closes the connection idle the longest (`Server.idle`: waiting for its first byte
     or between requests), or, when every one has a request under way, is answered 503 and
     closed; one log line per episode of either.
 An answer sent before its request's body was read to the end (a 401 or 403 decided on the head,
 a 413, a 408) closes the connection: what still comes is read and dropped, never kept, for at
-most `LINGER_S`, so that the client reads the answer and a refused client holds no slot.
+most `writing.LINGER_S`, so that the client reads the answer and a refused client holds no
+slot.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import asyncio
 import logging
 import socket
 from collections import OrderedDict
-from http import HTTPStatus
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ...config import ServerConfig
@@ -36,6 +37,7 @@ from .reading import Problem, Reading
 from .websocket import Limits as WebSocketLimits
 from .websocket import Switch, WebSocket, handshake
 from .wire import ENDED, App, PayloadError, Request, Response, StreamResponse
+from .writing import Writing, keeps_alive, response_head
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -53,19 +55,11 @@ class AccessHook(Protocol):
 
 
 _PIPELINE = 8  # requests waiting on one connection before it is not read any more
-LINGER_S = 1.0
 ENDING_S = 1.0  # what the answers ended at the shutdown timeout get to be written
 CLIENT_LEFT = 499  # the access line's status of a request whose client closed its connection
 
 
-_PHRASES = {s.value: s.phrase for s in HTTPStatus}
-
-
-def _reason(status: int) -> str:
-    return _PHRASES.get(status, "")
-
-
-class Connection(Reading):
+class Connection(Writing):
     """One client connection."""
 
     _server: Server
@@ -142,7 +136,7 @@ class Connection(Reading):
             response.closing
             or (self._dead and not self._queue)  # what follows, if anything, is a `Problem`
             or server.closing
-            or not _keeps_alive(request)
+            or not keeps_alive(request)
             or (content is not None and not content.is_eof())  # its body unread: never read
         )
         transport = self.transport
@@ -156,7 +150,9 @@ class Connection(Reading):
             close = close or not self._chunked
         else:
             body = response.body if isinstance(response, Response) else b""
-            head = _head(request.version, response, f"Content-Length: {len(body)}\r\n", close)
+            head = response_head(
+                request.version, response, f"Content-Length: {len(body)}\r\n", close
+            )
             self._outbox.write(transport, head if request.method == "HEAD" else head + body)
         if server.access is not None and server.access.enabled:
             server.access.log(request, response.status, self._loop.time() - start)
@@ -212,101 +208,6 @@ class Connection(Reading):
             for ended in switch.ended:
                 ended()
 
-    async def _writable(self) -> None:
-        """Wait while the client reads nothing of what was written to it."""
-        if self._paused:
-            await self._drain()
-
-    def start_stream(self, request: Request, response: StreamResponse) -> None:
-        """Write a stream's head (chunked, to an HTTP/1.1 client)."""
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            raise ConnectionResetError("the client went away")
-        self._chunked = request.version == "1.1"
-        framing = "Transfer-Encoding: chunked\r\n" if self._chunked else ""
-        close = response.closing or not self._chunked or not _keeps_alive(request)
-        self._outbox.hold(transport, _head(request.version, response, framing, close))
-        request.responded = True
-
-    async def send_piece(self, data: bytes) -> None:
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            raise ConnectionResetError("the client went away")
-        if self._chunked:
-            self._outbox.hold(transport, b"%x\r\n%s\r\n" % (len(data), data))
-        else:
-            self._outbox.hold(transport, data)
-        if self._paused:
-            await self._drain()
-
-    def _answer(
-        self, status: int, message: str, path: str, *, logged: bool = False, linger: bool = False
-    ) -> None:
-        """Answer `status` outside any request (its head is incomplete or unparsable) and
-        close (with `linger`, as `close` says)."""
-        transport = self.transport
-        if transport is None:
-            return
-        if logged:
-            _log.warning("%d to %s: %s", status, self._peer(), message)
-        body = self._server.error_body(path, status, message)
-        head = (
-            f"HTTP/1.1 {status} {_reason(status)}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n"
-            "X-Content-Type-Options: nosniff\r\n\r\n"
-        )
-        self._outbox.write(transport, head.encode() + body)
-        self.close(linger=linger)
-
-    def close(self, *, linger: bool = False) -> None:
-        """Close; with `linger`, after the client has read our answer (its half-close, or
-        `LINGER_S`), reading and dropping what it still sends."""
-        self._server.idle.pop(self, None)
-        self._server.heads.end(self)
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            return
-        self._dead = True
-        self._outbox.flush()
-        if linger and transport.can_write_eof():
-            transport.write_eof()
-            self._loop.call_later(LINGER_S, transport.close)
-        else:
-            transport.close()
-
-    def _peer(self) -> str:
-        return self._remote or "a client"
-
-    def pause_writing(self) -> None:
-        self._paused = True
-        self._stall = self._loop.call_later(self._limits.client_write_timeout_s, self._stalled)
-
-    def resume_writing(self) -> None:
-        self._paused = False
-        if self._stall is not None:
-            self._stall.cancel()
-            self._stall = None
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
-        self._drained = None
-
-    async def _drain(self) -> None:
-        if self._drained is None:
-            self._drained = self._loop.create_future()
-        await self._drained
-
-    def _stalled(self) -> None:
-        self._stall = None
-        transport = self.transport
-        if transport is not None:
-            seconds = f"{self._limits.client_write_timeout_s:g}"
-            _log.warning(
-                "dropped %s: it read nothing for %s s (server.client_write_timeout_s)",
-                self._peer(),
-                seconds,
-            )
-            transport.abort()  # closing would wait for the buffer to drain, which it won't
-
     def connection_lost(self, exc: BaseException | None) -> None:
         for timer in (self._timer, self._stall, self._first, self._idle):
             if timer is not None:
@@ -327,21 +228,6 @@ class Connection(Reading):
         server.heads.end(self)
         if self._over:
             server.refusing -= 1
-
-
-def _keeps_alive(request: Request) -> bool:
-    """HTTP/1.1 unless the client said `Connection: close`; HTTP/1.0 never."""
-    return request.version == "1.1" and "close" not in request.headers.get("Connection", "").lower()
-
-
-def _head(version: str, response: StreamResponse, framing: str, close: bool) -> bytes:
-    lines = [f"HTTP/{version} {response.status} {_reason(response.status)}\r\n"]
-    lines.extend(f"{name}: {value}\r\n" for name, value in response.headers.items())
-    lines.append(framing)
-    if close:
-        lines.append("Connection: close\r\n")
-    lines.append("X-Content-Type-Options: nosniff\r\n\r\n")
-    return "".join(lines).encode("utf-8", "surrogateescape")
 
 
 class Server:

@@ -38,6 +38,7 @@ from .wire import App, Body, PayloadError, Request, StreamResponse
 
 if TYPE_CHECKING:
     from collections import OrderedDict
+    from collections.abc import Callable
 
     from .heads import PendingHeads
 
@@ -80,6 +81,7 @@ class Host(Protocol):
     outbox: Outbox
     refusing: int
     ending: bool
+    error_body: Callable[[str, int, str], bytes]  # in the shape of the path's API
 
     @property
     def idle(self) -> OrderedDict[Reading, None]: ...
