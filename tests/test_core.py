@@ -18,7 +18,6 @@ from agent_reach.core.outcomes import (
     Outcome,
     Transport,
     classify,
-    parse_retry_after,
 )
 from agent_reach.core.routing import (
     Expired,
@@ -33,6 +32,7 @@ from agent_reach.core.routing import (
     retry_delay,
 )
 from agent_reach.core.trace import Reason
+from agent_reach.core.waits import parse_retry_after
 from agent_reach.engine.run import Run
 
 BODY = {"choices": [{"message": {"content": "hi"}}], "output": {"choices": [{"x": 1}]}, "a/b": 2}
