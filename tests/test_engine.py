@@ -100,7 +100,7 @@ async def test_connect_refused_moves_on_without_waiting_for_read_timeout(up: Ups
         elapsed = time.perf_counter() - start
     assert reasons(result.trace) == ["dead:connect_failed", "good:ok"]
     assert result.trace[0].detail == "connection refused"
-    assert elapsed < 2  # far below the 20 s read timeout: it never waited for it
+    assert elapsed < 10, elapsed  # half the 20 s read timeout: it never waited for it
 
 
 async def test_read_timeout_is_a_timeout(up: Upstream) -> None:
@@ -122,7 +122,7 @@ async def test_chain_of_hanging_providers_ends_within_the_deadline(up: Upstream)
         with pytest.raises(AllProvidersFailed) as info:
             await r.achat(HELLO)
         elapsed = time.perf_counter() - start
-    assert elapsed < 1.5
+    assert elapsed < 5, elapsed  # half of one hang's 10 s read timeout: the 600 ms deadline
     trace = info.value.attempts
     assert [a.provider for a in trace] == ["h0", "h1", "h2"]
     assert all(a.reason is Reason.TIMEOUT for a in trace)
@@ -135,7 +135,8 @@ async def test_per_request_deadline_overrides_config(up: Upstream) -> None:
         start = time.perf_counter()
         with pytest.raises(AllProvidersFailed):
             await r.achat({**HELLO, "agent_reach": {"deadline_ms": 300}})
-        assert time.perf_counter() - start < 1.2
+        took = time.perf_counter() - start
+        assert took < 5, took  # the request's 300 ms, not the 10 s read timeout
 
 
 async def test_rate_limited_is_skipped_until_retry_after(up: Upstream) -> None:
@@ -726,11 +727,8 @@ async def test_hedge_starts_the_next_provider_and_cancels_the_loser(up: Upstream
     async with router(
         prov("slow", up.url("slow"), hedge_after_ms=100), prov("fast", up.url("backup"))
     ) as r:
-        start = time.perf_counter()
         result = await r.achat(HELLO)
-        elapsed = time.perf_counter() - start
-    assert result.provider == "fast"
-    assert elapsed < 0.45  # the slow provider would take 0.6 s
+    assert result.provider == "fast"  # before the slow one's 0.6 s, which would have won
     assert reasons(result.trace) == ["fast:ok", "slow:timeout"]
     assert result.trace[1].detail == "hedged: cancelled, another provider answered first"
     for _ in range(100):
@@ -756,11 +754,9 @@ async def test_hedge_on_a_route_and_for_streams(up: Upstream) -> None:
     ) as r:
         plain = await r.achat({**HELLO, "agent_reach": {"provider_route": "slow"}})
         assert plain.provider == "slow"  # no hedging outside the route
-        start = time.perf_counter()
         text, _, stream = await collect(r, {**HELLO, "agent_reach": {"provider_route": "hedged"}})
-        assert time.perf_counter() - start < 0.45
     assert text == "hello from ok"
-    assert stream.provider == "fast"
+    assert stream.provider == "fast"  # the hedge, before the slow one's first chunk
 
 
 async def test_a_fast_failure_fails_over_before_the_hedge(up: Upstream) -> None:
@@ -811,7 +807,7 @@ async def test_joining_a_health_check_in_flight_keeps_to_the_joiners_deadline(
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first
-    assert elapsed < 1.5  # bounded by its 0.3 s, not the check's 10 s read timeout
+    assert elapsed < 5, elapsed  # bounded by its 0.3 s, not the check's 10 s read timeout
     attempts = [(a.reason, a.detail) for a in info.value.attempts]
     assert attempts[0] == (Reason.TIMEOUT, "deadline")
 

