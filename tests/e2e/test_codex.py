@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -72,16 +73,23 @@ def proxy(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Itera
     stop(p)
 
 
-def codex_exec(env: dict[str, str], cwd: Path, *prefix: str) -> subprocess.CompletedProcess[str]:
-    """`codex exec` of the prompt, as a user would type it (after `prefix`, e.g. a run)."""
-    args = [*prefix, str(agent("codex")), "exec"]
+def codex_exec(
+    env: dict[str, str], cwd: Path, *prefix: str, options: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """`codex exec` of the prompt, as a user would type it (after `prefix`, e.g. a run; with
+    `options`, e.g. `-c` settings)."""
+    args = [*prefix, str(agent("codex")), "exec", *options]
     args += ["--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", PROMPT]
     return subprocess.run(
         args, check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=180
     )
 
 
-def assert_tool_turn(result: subprocess.CompletedProcess[str], upstream: Upstream) -> None:
+def assert_tool_turn(
+    result: subprocess.CompletedProcess[str], upstream: Upstream, first: bool = True
+) -> None:
+    """A whole tool turn through the chain; `first`: the 401 provider was tried (its circuit
+    is open for a run after it)."""
     assert result.returncode == 0, result.stderr[-3000:]
     assert ANSWER in result.stdout
     calls = upstream.bodies("toolcall")
@@ -92,7 +100,7 @@ def assert_tool_turn(result: subprocess.CompletedProcess[str], upstream: Upstrea
     # The second turn starts with the bytes of the first up to its last message, and that is
     # most of it: a provider caching by prefix serves it from its cache (issue 19, item 5).
     assert cached_share(calls[0], calls[1]) >= 0.9
-    assert upstream.bodies("auth")  # the 401 provider was tried first
+    assert bool(upstream.bodies("auth")) is first  # the 401 provider was tried first
     for text in (result.stdout, result.stderr):
         assert PROVIDER_KEY not in text
         assert "Traceback" not in text
@@ -180,3 +188,39 @@ def test_codex_prints_its_token_usage_from_a_chat_only_upstream(
     assert_tool_turn(result, upstream)
     assert all(b["stream_options"] == {"include_usage": True} for b in upstream.bodies("toolcall"))
     assert "tokens used\n60\n" in result.stderr
+
+
+def provider_overrides(base: str, websockets: bool) -> list[str]:
+    """`codex -c` options for a custom provider at `base`, with `supports_websockets` as given
+    (Codex's default for its built-in OpenAI provider, and what users copy)."""
+    table = (
+        f'{{name="agent-reach", base_url="{base}/v1", env_key="OPENAI_API_KEY", '
+        f'wire_api="responses", supports_websockets={str(websockets).lower()}}}'
+    )
+    return ["-c", f"model_providers.agent_reach={table}", "-c", "model_provider=agent_reach"]
+
+
+def test_codex_asking_for_websockets_falls_back_at_once(
+    proxy: Proxy, home: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 49: Codex opens a session with `GET /v1/responses` and `Upgrade: websocket`. A
+    405 made it try the upgrade seven times over 6-7 s; a 426 makes it post over HTTP at once:
+    one upgrade asked, one 426, and the tool turn within a few seconds of the run that asks
+    none."""
+    log = Path(proxy.proc.args[2]).parent / "proxy.log"  # type: ignore[index]
+    env = {**home, "OPENAI_API_KEY": "unused"}
+    took: dict[bool, float] = {}
+    for websockets in (False, True):
+        proxy.upstream.clear()
+        before = log.read_text().count("GET /v1/responses")
+        started = time.monotonic()
+        options = tuple(provider_overrides(proxy.base, websockets))
+        result = codex_exec(env, tmp_path / "work", options=options)
+        took[websockets] = time.monotonic() - started
+        assert_tool_turn(result, proxy.upstream, first=not websockets)
+        upgrades = [x for x in log.read_text().splitlines() if "GET /v1/responses" in x]
+        assert len(upgrades) - before == (1 if websockets else 0), upgrades
+        if websockets:
+            assert " 426 " in upgrades[-1], upgrades[-1]
+    print(f"codex exec: {took[False]:.1f} s over HTTP, {took[True]:.1f} s asking for websockets")
+    assert took[True] < took[False] + 5, took  # the seven retries took 6-7 s more

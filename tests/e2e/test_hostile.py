@@ -355,6 +355,27 @@ def test_wrong_methods_are_405_with_allow(served: Served) -> None:
     assert reply.headers["allow"] == "POST"
 
 
+UPGRADE = (
+    ("Upgrade", "websocket"),
+    ("Connection", "Upgrade"),
+    ("Sec-WebSocket-Version", "13"),
+    ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+)
+
+
+@pytest.mark.parametrize("path", ["/v1/responses", CHAT, "/v1/messages"])
+def test_an_upgrade_no_route_takes_is_426_at_once(served: Served, path: str) -> None:
+    """Issue 49: Codex (`supports_websockets`) opens each session with `GET /v1/responses` and
+    `Upgrade: websocket`; a 405 made it try again seven times over 6-7 s, a 426 makes it post
+    over HTTP at once."""
+    reply, lines = served.lines(lambda: exchange(served.port, request("GET", path, *UPGRADE)))
+    message = assert_refused(reply, lines, 426, anthropic=path == "/v1/messages")
+    assert message == "no upgrade to 'websocket' here: send the request over HTTP/1.1"
+    assert reply.headers["upgrade"] == "HTTP/1.1"
+    models = exchange(served.port, request("GET", "/v1/models", *UPGRADE))
+    assert models.status == 200  # a route that answers GET answers it, the upgrade left aside
+
+
 def test_expect_100_continue_is_checked_against_the_limit_first(served: Served) -> None:
     raw = request("POST", CHAT, JSON, ("Expect", "100-continue"), ("Content-Length", "999999"))
     reply, lines = served.lines(lambda: exchange(served.port, raw))

@@ -43,7 +43,15 @@ from .faces import face_of
 from .faces.face import OWNER
 from .faces.relay import BadBody
 from .http11.websocket import Switch
-from .http11.wire import BodyTooLarge, HTTPError, PayloadError, Request, Response, StreamResponse
+from .http11.wire import (
+    BodyTooLarge,
+    HTTPError,
+    PayloadError,
+    Request,
+    Response,
+    StreamResponse,
+    upgrading,
+)
 
 Handler = Callable[[Request], Awaitable[StreamResponse]]
 # Answered without a proxy key: the health check, "/" (Claude Code probes it), and the status
@@ -310,6 +318,10 @@ def _http_error(request: Request, exc: HTTPError) -> Response:
     path = request.path
     if exc.status == 404:
         return _error(path, 404, f"no endpoint at {quoted(path)}")
+    if exc.status == 426:  # as a client that can do without it reads it: at once, over HTTP
+        asked = quoted(upgrading(request) or "", 40)
+        message = f"no upgrade to {asked} here: send the request over HTTP/1.1"
+        return _error(path, 426, message, headers={"Upgrade": "HTTP/1.1"})
     if exc.allowed:
         allowed = ", ".join(sorted(exc.allowed))
         message = f"{quoted(request.method, 20)} is not allowed here (allowed: {allowed})"

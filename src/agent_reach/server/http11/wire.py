@@ -34,7 +34,8 @@ ENDED = (
 
 
 class HTTPError(Exception):
-    """No route for the request: 404, or 405 with the methods that are `allowed`."""
+    """No route for the request: 404, or 405 with the methods that are `allowed` (426 for a
+    request that asked to upgrade its connection: no route of it takes one)."""
 
     def __init__(self, status: int, allowed: tuple[str, ...] = ()) -> None:
         super().__init__(HTTPStatus(status).phrase)
@@ -359,5 +360,13 @@ class App(dict[str, Any]):
             methods = found[1]
         handler = methods.get(request.method)
         if handler is None:
-            raise HTTPError(405, tuple(methods))
+            raise HTTPError(426 if upgrading(request) else 405, tuple(methods))
         return handler(request)
+
+
+def upgrading(request: Request) -> str | None:
+    """The protocol a request asks its connection to be upgraded to (`Upgrade`, with
+    `Connection: upgrade`), if any."""
+    headers = request.headers
+    tokens = {t.strip().lower() for t in headers.get("Connection", "").split(",")}
+    return headers.get("Upgrade") if "upgrade" in tokens else None
