@@ -365,6 +365,32 @@ def test_native_provider_gets_the_request_as_it_came(proxy: Proxy) -> None:
     assert "agent_reach" not in sent
 
 
+def test_codex_cache_routing_reaches_a_native_provider_as_it_came(proxy: Proxy) -> None:
+    """Issue 49, item 3: OpenAI routes prompt-cache hits by `session-id`; Codex sends it with
+    `prompt_cache_key` and its turn headers. A `format: responses` provider gets them as sent,
+    and none of the client's other headers (its key above all)."""
+    codex = {
+        "session-id": "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+        "x-codex-turn-state": "ts-opaque-1",
+        "x-codex-window-id": "w-7",
+        "x-codex-turn-metadata": '{"turn": 3}',
+    }
+    client = proxy.client("sk-client-key-not-for-providers")
+    client.responses.create(
+        model="gpt-test",
+        input="hi",
+        prompt_cache_key="0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+        extra_headers={**codex, "X-Agent-Reach-Fallback-Order": "native"},
+    )
+    [got] = [r for r in proxy.upstream.received if r.scenario == "resp"][-1:]
+    assert got.body["prompt_cache_key"] == "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+    sent = {k.lower(): v for k, v in got.headers.items()}
+    for name in ("session-id", "x-codex-turn-state", "x-codex-window-id"):
+        assert sent[name] == codex[name]
+    assert "x-codex-turn-metadata" not in sent  # not on the list
+    assert sent["authorization"] == f"Bearer {PROVIDER_KEY}"  # the provider's own key
+
+
 def test_native_stream_is_forwarded_as_it_came(proxy: Proxy) -> None:
     _, events = post_events(proxy, {"model": "gpt-test", "input": "hi"}, order("native"))
     assert events[0]["response"]["id"] == "resp_upstream1"

@@ -216,7 +216,8 @@ class ChatRequest:
     api: str = "chat"  # the API the request arrived in: chat, responses, messages or gemini
     native: dict[str, Any] | None = None  # the request as it arrived, when not a chat one
     # Headers of the client's API that go with `native` to a provider that speaks that API
-    # (Messages: `anthropic-beta`); never a key.
+    # (Messages: `anthropic-beta`; Responses: Codex's `session-id` and its turn routing); never
+    # a key.
     native_headers: dict[str, str] | None = None
     first_token_ms: float | None = None  # the extension's; else the route's, the provider's
     continuing: str | None = None  # an answer cut mid-stream, for the next provider to finish

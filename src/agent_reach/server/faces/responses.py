@@ -44,6 +44,10 @@ if TYPE_CHECKING:
     from ...engine.stream import ChatStream
 
 Events = list[tuple[str, dict[str, Any]]]
+# What Codex sends for its provider's prompt cache and turn routing, passed on as it came to a
+# provider of `format: responses` (OpenAI's backend routes cache hits by `session-id`); never a
+# key, and nothing else of the client's headers.
+CACHE_HEADERS = ("session-id", "x-codex-turn-state", "x-codex-window-id")
 
 
 async def create(gateway: Serving, request: Request) -> StreamResponse:
@@ -52,7 +56,10 @@ async def create(gateway: Serving, request: Request) -> StreamResponse:
     body = await _continued(gateway, given, owner(request))
     inbound = decode_request(body)
     parsed = ChatRequest.checked(inbound.body)
-    req = with_headers(replace(parsed, api="responses", native=body), request)
+    carried = {h: request.headers[h] for h in CACHE_HEADERS if h in request.headers}
+    req = with_headers(
+        replace(parsed, api="responses", native=body, native_headers=carried or None), request
+    )
     native = req.native or {}
 
     async def keep(answer: dict[str, Any]) -> None:
