@@ -121,7 +121,10 @@ def test_codex_configured_by_setup(proxy: Proxy, home: dict[str, str], tmp_path:
     assert 'model_reasoning_effort = "low"' in written  # the user's settings are kept
     assert f'base_url = "{proxy.base}/v1"' in written
     env = {**home, "AGENT_REACH_API_KEY": "unused"}
+    log = Path(proxy.proc.args[2]).parent / "proxy.log"  # type: ignore[index]
+    before = log.read_text().count("GET /v1/responses")
     assert_tool_turn(codex_exec(env, tmp_path / "work"), proxy.upstream)
+    assert log.read_text().count("GET /v1/responses") == before  # no upgrade asked
 
 
 def write_config(upstream: Upstream, tmp_path: Path) -> str:

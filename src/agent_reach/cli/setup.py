@@ -38,7 +38,8 @@ _KEY_HELPER = f'printf %s "${{{KEY_VAR}:-agent-reach}}"'
 
 
 def codex_toml(base: str) -> str:
-    """The Codex config that selects agent-reach."""
+    """The Codex config that selects agent-reach: never named `OpenAI` (Codex would ask it for
+    remote compaction), and saying it takes no WebSocket (the proxy answers the upgrade 426)."""
     return (
         'model_provider = "agent_reach"\n\n'
         f"{_PROVIDER_TABLE}\n"
@@ -46,6 +47,7 @@ def codex_toml(base: str) -> str:
         f'base_url = "{base}/v1"\n'
         f'env_key = "{KEY_VAR}"\n'
         'wire_api = "responses"\n'
+        "supports_websockets = false\n"
     )
 
 
