@@ -227,3 +227,30 @@ def test_codex_asking_for_websockets_falls_back_at_once(
             assert " 426 " in upgrades[-1], upgrades[-1]
     print(f"codex exec: {took[False]:.1f} s over HTTP, {took[True]:.1f} s asking for websockets")
     assert took[True] < took[False] + 5, took  # the seven retries took 6-7 s more
+
+
+def test_codex_stops_at_once_when_every_provider_is_out_of_quota(
+    upstream: Upstream, home: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 49, item 2: a dead provider, a used-up coding plan (Zhipu's 429 1308, an hour to
+    its reset) and a used-up balance (DeepSeek's 402): the Responses face answers OpenAI's
+    `usage_limit_reached` with `resets_at`, which Codex prints and stops on (it hung, retrying,
+    on a plain 429 with `Retry-After`)."""
+    upstream.clear()
+    upstream.reopens_at = time.time() + 3600
+    providers = [
+        {"name": "dead", "endpoint": refused_url()},
+        {"name": "plan", "endpoint": upstream.url("plan")},
+        {"name": "balance", "endpoint": upstream.url("balance")},
+    ]
+    config = {"version": "0.3.2", "health": {"mode": "off"}, "state": "memory://"}
+    path = tmp_path / "agent-reach.yaml"
+    path.write_text(yaml.safe_dump({**config, "providers": providers}))
+    started = time.monotonic()
+    result = codex_exec(home, tmp_path / "work", BIN, "--config", str(path), "run", "--")
+    took = time.monotonic() - started
+    print(f"codex exec ended in {took:.1f} s (exit {result.returncode})")
+    said = result.stdout + result.stderr
+    assert result.returncode != 0, said[-2000:]
+    assert "usage limit" in said.lower(), said[-2000:]
+    assert took < 30, took

@@ -12,8 +12,9 @@ not retry), quickly:
 - the last real attempt `context_exceeded`, or every provider skipped for a context window its
   estimated input exceeds: 400 `context_length_exceeded`;
 - every real attempt `bad_request`: 400 `bad_request` (the first provider's message);
-- every real attempt `rate_limited`, or skipped for quota: 429 `rate_limited`, with
-  `Retry-After` the soonest known reopening;
+- any attempt rate limited or out of quota (sent, or skipped for it), the others failures of
+  the providers: 429 `rate_limited`, with `Retry-After` the soonest known reopening (the
+  reason that lasts: a dead provider beside a used-up one gives the same status every time);
 - anything else: 502 `all_providers_failed`.
 
 A real attempt is one that was sent (not a skip).
@@ -36,6 +37,7 @@ class Fault:
     message: str  # "" to use the failure's own summary
     param: str | None = None
     retry_after: float | None = None  # seconds, for a 429
+    used_up: bool = False  # a 429 whose every provider is out of quota (not rate limited)
 
 
 def fault_of(attempts: Sequence[Attempt], stopped: bool = False, model: str | None = None) -> Fault:
@@ -56,11 +58,18 @@ def fault_of(attempts: Sequence[Attempt], stopped: bool = False, model: str | No
         return Fault(400, "context_length_exceeded", _said(attempts[0]))
     if real and all(a.reason is Reason.BAD_REQUEST for a in real):
         return Fault(400, "bad_request", _said(real[0]))
-    considered = real + [a for a in attempts if not a.sent and _later(a.reason)]
-    if considered and all(_later(a.reason) for a in considered):
-        waits = [a.retry_after for a in considered if a.retry_after is not None]
-        message = "every provider is rate limited or out of quota"
-        return Fault(429, "rate_limited", message, retry_after=min(waits) if waits else None)
+    later = [a for a in attempts if _later(a.reason)]
+    if later:
+        waits = [a.retry_after for a in later if a.retry_after is not None]
+        message = (
+            "every provider is rate limited or out of quota"
+            if all(_later(a.reason) for a in real)
+            else "no provider can answer now: rate limited or out of quota, or down"
+        )
+        # A used-up quota is skipped until its window resets; a rate limit is tried again.
+        used_up = all(EFFECTS[a.reason].skip for a in later)
+        wait = min(waits) if waits else None
+        return Fault(429, "rate_limited", message, retry_after=wait, used_up=used_up)
     return Fault(502, "all_providers_failed", "")
 
 

@@ -10,6 +10,7 @@ face's `Encoder`, which turns chat chunks, or a provider's own frames, into the 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -99,7 +100,9 @@ class Face:
     (`prefixes`, and `also` for a rule of its own), its `error_body`, whether a key may come in
     a `key=` query parameter (`query_key`, the Gemini API's), and the words that open its
     message for a request too long for every provider (`too_long`, what Claude Code
-    compacts its conversation on)."""
+    compacts its conversation on), and whether every provider out of quota is told as OpenAI's
+    `usage_limit_reached` with `resets_at` (`usage_limit`: what Codex stops on, printing when
+    to come back, rather than retrying)."""
 
     name: str
     routes: tuple[tuple[str, str, Handler], ...]
@@ -109,6 +112,7 @@ class Face:
     query_key: bool = False
     too_long: str = ""
     failed_type: bool = True  # an all-failed error names OpenAI's type for its status
+    usage_limit: bool = False
 
     def owns(self, path: str) -> bool:
         """Whether `path`'s errors take this face's shape."""
@@ -145,6 +149,13 @@ class Face:
         elif fault.status >= 500:
             headers = {"x-should-retry": "false"}
         kind = _FAULT_TYPES.get(fault.status, "all_providers_failed") if self.failed_type else None
+        extra: dict[str, Any] = {}
+        if self.usage_limit and fault.used_up:
+            kind = "usage_limit_reached"
+            if fault.retry_after is not None:  # when, as Codex reads it (newer, and older)
+                wait = math.ceil(fault.retry_after)
+                extra["resets_at"] = int(time.time()) + wait
+                extra["resets_in_seconds"] = wait
         return self.error_response(
             fault.status,
             message,
@@ -153,6 +164,7 @@ class Face:
             headers=headers,
             param=fault.param,
             attempts=[a.to_dict() for a in exc.attempts],
+            **extra,
         )
 
 

@@ -248,4 +248,5 @@ FACE = Face(
         ("DELETE", "/v1/responses/{id}", delete),
     ),
     prefixes=("/v1/responses",),
+    usage_limit=True,
 )
