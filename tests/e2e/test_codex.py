@@ -254,3 +254,25 @@ def test_codex_stops_at_once_when_every_provider_is_out_of_quota(
     assert result.returncode != 0, said[-2000:]
     assert "usage limit" in said.lower(), said[-2000:]
     assert took < 30, took
+
+
+def test_codex_stops_soon_when_every_provider_is_dead(
+    upstream: Upstream, home: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 49, item 2: every provider refusing connections. `run` sets Codex's own retries
+    to one of each kind (the proxy has tried every provider already), so the turn ends in
+    seconds with the error (it took 25 s and 30 requests: 5 tries of 6 streams)."""
+    providers = [{"name": f"dead{i}", "endpoint": refused_url()} for i in range(2)]
+    config = {"version": "0.3.2", "health": {"mode": "off"}, "state": "memory://"}
+    path = tmp_path / "agent-reach.yaml"
+    path.write_text(yaml.safe_dump({**config, "providers": providers}))
+    started = time.monotonic()
+    result = codex_exec(home, tmp_path / "work", BIN, "--config", str(path), "run", "--")
+    took = time.monotonic() - started
+    print(f"codex exec ended in {took:.1f} s (exit {result.returncode})")
+    said = result.stdout + result.stderr
+    assert result.returncode != 0, said[-2000:]
+    assert "all providers failed" in said, said[-2000:]
+    summary = [x for x in result.stderr.splitlines() if re.match(r"agent-reach: \d+ request", x)]
+    assert summary == ["agent-reach: 4 requests, 0 failed over, 4 failed"], summary  # 2 x 2
+    assert took < 30, took

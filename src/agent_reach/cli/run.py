@@ -85,10 +85,11 @@ def secret_variables(config: Config) -> frozenset[str]:
 
 def codex_overrides(base: str) -> list[str]:
     """`codex -c` options that define the `agent_reach` provider (Responses API, no WebSocket,
-    as `setup.codex_toml` says) and pick it."""
+    one retry of its own: as `setup.codex_toml` says) and pick it."""
     provider = (
         f'{{name="agent-reach", base_url="{base}/v1", env_key="OPENAI_API_KEY", '
-        'wire_api="responses", supports_websockets=false}'
+        'wire_api="responses", supports_websockets=false, request_max_retries=1, '
+        "stream_max_retries=1}"
     )
     return ["-c", f"model_providers.agent_reach={provider}", "-c", "model_provider=agent_reach"]
 

@@ -39,7 +39,9 @@ _KEY_HELPER = f'printf %s "${{{KEY_VAR}:-agent-reach}}"'
 
 def codex_toml(base: str) -> str:
     """The Codex config that selects agent-reach: never named `OpenAI` (Codex would ask it for
-    remote compaction), and saying it takes no WebSocket (the proxy answers the upgrade 426)."""
+    remote compaction), saying it takes no WebSocket (the proxy answers the upgrade 426), and
+    one retry of Codex's own where it makes 4 and 5 (the proxy has tried every provider
+    already: an all-failed turn took 30 requests and 25 s)."""
     return (
         'model_provider = "agent_reach"\n\n'
         f"{_PROVIDER_TABLE}\n"
@@ -48,6 +50,8 @@ def codex_toml(base: str) -> str:
         f'env_key = "{KEY_VAR}"\n'
         'wire_api = "responses"\n'
         "supports_websockets = false\n"
+        "request_max_retries = 1\n"
+        "stream_max_retries = 1\n"
     )
 
 
