@@ -99,3 +99,9 @@ def test_words_in_an_error_without_a_code_never_say_auth() -> None:
     assert (
         classify(status=200, error=ErrorInfo("x", "invalid_api_key")).reason is Reason.AUTH_FAILED
     )
+
+
+def test_kimis_spent_weekly_window_is_a_used_up_plan_not_a_bad_key() -> None:
+    """Kimi's coding plan answers its spent weekly window with a 403 (issue 49, 50)."""
+    body = {"error": {"message": "access terminated", "type": "access_terminated_error"}}
+    assert reason_of("openai", 403, body) is Reason.QUOTA_EXHAUSTED_UPSTREAM

@@ -233,7 +233,7 @@ def test_codex_stops_at_once_when_every_provider_is_out_of_quota(
     upstream: Upstream, home: dict[str, str], tmp_path: Path
 ) -> None:
     """Issue 49, item 2: a dead provider, a used-up coding plan (Zhipu's 429 1308, an hour to
-    its reset) and a used-up balance (DeepSeek's 402): the Responses face answers OpenAI's
+    its reset), a used-up balance (DeepSeek's 402) and Kimi's spent weekly window (a 403): the Responses face answers OpenAI's
     `usage_limit_reached` with `resets_at`, which Codex prints and stops on (it hung, retrying,
     on a plain 429 with `Retry-After`)."""
     upstream.clear()
@@ -242,6 +242,7 @@ def test_codex_stops_at_once_when_every_provider_is_out_of_quota(
         {"name": "dead", "endpoint": refused_url()},
         {"name": "plan", "endpoint": upstream.url("plan")},
         {"name": "balance", "endpoint": upstream.url("balance")},
+        {"name": "kimi", "endpoint": upstream.url("kimiweek")},
     ]
     config = {"version": "0.3.2", "health": {"mode": "off"}, "state": "memory://"}
     path = tmp_path / "agent-reach.yaml"

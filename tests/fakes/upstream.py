@@ -564,6 +564,17 @@ class Upstream:
             return web.json_response({"error": {"code": "1308", "message": message}}, status=429)
         return await self._reopened(request, body, stream)
 
+    async def s_kimiweek(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """Kimi's coding plan with its weekly window spent: a 403 `access_terminated_error`
+        (no reset stated) until `reopens_at`."""
+        if time.time() < self.reopens_at:
+            error = {
+                "message": "access terminated for this period",
+                "type": "access_terminated_error",
+            }
+            return web.json_response({"error": error}, status=403)
+        return await self._reopened(request, body, stream)
+
     async def s_balance(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """DeepSeek's 402 (it states no reset) until `reopens_at`."""
         if time.time() < self.reopens_at:

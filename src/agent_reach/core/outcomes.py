@@ -100,13 +100,15 @@ _RATE_WORDS = (
     "balance",
 )
 # This key's plan, balance or usage window is used up (docs/providers.md, "Usage limits"):
-# OpenAI `insufficient_quota`, Moonshot `exceeded_current_quota_error`, Zhipu 1113 (arrears),
+# OpenAI `insufficient_quota`, Moonshot `exceeded_current_quota_error` and, for a coding plan's
+# spent weekly window, Kimi's 403 `access_terminated_error`, Zhipu 1113 (arrears),
 # 1304 (daily call limit), 1308 (N-hour plan limit), 1309 (plan expired), 1310 (weekly/monthly
 # limit), Minimax 1008 (balance) and 2056 (plan window), DeepSeek "Insufficient Balance".
 _QUOTA_CODES = frozenset(
     {
         "insufficient_quota",
         "exceeded_current_quota_error",
+        "access_terminated_error",
         "usage_limit_reached",
         "1113",
         "1304",
