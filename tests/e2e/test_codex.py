@@ -229,13 +229,30 @@ def test_codex_asking_for_websockets_falls_back_at_once(
     assert took[True] < took[False] + 5, took  # the seven retries took 6-7 s more
 
 
+def failed_turn(
+    home: dict[str, str], tmp_path: Path, providers: list[dict[str, Any]]
+) -> subprocess.CompletedProcess[str]:
+    """`codex exec` through `run` with `providers`, none of which can answer: it must end with
+    an error within 30 s (the time is printed)."""
+    config = {"version": "0.3.2", "health": {"mode": "off"}, "state": "memory://"}
+    path = tmp_path / "agent-reach.yaml"
+    path.write_text(yaml.safe_dump({**config, "providers": providers}))
+    started = time.monotonic()
+    result = codex_exec(home, tmp_path / "work", BIN, "--config", str(path), "run", "--")
+    took = time.monotonic() - started
+    print(f"codex exec ended in {took:.1f} s (exit {result.returncode})")
+    assert result.returncode != 0, (result.stdout + result.stderr)[-2000:]
+    assert took < 30, took
+    return result
+
+
 def test_codex_stops_at_once_when_every_provider_is_out_of_quota(
     upstream: Upstream, home: dict[str, str], tmp_path: Path
 ) -> None:
     """Issue 49, item 2: a dead provider, a used-up coding plan (Zhipu's 429 1308, an hour to
-    its reset), a used-up balance (DeepSeek's 402) and Kimi's spent weekly window (a 403): the Responses face answers OpenAI's
-    `usage_limit_reached` with `resets_at`, which Codex prints and stops on (it hung, retrying,
-    on a plain 429 with `Retry-After`)."""
+    its reset), a used-up balance (DeepSeek's 402) and Kimi's spent weekly window (a 403): the
+    Responses face answers OpenAI's `usage_limit_reached` with `resets_at`, which Codex prints
+    and stops on (it retried a plain 429 with `Retry-After`: 30 requests, 25 s)."""
     upstream.clear()
     upstream.reopens_at = time.time() + 3600
     providers = [
@@ -244,36 +261,17 @@ def test_codex_stops_at_once_when_every_provider_is_out_of_quota(
         {"name": "balance", "endpoint": upstream.url("balance")},
         {"name": "kimi", "endpoint": upstream.url("kimiweek")},
     ]
-    config = {"version": "0.3.2", "health": {"mode": "off"}, "state": "memory://"}
-    path = tmp_path / "agent-reach.yaml"
-    path.write_text(yaml.safe_dump({**config, "providers": providers}))
-    started = time.monotonic()
-    result = codex_exec(home, tmp_path / "work", BIN, "--config", str(path), "run", "--")
-    took = time.monotonic() - started
-    print(f"codex exec ended in {took:.1f} s (exit {result.returncode})")
+    result = failed_turn(home, tmp_path, providers)
     said = result.stdout + result.stderr
-    assert result.returncode != 0, said[-2000:]
     assert "usage limit" in said.lower(), said[-2000:]
-    assert took < 30, took
 
 
-def test_codex_stops_soon_when_every_provider_is_dead(
-    upstream: Upstream, home: dict[str, str], tmp_path: Path
-) -> None:
+def test_codex_stops_soon_when_every_provider_is_dead(home: dict[str, str], tmp_path: Path) -> None:
     """Issue 49, item 2: every provider refusing connections. `run` sets Codex's own retries
     to one of each kind (the proxy has tried every provider already), so the turn ends in
     seconds with the error (it took 25 s and 30 requests: 5 tries of 6 streams)."""
     providers = [{"name": f"dead{i}", "endpoint": refused_url()} for i in range(2)]
-    config = {"version": "0.3.2", "health": {"mode": "off"}, "state": "memory://"}
-    path = tmp_path / "agent-reach.yaml"
-    path.write_text(yaml.safe_dump({**config, "providers": providers}))
-    started = time.monotonic()
-    result = codex_exec(home, tmp_path / "work", BIN, "--config", str(path), "run", "--")
-    took = time.monotonic() - started
-    print(f"codex exec ended in {took:.1f} s (exit {result.returncode})")
-    said = result.stdout + result.stderr
-    assert result.returncode != 0, said[-2000:]
-    assert "all providers failed" in said, said[-2000:]
+    result = failed_turn(home, tmp_path, providers)
+    assert "all providers failed" in result.stdout + result.stderr
     summary = [x for x in result.stderr.splitlines() if re.match(r"agent-reach: \d+ request", x)]
     assert summary == ["agent-reach: 4 requests, 0 failed over, 4 failed"], summary  # 2 x 2
-    assert took < 30, took
