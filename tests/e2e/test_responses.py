@@ -391,6 +391,19 @@ def test_codex_cache_routing_reaches_a_native_provider_as_it_came(proxy: Proxy) 
     assert sent["authorization"] == f"Bearer {PROVIDER_KEY}"  # the provider's own key
 
 
+def test_the_providers_turn_state_comes_back_to_codex(proxy: Proxy) -> None:
+    """Issue 49, item 3: a `format: responses` provider's `x-codex-turn-state` (what Codex
+    sends on its next request) reaches the client as the provider sent it; a chat provider
+    has none to give."""
+    asked = {"x-codex-turn-state": "ts-1"}
+    headers, _ = post_events(
+        proxy, {"model": "gpt-test", "input": "hi"}, {**asked, **order("native")}
+    )
+    assert {k.lower(): v for k, v in headers.items()}["x-codex-turn-state"] == "next-ts-1"
+    headers, _ = post_events(proxy, {"model": "gpt-test", "input": "hi"}, {**asked, **order("ok")})
+    assert "x-codex-turn-state" not in {k.lower() for k in headers}
+
+
 def test_native_stream_is_forwarded_as_it_came(proxy: Proxy) -> None:
     _, events = post_events(proxy, {"model": "gpt-test", "input": "hi"}, order("native"))
     assert events[0]["response"]["id"] == "resp_upstream1"

@@ -1162,7 +1162,10 @@ class Upstream:
             answer["output"][0]["encrypted_content"] = VERIFIER_BLOB
         if not body.get("stream"):
             return web.json_response(answer)
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        headers = {"Content-Type": "text/event-stream"}
+        if "x-codex-turn-state" in request.headers:  # OpenAI's next turn state, for Codex
+            headers["x-codex-turn-state"] = "next-" + request.headers["x-codex-turn-state"]
+        resp = web.StreamResponse(headers=headers)
         await resp.prepare(request)
         for n, (kind, data) in enumerate(responses_events(answer)):
             event = {"type": kind, "sequence_number": n, **data}

@@ -70,6 +70,14 @@ class ChatStream:
     def provider(self) -> str:
         return self.prepared.name
 
+    def echoed(self, names: tuple[str, ...]) -> dict[str, str]:
+        """The provider's own answer headers among `names` (lowercase), when it speaks the
+        request's API itself: for a client of that API (Codex's `x-codex-turn-state`)."""
+        resp = self.live.resp
+        if resp is None or not names or not self.prepared.speaks(self.run.req):
+            return {}
+        return {name: resp.headers[name] for name in names if name in resp.headers}
+
     @property
     def replayed(self) -> bool:
         """Whether the provider gave a whole answer (replayed as chunks), not a stream."""

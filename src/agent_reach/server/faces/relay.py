@@ -153,9 +153,11 @@ async def streamed(
     encoder: Callable[[ChatStream], E],
     content_type: str = "text/event-stream",
     finished: Callable[[E], Awaitable[None]] | None = None,
+    echo: tuple[str, ...] = (),
 ) -> StreamResponse:
     """A stream in `face`'s API: the error response when no provider answered; else the
-    headers of `whole`, then the stream, written through the `encoder` made for it (and
+    headers of `whole` (and those named in `echo` of a provider that speaks the API), then the
+    stream, written through the `encoder` made for it (and
     handed to `finished` when it ended whole). The upstream is closed however it ends: a
     client that goes away cancels us."""
     router = gateway.router  # the one that answers, whatever a reload does meanwhile
@@ -167,6 +169,7 @@ async def streamed(
         headers = {**SSE_HEADERS, "Content-Type": content_type}
         headers |= trace_headers(stream.provider, stream.trace)
         headers |= dropped_header(router.dropped(stream.provider, req, translated))
+        headers |= stream.echoed(echo)
         resp = StreamResponse(headers=headers)
         await resp.prepare(request)
         out = encoder(stream)

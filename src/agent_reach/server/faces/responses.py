@@ -48,6 +48,8 @@ Events = list[tuple[str, dict[str, Any]]]
 # provider of `format: responses` (OpenAI's backend routes cache hits by `session-id`); never a
 # key, and nothing else of the client's headers.
 CACHE_HEADERS = ("session-id", "x-codex-turn-state", "x-codex-window-id")
+# What such a provider says back that Codex sends on its next request: passed to Codex.
+ECHO_HEADERS = ("x-codex-turn-state",)
 
 
 async def create(gateway: Serving, request: Request) -> StreamResponse:
@@ -72,7 +74,9 @@ async def create(gateway: Serving, request: Request) -> StreamResponse:
 
     if req.stream:
         encoder = functools.partial(ResponsesEncoder, native)
-        return await streamed(gateway, FACE, request, req, inbound.dropped, encoder, finished=kept)
+        return await streamed(
+            gateway, FACE, request, req, inbound.dropped, encoder, finished=kept, echo=ECHO_HEADERS
+        )
     render = functools.partial(encode_answer, request=body, created=int(time.time()))
     return await whole(gateway, FACE, req, inbound.dropped, render, keep)
 
