@@ -73,9 +73,10 @@ async def turn(engine: Engine, run: Run, pick: Pick, op: Operation[T]) -> T | No
             await _skip(engine, run, turn, prepared, action)
             return None
         elif isinstance(action, Send):
-            budgets = prepared.budgets and run.recorded
-            sends = 1 if op.requests is None else op.requests(prepared, target.req)
-            taken = await engine.ledger.reserve(prepared, sends) if budgets else []
+            taken: Reserved | tuple[str, float] = []
+            if prepared.budgets and run.recorded:
+                sends = 1 if op.requests is None else op.requests(prepared, target.req)
+                taken = await engine.ledger.reserve(prepared, sends)
             if isinstance(taken, tuple):
                 action = turn.over_budget(*taken)
                 continue

@@ -3,10 +3,10 @@ the limits below and every error in the shape of the path's API.
 
 A `Connection` (what it reads: `reading.Reading`; what it writes: `writing.Writing`) answers
 requests one at a time in the order they came (pipelined ones wait, and past `_PIPELINE`
-waiting the socket is not read), keeps
-the connection alive between them (HTTP/1.1; an HTTP/1.0 client's is closed after its answer),
-hands it to a WebSocket route when one takes it (`websocket`), and cancels the request being
-handled, with its upstream, when the client goes away. The limits kept here:
+waiting the socket is not read), keeps the connection alive between them (HTTP/1.1; an
+HTTP/1.0 client's is closed after its answer), hands it to a WebSocket route when one takes
+it (`websocket`), and cancels the request being handled, with its upstream, when the client
+goes away. The limits kept here:
   - `client_write_timeout_s` while our writes are paused because the client reads nothing
     (`writing`): the connection is dropped, which cancels the handler and, with it, the
     upstream request;

@@ -32,7 +32,7 @@ from wsproto.frame_protocol import CloseReason
 from wsproto.utilities import LocalProtocolError, generate_accept_token
 
 from ...core.errors import RequestError
-from .wire import Request, StreamResponse
+from .wire import Request, StreamResponse, upgrading
 
 if TYPE_CHECKING:
     from ...net.outbox import Outbox
@@ -80,9 +80,7 @@ def accept_token(request: Request) -> str:
     request that asks for no WebSocket, 400 for a broken handshake (`RequestError`, answered in
     the shape of the path's API)."""
     headers = request.headers
-    upgrade = headers.get("Upgrade", "").lower()
-    tokens = {t.strip().lower() for t in headers.get("Connection", "").split(",")}
-    if upgrade != "websocket" or "upgrade" not in tokens:
+    if (upgrading(request) or "").lower() != "websocket":
         raise RequestError("this path speaks WebSocket: send Upgrade: websocket", status=426)
     if headers.get("Sec-WebSocket-Version") != "13":
         raise RequestError("Sec-WebSocket-Version must be 13")
