@@ -23,6 +23,30 @@ GEMINI_AUTH = {"selectedType": "gemini-api-key"}
 OPENCODE_MODEL = "agent-reach/default"
 
 
+def codex_provider(base: str, key_var: str) -> dict[str, Any]:
+    """Codex's `model_providers.agent_reach` for the proxy at `base`, its key in `key_var`
+    (`run` and `setup codex` write the same): never named `OpenAI` (Codex would ask it for
+    remote compaction), taking no WebSocket (the proxy answers the upgrade 426), and one retry
+    of Codex's own where it makes 4 and 5 (the proxy has tried every provider already: an
+    all-failed turn took 30 requests and 25 s)."""
+    return {
+        "name": "agent-reach",
+        "base_url": f"{base}/v1",
+        "env_key": key_var,
+        "wire_api": "responses",
+        "supports_websockets": False,
+        "request_max_retries": 1,
+        "stream_max_retries": 1,
+    }
+
+
+def toml_value(value: Any) -> str:
+    """A string, bool or int as TOML writes it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value)
+
+
 def env_for(base: str, key: str, environ: dict[str, str]) -> dict[str, str]:
     """The variables, beyond the OpenAI and Anthropic ones, that point the agents at the
     proxy: Gemini CLI's (and Google's SDKs'), Aider's, OpenCode's config."""

@@ -84,13 +84,10 @@ def secret_variables(config: Config) -> frozenset[str]:
 
 
 def codex_overrides(base: str) -> list[str]:
-    """`codex -c` options that define the `agent_reach` provider (Responses API, no WebSocket,
-    one retry of its own: as `setup.codex_toml` says) and pick it."""
-    provider = (
-        f'{{name="agent-reach", base_url="{base}/v1", env_key="OPENAI_API_KEY", '
-        'wire_api="responses", supports_websockets=false, request_max_retries=1, '
-        "stream_max_retries=1}"
-    )
+    """`codex -c` options that define the `agent_reach` provider (`agents.codex_provider`)
+    and pick it."""
+    fields = agents.codex_provider(base, "OPENAI_API_KEY").items()
+    provider = "{" + ", ".join(f"{k}={agents.toml_value(v)}" for k, v in fields) + "}"
     return ["-c", f"model_providers.agent_reach={provider}", "-c", "model_provider=agent_reach"]
 
 

@@ -29,7 +29,14 @@ from typing import Any
 
 import click
 
-from .agents import GEMINI_AUTH, OPENCODE_MODEL, opencode_provider, with_auth
+from .agents import (
+    GEMINI_AUTH,
+    OPENCODE_MODEL,
+    codex_provider,
+    opencode_provider,
+    toml_value,
+    with_auth,
+)
 from .exits import expected_errors, fail
 
 KEY_VAR = "AGENT_REACH_API_KEY"
@@ -38,21 +45,10 @@ _KEY_HELPER = f'printf %s "${{{KEY_VAR}:-agent-reach}}"'
 
 
 def codex_toml(base: str) -> str:
-    """The Codex config that selects agent-reach: never named `OpenAI` (Codex would ask it for
-    remote compaction), saying it takes no WebSocket (the proxy answers the upgrade 426), and
-    one retry of Codex's own where it makes 4 and 5 (the proxy has tried every provider
-    already: an all-failed turn took 30 requests and 25 s)."""
-    return (
-        'model_provider = "agent_reach"\n\n'
-        f"{_PROVIDER_TABLE}\n"
-        'name = "agent-reach"\n'
-        f'base_url = "{base}/v1"\n'
-        f'env_key = "{KEY_VAR}"\n'
-        'wire_api = "responses"\n'
-        "supports_websockets = false\n"
-        "request_max_retries = 1\n"
-        "stream_max_retries = 1\n"
-    )
+    """The Codex config that selects agent-reach (`agents.codex_provider`)."""
+    fields = codex_provider(base, KEY_VAR).items()
+    table = "".join(f"{k} = {toml_value(v)}\n" for k, v in fields)
+    return f'model_provider = "agent_reach"\n\n{_PROVIDER_TABLE}\n{table}'
 
 
 def merge_codex(text: str, base: str) -> str:
