@@ -91,6 +91,28 @@ class Router:
         """Provider `name`'s config entry (KeyError if there is none)."""
         return self.engine.prepared[name].spec
 
+    def model_names(self) -> list[str]:
+        """Every name a request may ask for: providers' models, `model_map` keys and the
+        models they map to, and the route names, each a model alias (protocol §3); no pattern
+        (the catch-all `"*"` among them)."""
+        names: dict[str, None] = {}
+        for p in self.config.providers:
+            names.update(dict.fromkeys(p.models or ()))
+            names.update(dict.fromkeys(p.model_map))
+            names.update(dict.fromkeys(m for m in p.model_map.values() if m))
+        names.update(dict.fromkeys(self.config.routes))
+        return [n for n in names if "*" not in n]
+
+    def context_window(self, model: str) -> int | None:
+        """The smallest context window known among the providers a request for `model`
+        walks (its route's, else the default order), each for its own name of the model;
+        None when none is known."""
+        order = self.routes.get(model) or self.default_order
+        prepared = (self.engine.prepared[name] for name in order)
+        windows = [p.spec.limits(p.model_for(model))[1] for p in prepared if p.serves(model)]
+        known = [w for w in windows if w is not None]
+        return min(known) if known else None
+
     def describe(self, name: str) -> dict[str, Any]:
         """Provider `name`'s config as `--debug` shows it: every field, its key as `***` (or
         "(not set)"), its proxy's credentials as `***`, and the key's value nowhere."""

@@ -150,6 +150,21 @@ def test_codex_through_agent_reach_run(
     ]
 
 
+def test_run_names_the_proxys_models_in_codexs_catalog(
+    upstream: Upstream, home: dict[str, str], tmp_path: Path
+) -> None:
+    """A route name as Codex's model (`-m agents`): the run's catalog lists it, so Codex
+    gives no "fallback metadata" warning, and the tool turn goes down that route."""
+    upstream.clear()
+    run = [BIN, "--config", write_config(upstream, tmp_path), "run", "--"]
+    result = codex_exec(home, tmp_path / "work", *run, options=("-m", "agents"))
+    assert_tool_turn(result, upstream)
+    assert "model: agents\n" in result.stderr
+    assert "provider: agent_reach\n" in result.stderr  # its name is agent-reach, not OpenAI
+    assert "Model metadata" not in result.stderr
+    assert "fallback" not in result.stderr.lower()
+
+
 def test_run_wins_over_what_setup_wrote(
     upstream: Upstream, home: dict[str, str], tmp_path: Path
 ) -> None:

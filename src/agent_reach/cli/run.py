@@ -39,6 +39,7 @@ from .render import chain
 if TYPE_CHECKING:
     from ..config import Config
 
+Names = list[tuple[str, int | None]]  # the proxy's model names, each with its context window
 RUN_LOG = "~/.agent-reach/run.log"  # where the lines go while a full-screen agent runs
 
 
@@ -83,12 +84,15 @@ def secret_variables(config: Config) -> frozenset[str]:
     return frozenset(var for var in named if var) | (config.variables - _ORDINARY)
 
 
-def codex_overrides(base: str) -> list[str]:
+def codex_overrides(base: str, models: str | None = None) -> list[str]:
     """`codex -c` options that define the `agent_reach` provider (`agents.codex_provider`)
-    and pick it."""
+    and pick it, and name the catalog file `models` (`codex_models`) when there is one."""
     fields = agents.codex_provider(base, "OPENAI_API_KEY").items()
     provider = "{" + ", ".join(f"{k}={agents.toml_value(v)}" for k, v in fields) + "}"
-    return ["-c", f"model_providers.agent_reach={provider}", "-c", "model_provider=agent_reach"]
+    out = ["-c", f"model_providers.agent_reach={provider}", "-c", "model_provider=agent_reach"]
+    if models is not None:
+        out += ["-c", f"model_catalog_json={agents.toml_value(models)}"]
+    return out
 
 
 def claude_settings(base: str, key: str) -> dict[str, Any]:
@@ -128,12 +132,12 @@ def written_elsewhere(program: str) -> str | None:
 
 
 def command_line(command: tuple[str, ...], base: str, settings: str | None = None) -> list[str]:
-    """The program's argv, with Codex's overrides right after `codex`, and Claude Code's
-    `--settings FILE` right after `claude`."""
+    """The program's argv, with Codex's overrides right after `codex` (`settings`: its model
+    catalog file), and Claude Code's `--settings FILE` right after `claude`."""
     argv = list(command)
     name = os.path.basename(argv[0])
     if name == "codex":
-        argv[1:1] = codex_overrides(base)
+        argv[1:1] = codex_overrides(base, settings)
     elif name == "claude" and settings is not None:
         argv[1:1] = ["--settings", settings]
     return agents.argv_for(name, argv)
@@ -279,6 +283,7 @@ def run(
     router.subscribe(watch)
     key = "AIza-" + secrets.token_urlsafe(24)  # Gemini CLI takes only keys that look Google's
     hidden = secret_variables(router.config)
+    names = [(n, router.context_window(n)) for n in router.model_names()]
     try:
         code = asyncio.run(
             run_with(
@@ -286,7 +291,7 @@ def run(
                 port,
                 key,
                 route,
-                lambda base: _child(command, base, key, hidden),
+                lambda base: _child(command, base, key, hidden, names),
                 log_file,
             )
         )
@@ -308,23 +313,44 @@ def full_screen(command: tuple[str, ...]) -> bool:
     return False
 
 
-async def _child(command: tuple[str, ...], base: str, key: str, hidden: frozenset[str]) -> int:
-    """Run the program to its end; its exit status (128 + N when killed by signal N)."""
+async def _child(
+    command: tuple[str, ...], base: str, key: str, hidden: frozenset[str], names: Names
+) -> int:
+    """Run the program to its end; its exit status (128 + N when killed by signal N).
+    `names`: the proxy's model names and their context windows (Codex's catalog)."""
     import tempfile
 
     env = agent_env(base, key, dict(os.environ), hidden)
     name = os.path.basename(command[0])
-    if name not in ("claude", "gemini"):
+    if name not in ("claude", "gemini", "codex"):
         return await _wait(command_line(command, base), env)
     # Its files carry the key: only this user can read them, and they are gone after the run.
     with tempfile.TemporaryDirectory(prefix="agent-reach-run-") as private:  # mode 0700
         if name == "gemini":
             env["GEMINI_CLI_HOME"] = str(agents.gemini_home(env, Path(private)))
             return await _wait(command_line(command, base), env)
+        if name == "codex":
+            return await _wait(
+                command_line(command, base, await _catalog(command[0], env, names, private)), env
+            )
         settings = os.path.join(private, "claude-settings.json")
         with open(os.open(settings, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
             json.dump(claude_settings(base, key), f)
         return await _wait(command_line(command, base, settings), env)
+
+
+async def _catalog(program: str, env: dict[str, str], names: Names, private: str) -> str | None:
+    """Codex's model catalog for the run, written in `private`; None when the installed Codex
+    cannot give its own (`codex_models.bundled`)."""
+    from . import codex_models
+
+    models = await codex_models.bundled(program, env)
+    if models is None:
+        return None
+    path = os.path.join(private, "codex-models.json")
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
+        f.write(codex_models.catalog(models, names))
+    return path
 
 
 async def _wait(argv: list[str], env: dict[str, str]) -> int:

@@ -137,19 +137,10 @@ class Gateway:
         return list(self._models()["data"])
 
     def _models(self) -> dict[str, Any]:
-        """Every name a request may ask for: providers' models, `model_map` keys (but
-        patterns such as the catch-all `"*"`) and the models they map to, and the route names,
-        each a model alias (protocol §3)."""
-        names: dict[str, None] = {}
-        for p in self.config.providers:
-            names.update(dict.fromkeys(p.models or ()))
-            names.update(dict.fromkeys(p.model_map))
-            names.update(dict.fromkeys(m for m in p.model_map.values() if m))
-        names.update(dict.fromkeys(self.config.routes))
+        """`GET /v1/models`: every name a request may ask for (`Router.model_names`)."""
         data = [
             {"id": n, "object": "model", "created": 0, "owned_by": "agent-reach"}
-            for n in names
-            if "*" not in n
+            for n in self.router.model_names()
         ]
         return {"object": "list", "data": data}
 
