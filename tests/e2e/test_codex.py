@@ -117,6 +117,7 @@ def test_codex_configured_by_setup(proxy: Proxy, home: dict[str, str], tmp_path:
         check=True,
     )
     assert "config.toml" in setup.stdout
+    assert "no model catalog for Codex (no config found)" in setup.stdout
     written = (codex_home / "config.toml").read_text()
     assert 'model_reasoning_effort = "low"' in written  # the user's settings are kept
     assert f'base_url = "{proxy.base}/v1"' in written
@@ -125,6 +126,32 @@ def test_codex_configured_by_setup(proxy: Proxy, home: dict[str, str], tmp_path:
     before = log.read_text().count("GET /v1/responses")
     assert_tool_turn(codex_exec(env, tmp_path / "work"), proxy.upstream)
     assert log.read_text().count("GET /v1/responses") == before  # no upgrade asked
+
+
+def test_setup_writes_the_catalog_codex_reads(
+    proxy: Proxy, home: dict[str, str], tmp_path: Path
+) -> None:
+    """With the proxy's config and a `codex` on PATH, `setup codex --write` writes the model
+    catalog beside config.toml and names it there: `codex -m agents` gives no warning, and
+    `--undo` takes both files back."""
+    env = {**home, "PATH": f"{agent('codex').parent}:{home['PATH']}"}
+    config = write_config(proxy.upstream, tmp_path)
+    setup = [BIN, "--config", config, "setup", "codex", "--base-url", proxy.base]
+    done = subprocess.run([*setup, "--write"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    codex_home = Path(home["CODEX_HOME"])
+    catalog = codex_home / "agent-reach-models.json"
+    assert f"wrote {catalog}, Codex's models and the proxy's" in done.stdout
+    assert f'model_catalog_json = "{catalog}"' in (codex_home / "config.toml").read_text()
+    result = codex_exec(
+        {**env, "AGENT_REACH_API_KEY": "unused"}, tmp_path / "work", options=("-m", "agents")
+    )
+    assert_tool_turn(result, proxy.upstream)
+    assert "model: agents\n" in result.stderr
+    assert "Model metadata" not in result.stderr
+    undone = subprocess.run([*setup, "--undo"], env=env, capture_output=True, text=True)
+    assert f"removed {catalog}, which `setup --write` created" in undone.stdout
+    assert not catalog.exists() and not (codex_home / "config.toml").exists()
 
 
 def write_config(upstream: Upstream, tmp_path: Path) -> str:

@@ -40,30 +40,41 @@ from .agents import (
 from .exits import expected_errors, fail
 
 KEY_VAR = "AGENT_REACH_API_KEY"
+CODEX_CATALOG = "agent-reach-models.json"  # beside config.toml: `setup codex --write`'s catalog
 _PROVIDER_TABLE = "[model_providers.agent_reach]"
 _KEY_HELPER = f'printf %s "${{{KEY_VAR}:-agent-reach}}"'
 
 
-def codex_toml(base: str) -> str:
-    """The Codex config that selects agent-reach (`agents.codex_provider`)."""
+def codex_toml(base: str, catalog: Path | None = None) -> str:
+    """The Codex config that selects agent-reach (`agents.codex_provider`), and its model
+    catalog file when there is one (`codex_catalog`)."""
     fields = codex_provider(base, KEY_VAR).items()
     table = "".join(f"{k} = {toml_value(v)}\n" for k, v in fields)
-    return f'model_provider = "agent_reach"\n\n{_PROVIDER_TABLE}\n{table}'
+    top = "".join(f"{k} = {toml_value(v)}\n" for k, v in _top_keys(catalog).items())
+    return f"{top}\n{_PROVIDER_TABLE}\n{table}"
 
 
-def merge_codex(text: str, base: str) -> str:
-    """`text` (a config.toml) with agent-reach selected and its provider table replaced or
-    added; every other setting kept."""
+def _top_keys(catalog: Path | None) -> dict[str, str]:
+    keys = {"model_provider": "agent_reach"}
+    if catalog is not None:
+        keys["model_catalog_json"] = str(catalog)
+    return keys
+
+
+def merge_codex(text: str, base: str, catalog: Path | None = None) -> str:
+    """`text` (a config.toml) with agent-reach selected (and its model `catalog`) and its
+    provider table replaced or added; every other setting kept."""
     import tomllib
 
     tomllib.loads(text)  # refuse to edit a file that is not TOML
     first = re.search(r"(?m)^\[", text)  # top-level keys come before the first table
     head, tables = (text[: first.start()], text[first.start() :]) if first else (text, "")
-    selected = 'model_provider = "agent_reach"'
-    if re.search(r"(?m)^model_provider\s*=", head):
-        head = re.sub(r"(?m)^model_provider\s*=.*$", selected, head)
-    else:
-        head = f"{selected}\n{head}"
+    for key, value in _top_keys(catalog).items():
+        line = f"{key} = {toml_value(value)}"
+        if re.search(rf"(?m)^{key}\s*=", head):
+            head = re.sub(rf"(?m)^{key}\s*=.*$", lambda _: line, head)  # noqa: B023
+        else:
+            head = f"{line}\n{head}"
     table = codex_toml(base).split("\n\n", 1)[1]
     pattern = re.compile(r"(?ms)^\[model_providers\.agent_reach\]\n.*?(?=^\[|\Z)")
     if pattern.search(tables):
@@ -103,6 +114,37 @@ _THEN = {
     "gemini": "export GOOGLE_GEMINI_BASE_URL={base} GEMINI_API_KEY=<a proxy key starting AIza>",
     "qwen": "export OPENAI_API_KEY=<a proxy key>",
 }
+
+
+def _write_catalog(config_path: str | None, toml: Path) -> Path | None:
+    """Codex's model catalog (`codex_models`) beside its config.toml `toml`, from the
+    installed `codex` and the proxy's config; None, said why, when either is missing."""
+    import asyncio
+    import shutil
+
+    from ..config import find_config_path
+    from ..core.errors import ConfigError
+    from ..router import Router
+    from . import codex_models
+
+    try:
+        found: Path | None = find_config_path(config_path)
+    except ConfigError:
+        if config_path:
+            raise
+        found = None
+    program = shutil.which("codex")
+    models = None if program is None else asyncio.run(codex_models.bundled(program, {**os.environ}))
+    if found is None or models is None:
+        why = "no config found" if found is None else "no codex on PATH that gives its own"
+        click.echo(f"agent-reach: no model catalog for Codex ({why}): it knows only its own models")
+        return None
+    router = Router.from_config(found)
+    names = [(n, router.context_window(n)) for n in router.model_names()]
+    path = toml.with_name(CODEX_CATALOG)
+    _write(path, codex_models.catalog(models, names).decode())
+    click.echo(f"agent-reach: wrote {path}, Codex's models and the proxy's {len(names)} names")
+    return path
 
 
 def _base_url(config_path: str | None, given: str | None) -> str:
@@ -207,12 +249,14 @@ def setup(obj: dict[str, Any], agent: str, base_url: str | None, write: bool, un
         if done is None:
             fail(f"nothing to undo: `setup --write` has not written {path}", 1)
         click.echo(f"agent-reach: {done}")
+        if agent == "codex" and (more := _undo(path.with_name(CODEX_CATALOG))):
+            click.echo(f"agent-reach: {more}")
         return
     base = _base_url(obj["config_path"], base_url)
     if agent == "codex":
         if write:
             text = path.read_text() if path.exists() else ""
-            _write(path, merge_codex(text, base))
+            _write(path, merge_codex(text, base, _write_catalog(obj["config_path"], path)))
         snippet = codex_toml(base)
     else:
         if write:
