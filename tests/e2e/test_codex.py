@@ -137,7 +137,7 @@ def test_setup_writes_the_catalog_codex_reads(
     env = {**home, "PATH": f"{agent('codex').parent}:{home['PATH']}"}
     config = write_config(proxy.upstream, tmp_path)
     setup = [BIN, "--config", config, "setup", "codex", "--base-url", proxy.base]
-    done = subprocess.run([*setup, "--write"], env=env, capture_output=True, text=True)
+    done = subprocess.run([*setup, "--write"], check=False, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     codex_home = Path(home["CODEX_HOME"])
     catalog = codex_home / "agent-reach-models.json"
@@ -149,9 +149,10 @@ def test_setup_writes_the_catalog_codex_reads(
     assert_tool_turn(result, proxy.upstream)
     assert "model: agents\n" in result.stderr
     assert "Model metadata" not in result.stderr
-    undone = subprocess.run([*setup, "--undo"], env=env, capture_output=True, text=True)
+    undone = subprocess.run([*setup, "--undo"], check=True, env=env, capture_output=True, text=True)
     assert f"removed {catalog}, which `setup --write` created" in undone.stdout
-    assert not catalog.exists() and not (codex_home / "config.toml").exists()
+    assert not catalog.exists()
+    assert not (codex_home / "config.toml").exists()
 
 
 def write_config(upstream: Upstream, tmp_path: Path) -> str:
