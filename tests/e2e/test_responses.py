@@ -53,6 +53,7 @@ def config(upstream: Upstream) -> dict[str, Any]:
             "endpoint": upstream.url("ok"),
             "model_map": {"*": "upstream-model"},
         },
+        {"name": "keyed", "endpoint": upstream.url("ok"), "prompt_cache_key": True},
     ]
     cfg["routes"] = {"gpt-5-codex": ["dead", "auth", "mapped"]}
     return cfg
@@ -389,6 +390,29 @@ def test_codex_cache_routing_reaches_a_native_provider_as_it_came(proxy: Proxy) 
         assert sent[name] == codex[name]
     assert "x-codex-turn-metadata" not in sent  # not on the list
     assert sent["authorization"] == f"Bearer {PROVIDER_KEY}"  # the provider's own key
+
+
+def test_codexs_session_reaches_a_chat_provider_that_routes_its_cache_by_it(
+    proxy: Proxy,
+) -> None:
+    """Issue 49, item 3: a chat provider with `prompt_cache_key: true` (OpenAI's, in the
+    catalog) gets Codex's `prompt_cache_key`, else its `session-id`, in that field; a provider
+    without it gets neither."""
+    session = {"session-id": "0199a1b2-0000-7e5f-8a9b-0c1d2e3f4a5b"}
+
+    def sent(provider: str, headers: dict[str, str], **extra: Any) -> dict[str, Any]:
+        proxy.client().responses.create(
+            model="gpt-test",
+            input="hi",
+            extra_headers={**headers, "X-Agent-Reach-Fallback-Order": provider},
+            **extra,
+        )
+        return proxy.upstream.bodies("ok")[-1]
+
+    assert sent("keyed", session, prompt_cache_key="pck-1")["prompt_cache_key"] == "pck-1"
+    assert sent("keyed", session)["prompt_cache_key"] == session["session-id"]
+    assert "prompt_cache_key" not in sent("keyed", {})
+    assert "prompt_cache_key" not in sent("ok", session, prompt_cache_key="pck-1")
 
 
 def test_the_providers_turn_state_comes_back_to_codex(proxy: Proxy) -> None:

@@ -50,6 +50,7 @@ class Entry:
     embeddings: Mapping[str, int] = field(default_factory=dict)
     embeddings_max_batch: int = 0
     local: bool = False  # a server on this machine
+    prompt_cache_key: bool = False  # routes prompt-cache hits by a session key (protocol §2.3)
     own_models: bool = False  # the coding agents send this provider's own model names
     notes: str = ""
 
@@ -86,6 +87,8 @@ class Entry:
             out["model_limits"] = {m: dict(v) for m, v in self.limits.items()}
         if self.assistant_prefill is not None:
             out["assistant_prefill"] = self.assistant_prefill
+        if self.prompt_cache_key:
+            out["prompt_cache_key"] = True
         out.update(overrides)
         return out
 
@@ -213,7 +216,7 @@ def _check(entry: Entry, where: str) -> None:
         value = getattr(entry, f.name)
         if f.name in {"requires", "models"}:
             ok = isinstance(value, tuple) and all(isinstance(v, str) and v for v in value)
-        elif f.name in {"local", "own_models"}:
+        elif f.name in {"local", "own_models", "prompt_cache_key"}:
             ok = isinstance(value, bool)
         elif f.name == "auth_scheme":
             ok = value is None or isinstance(value, str)

@@ -219,6 +219,10 @@ class ChatRequest:
     # (Messages: `anthropic-beta`; Responses: Codex's `session-id` and its turn routing); never
     # a key.
     native_headers: dict[str, str] | None = None
+    # The client's session, for a chat provider that routes its prompt cache by a key it is
+    # given (`prompt_cache_key: true`): a Responses request's `prompt_cache_key`, else Codex's
+    # `session-id`.
+    session: str | None = None
     first_token_ms: float | None = None  # the extension's; else the route's, the provider's
     continuing: str | None = None  # an answer cut mid-stream, for the next provider to finish
     # `body` with the client's `cache_control` marks kept (a Messages request that had some),

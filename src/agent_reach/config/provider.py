@@ -159,6 +159,10 @@ class Provider(Section):
     max_output_tokens: Tokens | None = None  # a request's output cap is clamped to this
     model_limits: dict[str, Limits] = {}  # by the model it is asked for, over the two above
     stream_usage: bool = True  # false: never sent `stream_options` (a provider rejects it)
+    # true: a chat request from a client of another API that names its session (Codex's
+    # `prompt_cache_key` or `session-id`) is sent it as `prompt_cache_key` (OpenAI routes
+    # prompt-cache hits by it); a chat client's own `prompt_cache_key` goes as it came.
+    prompt_cache_key: bool = False
     # The HTTP proxy its requests go through (protocol §2.3): None follows HTTPS_PROXY,
     # http_proxy and NO_PROXY as curl does; `none` connects directly; else http://host:port.
     proxy: str | None = None

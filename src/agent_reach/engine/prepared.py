@@ -248,6 +248,8 @@ class PreparedProvider:
                 request = _clamped(request, _CHAT_CAPS, max_output)
             if not self.spec.stream_usage and "stream_options" in request:
                 request = {k: v for k, v in request.items() if k != "stream_options"}
+            if self.spec.prompt_cache_key and req.session and "prompt_cache_key" not in request:
+                request = {**request, "prompt_cache_key": req.session}
             if req.continuing is not None:
                 request = continued(request, req.continuing, self.prefill, not self.dialect.prefill)
             body = self.dialect.body(request, model, stream, cap_field)

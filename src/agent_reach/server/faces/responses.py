@@ -59,8 +59,12 @@ async def create(gateway: Serving, request: Request) -> StreamResponse:
     inbound = decode_request(body)
     parsed = ChatRequest.checked(inbound.body)
     carried = {h: request.headers[h] for h in CACHE_HEADERS if h in request.headers}
+    session = body.get("prompt_cache_key") or carried.get("session-id")
     req = with_headers(
-        replace(parsed, api="responses", native=body, native_headers=carried or None), request
+        replace(
+            parsed, api="responses", native=body, native_headers=carried or None, session=session
+        ),
+        request,
     )
     native = req.native or {}
 
