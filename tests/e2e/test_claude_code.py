@@ -140,6 +140,34 @@ def test_claude_code_through_agent_reach_run(
     ]
 
 
+def test_run_lets_claude_code_discover_the_proxys_models(
+    agent_config: dict[str, Any], agent_home: Path, up: Upstream, tmp_path: Path
+) -> None:
+    """Issue 50, item 1: through `run`, Claude Code's gateway model discovery (it asks
+    `GET /v1/models?limit=1000` in Anthropic's shape and keeps the `claude`/`anthropic` ids)
+    finds the `claude-deepseek` route, and a tool turn with that model goes down it."""
+    agent_config["routes"] = {"claude-deepseek": ["dead", "toolcall"]}
+    config = tmp_path / "agent-reach.yaml"
+    config.write_text(yaml.safe_dump(agent_config))
+    env = claude_env(agent_home, PROVIDER_KEY=PROVIDER_KEY)
+    del env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"]  # it turns discovery off
+    run = [BIN, "--config", str(config), "run", "--", str(agent("claude")), "-p", PROMPT]
+    args = [*run, "--model", "claude-deepseek", "--allowedTools", "Bash(echo:*)"]
+    done = subprocess.run(
+        [*args, "--output-format", "json"],
+        env=env,
+        cwd=agent_home,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert_tool_turn(done, up)
+    assert not up.bodies("auth")  # the route, not the default order
+    cache = json.loads((agent_home / ".claude" / "cache" / "gateway-models.json").read_text())
+    assert cache["models"] == [{"id": "claude-deepseek", "display_name": "claude-deepseek"}]
+
+
 def test_with_every_provider_down_claude_code_says_why_at_once(
     agent_home: Path, tmp_path: Path
 ) -> None:

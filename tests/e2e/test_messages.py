@@ -51,7 +51,10 @@ def config(upstream: Upstream) -> dict[str, Any]:
     providers.append(upstream.provider("auth", "anthropic", name="claudeauth"))
     providers.append({"name": "dead", "endpoint": refused_url()})
     return proxy_config(
-        providers, fallback_order=["dead", "auth", "ok"], server={"api_keys_env": "PROXY_KEYS"}
+        providers,
+        fallback_order=["dead", "auth", "ok"],
+        server={"api_keys_env": "PROXY_KEYS"},
+        routes={"claude-deepseek": ["dead", "ok"], "claude-b": ["ok"], "claude-c": ["ok"]},
     )
 
 
@@ -119,6 +122,39 @@ def sse(proxy: Proxy, body: dict[str, Any], *names: str) -> tuple[Any, list[tupl
 
 
 # -- text ------------------------------------------------------------------------------------
+
+
+def test_models_in_anthropics_shape_for_an_anthropic_client(
+    client: anthropic.Anthropic, proxy: Proxy
+) -> None:
+    """Issue 50, item 1: Claude Code's gateway model discovery asks `GET /v1/models?limit=1000`
+    with `anthropic-version`; the routes and mapped models come back as Anthropic lists them,
+    a page at a time (the SDK walks the pages by `after_id`)."""
+    ids = [m.id for m in client.models.list(limit=2)]
+    assert ids[-3:] == ["claude-b", "claude-c", "claude-deepseek"]  # routes (the file sorted)
+    assert "claude-upstream-model" in ids  # a model a provider is asked for
+    assert len(ids) == len(set(ids))
+    headers = {"anthropic-version": "2023-06-01", "x-api-key": CLIENT_KEY}
+    status, first = proxy.get("/v1/models?limit=1000", headers)
+    assert status == 200
+    assert [m["id"] for m in first["data"]] == ids
+    assert first["data"][-1] == {
+        "type": "model",
+        "id": "claude-deepseek",
+        "display_name": "claude-deepseek",
+        "created_at": "1970-01-01T00:00:00Z",
+    }
+    assert (first["has_more"], first["first_id"], first["last_id"]) == (False, ids[0], ids[-1])
+    _, last = proxy.get("/v1/models?limit=2&before_id=claude-deepseek", headers)
+    assert [m["id"] for m in last["data"]] == ["claude-b", "claude-c"]
+    assert last["has_more"] is True
+    status, wrong = proxy.get("/v1/models?limit=0", headers)
+    assert status == 400
+    assert wrong["error"]["type"] == "invalid_request_error"
+    # Without `anthropic-version`: OpenAI's list, as before.
+    _, openai_list = proxy.get("/v1/models", {"Authorization": f"Bearer {CLIENT_KEY}"})
+    assert openai_list["object"] == "list"
+    assert [m["id"] for m in openai_list["data"]] == ids
 
 
 def test_message_after_a_dead_and_a_401_provider(client: anthropic.Anthropic, up: Upstream) -> None:

@@ -158,7 +158,11 @@ def test_setup_write_keeps_the_users_settings(tmp_path: Path) -> None:
     setup_cli(tmp_path, "claude", "--write")
     settings = json.loads((claude / "settings.json").read_text())
     assert settings["theme"] == "dark"
-    assert settings["env"] == {"FOO": "1", "ANTHROPIC_BASE_URL": "http://127.0.0.1:8000"}
+    assert settings["env"] == {
+        "FOO": "1",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:8000",
+        "CLAUDE_CODE_ENABLE_GATEWAY_MODEL_DISCOVERY": "1",
+    }
     assert "AGENT_REACH_API_KEY" in settings["apiKeyHelper"]
 
 
@@ -375,6 +379,7 @@ def test_setup_write_keeps_tokens_private(tmp_path: Path) -> None:
     assert json.loads(settings.read_text())["env"] == {
         "FOO": "1",
         "ANTHROPIC_BASE_URL": "http://127.0.0.1:8000",
+        "CLAUDE_CODE_ENABLE_GATEWAY_MODEL_DISCOVERY": "1",
     }
     assert "sk-ant-real" not in said
     assert mode(tmp_path / ".claude") == 0o700

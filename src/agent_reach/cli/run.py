@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 Names = list[tuple[str, int | None]]  # the proxy's model names, each with its context window
 RUN_LOG = "~/.agent-reach/run.log"  # where the lines go while a full-screen agent runs
+DISCOVERY = "CLAUDE_CODE_ENABLE_GATEWAY_MODEL_DISCOVERY"  # Claude Code asks GET /v1/models
 
 
 def agent_env(
@@ -100,6 +101,7 @@ def claude_settings(base: str, key: str) -> dict[str, Any]:
     `apiKeyHelper` of its settings files (what `setup claude --write` writes among them),
     which outrank the process environment."""
     env = {"ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_KEY": key, "ANTHROPIC_AUTH_TOKEN": ""}
+    env[DISCOVERY] = "1"  # its model picker lists the proxy's claude-* routes
     # No key helper: with one, Claude Code sends its key as both x-api-key and a Bearer token.
     return {"env": env, "apiKeyHelper": ""}
 

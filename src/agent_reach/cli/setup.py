@@ -91,6 +91,7 @@ def claude_settings(base: str, current: dict[str, Any] | None = None) -> dict[st
     settings = dict(current or {})
     env = dict(settings.get("env") or {})
     env["ANTHROPIC_BASE_URL"] = base
+    env["CLAUDE_CODE_ENABLE_GATEWAY_MODEL_DISCOVERY"] = "1"  # /model lists the claude-* routes
     env.pop("ANTHROPIC_AUTH_TOKEN", None)
     env.pop("ANTHROPIC_API_KEY", None)  # preferred to apiKeyHelper: the real key would go to us
     settings["env"] = env

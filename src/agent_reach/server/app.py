@@ -22,7 +22,7 @@ from ..core.events import AttemptEvent, Event
 from ..router import Router
 from ..version import __version__
 from . import log, status_page
-from .faces import FACES, face_of
+from .faces import FACES, face_of, messages
 from .faces.face import JSON
 from .guard import Guard, Keys
 from .http11.wire import App, Handler, Request, Response, StreamResponse
@@ -145,6 +145,10 @@ class Gateway:
         return {"object": "list", "data": data}
 
     async def models(self, request: Request) -> Response:
+        """`GET /v1/models`: OpenAI's list, or Anthropic's to a client that names its
+        `anthropic-version` (Claude Code's gateway model discovery)."""
+        if "anthropic-version" in request.headers:
+            return await messages.models(self, request)
         return Response(body=self.models_body, content_type=JSON)
 
     async def healthz(self, request: Request) -> Response:

@@ -110,6 +110,38 @@ class MessagesEncoder:
         return sse("error", orjson.dumps(anthropic_error(500, str(exc), attempts=attempts)))
 
 
+async def models(gateway: Serving, request: Request) -> Response:
+    """`GET /v1/models` from an Anthropic client (it sends `anthropic-version`; Claude Code's
+    gateway model discovery): every name a request may ask for, as Anthropic lists them, a page
+    at a time (`limit` 1-1000, default 20; `after_id` or `before_id`)."""
+    names = [m["id"] for m in gateway.model_names()]
+    query = request.query
+    limit = query.get("limit", "20")
+    if not limit.isdigit() or not 1 <= int(limit) <= 1000:
+        return FACE.error_response(400, "limit: expected a whole number from 1 to 1000")
+    start, end = 0, len(names)
+    for param in ("after_id", "before_id"):
+        given = query.get(param)
+        if given is None:
+            continue
+        if given not in names:
+            return FACE.error_response(400, f"{param}: no model {given!r}")
+        if param == "after_id":
+            start = names.index(given) + 1
+        else:
+            end = names.index(given)
+    count = int(limit)
+    backwards = "before_id" in query and "after_id" not in query
+    page = names[max(start, end - count) : end] if backwards else names[start : start + count]
+    more = (start < end - count) if backwards else (start + count < end)
+    listed = [
+        {"type": "model", "id": n, "display_name": n, "created_at": "1970-01-01T00:00:00Z"}
+        for n in page
+    ]
+    first, last = (page[0], page[-1]) if page else (None, None)
+    return json_response({"data": listed, "has_more": more, "first_id": first, "last_id": last})
+
+
 def _sse(frames: list[tuple[str | None, bytes]]) -> bytes:
     return b"".join(sse(e, d) for e, d in frames)
 
