@@ -24,6 +24,7 @@ from ..fakes.upstream import (
     TOOL_WORD,
     Upstream,
     cached_share,
+    proxy_config,
     refused_url,
 )
 from .test_proxy import PROVIDER_KEY, Proxy, start, stop
@@ -166,6 +167,33 @@ def test_run_lets_claude_code_discover_the_proxys_models(
     assert not up.bodies("auth")  # the route, not the default order
     cache = json.loads((agent_home / ".claude" / "cache" / "gateway-models.json").read_text())
     assert cache["models"] == [{"id": "claude-deepseek", "display_name": "claude-deepseek"}]
+
+
+def test_a_local_server_that_repeats_its_tool_call_ids(
+    agent_home: Path, up: Upstream, tmp_path: Path
+) -> None:
+    """Issue 50, item 3: a provider that names every tool call `call_1` looped Claude Code
+    (415 requests in 60 s); with ids made apart it runs the three commands and ends."""
+    config = tmp_path / "agent-reach.yaml"
+    local = up.provider("samecall", model_map={"*": "qwen2.5-coder"})
+    config.write_text(yaml.safe_dump(proxy_config([local])))
+    up.clear()
+    run = [BIN, "--config", str(config), "run", "--", str(agent("claude"))]
+    args = [*run, "-p", "Run echo three times.", "--allowedTools", "Bash(echo:*)"]
+    done = subprocess.run(
+        [*args, "--max-turns", "10", "--output-format", "json"],
+        env=claude_env(agent_home, PROVIDER_KEY=PROVIDER_KEY),
+        cwd=agent_home,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["result"] == "Ran 3 commands."
+    asked = up.bodies("samecall")
+    print(f"{len(asked)} requests for a three-command task")
+    assert len([b for b in asked if b.get("tools")]) == 4  # three tool turns and the answer
 
 
 def test_with_every_provider_down_claude_code_says_why_at_once(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import openai
 import pydantic
 import pytest
 from anthropic.types import Message, MessageTokensCount, RawMessageStreamEvent
@@ -43,6 +44,7 @@ EVENTS: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(RawMessageStreamEvent)
 
 def config(upstream: Upstream) -> dict[str, Any]:
     chats = ("ok", "auth", "toolcall", "streamcut", "ratelimit", "badreq", "context", "usage")
+    chats += ("samecall",)
     providers = [upstream.provider(s) for s in chats]
     providers += [
         upstream.provider(s, "anthropic", model_map={"*": "claude-upstream-model"})
@@ -155,6 +157,66 @@ def test_models_in_anthropics_shape_for_an_anthropic_client(
     _, openai_list = proxy.get("/v1/models", {"Authorization": f"Bearer {CLIENT_KEY}"})
     assert openai_list["object"] == "list"
     assert [m["id"] for m in openai_list["data"]] == ids
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_provider_that_repeats_its_tool_call_ids(
+    client: anthropic.Anthropic, up: Upstream, stream: bool
+) -> None:
+    """Issue 50, item 3: a provider names every tool call `call_1`; the client gets a new id
+    each turn (and the conversation ends), the provider gets its own ids back."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "run three commands"}]
+    bash = {"name": "Bash", "input_schema": {"type": "object", "properties": {}}}
+    ids = []
+    for _ in range(4):
+        kwargs: dict[str, Any] = {
+            "model": "m",
+            "max_tokens": 100,
+            "messages": messages,
+            "tools": [bash],
+        }
+        if stream:
+            with client.messages.stream(**kwargs, **chain("samecall")) as s:
+                answer = s.get_final_message()
+        else:
+            answer = client.messages.create(**kwargs, **chain("samecall"))
+        if answer.stop_reason != "tool_use":
+            break
+        [use] = [b for b in answer.content if b.type == "tool_use"]
+        ids.append(use.id)
+        messages.append({"role": "assistant", "content": [use.model_dump()]})
+        result = {"type": "tool_result", "tool_use_id": use.id, "content": "ok"}
+        messages.append({"role": "user", "content": [result]})
+    assert answer.content[0].text == "Ran 3 commands."  # type: ignore[union-attr]
+    assert ids == ["toolu_call_1", "toolu_call_1-ar2", "toolu_call_1-ar3"]
+    last = up.bodies("samecall")[-1]["messages"]
+    sent = [c["id"] for m in last for c in m.get("tool_calls") or ()]
+    assert sent == ["toolu_call_1"] * 3  # as it named them (the Messages face's prefix kept)
+    assert [m["tool_call_id"] for m in last if m["role"] == "tool"] == sent
+
+
+def test_a_chat_client_gets_ids_apart_too(proxy: Proxy) -> None:
+    """The same on the Chat Completions face (a whole answer, sent as the provider's bytes
+    when nothing changes)."""
+    chat = openai.OpenAI(base_url=proxy.base + "/v1", api_key=CLIENT_KEY, max_retries=0)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "run three commands"}]
+    tool = {"type": "function", "function": {"name": "exec", "parameters": {"type": "object"}}}
+    ids = []
+    for _ in range(4):
+        answer = chat.chat.completions.create(
+            model="m",
+            messages=messages,  # type: ignore[arg-type]
+            tools=[tool],  # type: ignore[list-item]
+            extra_headers={"X-Agent-Reach-Fallback-Order": "samecall"},
+        )
+        message = answer.choices[0].message
+        if not message.tool_calls:
+            break
+        ids.append(message.tool_calls[0].id)
+        messages.append(message.model_dump(exclude_none=True))
+        messages.append({"role": "tool", "tool_call_id": ids[-1], "content": "ok"})
+    assert message.content == "Ran 3 commands."
+    assert ids == ["call_1", "call_1-ar2", "call_1-ar3"]
 
 
 def test_message_after_a_dead_and_a_401_provider(client: anthropic.Anthropic, up: Upstream) -> None:

@@ -1089,6 +1089,33 @@ class Upstream:
         answer["choices"][0]["finish_reason"] = "tool_calls"
         return web.json_response(answer)
 
+    async def s_samecall(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A local model server that names every tool call `call_1` (as llama.cpp- and
+        Ollama-style servers do): it asks for the shell tool until the conversation holds
+        three tool results, then answers with a text."""
+        done = sum(1 for m in body.get("messages") or () if m.get("role") == "tool")
+        model = body.get("model") or "gpt-test"
+        if done >= 3:
+            text = f"Ran {done} commands."
+            if stream:
+                pieces = [chunk(text, role=True), chunk(finish="stop"), *usage_asked(body)]
+                return await self._stream_chunks(request, pieces)
+            return web.json_response(completion(text, model))
+        name, args = shell_call(body.get("tools") or [])
+        call = {"id": "call_1", "type": "function", "function": {"name": name, "arguments": args}}
+        if stream:
+            pieces = [chunk(role=True), tool_chunk([{"index": 0, **call}])]
+            pieces.append(chunk(finish="tool_calls"))
+            return await self._stream_chunks(request, [*pieces, *usage_asked(body)])
+        answer = completion("", model)
+        answer["choices"][0]["message"] = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call],
+        }
+        answer["choices"][0]["finish_reason"] = "tool_calls"
+        return web.json_response(answer)
+
     async def s_usage(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """A chat provider that streams its usage (with details) only when asked."""
         if not stream:

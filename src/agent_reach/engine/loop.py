@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from ..chat import callids
 from ..chat.request import ChatRequest
 from ..config import Config
 from ..core.balance import Latencies, Signals
@@ -159,6 +160,8 @@ class Engine:
         native = self.prepared[provider].speaks(req)
         if not native and not req.raw_response:
             self.origins.answered(response, self.prepared[provider].origin)
+            if callids.has_calls(response):
+                response = callids.CallIds.of(req.body).answer(response)
         return Result(response, provider, run.trace, native)
 
     async def stream(self, req: ChatRequest) -> ChatStream:

@@ -15,9 +15,10 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..chat import callids
 from ..core.errors import StreamInterrupted
 from ..core.trace import Attempt
-from ..dialects import Mismatch, artifacts
+from ..dialects import Mismatch, Verbatim, artifacts
 from .live import STREAM_FAILURES, Batch, Frame, LiveStream
 from .resume import Said, Seam
 from .run import Run
@@ -61,6 +62,7 @@ class ChatStream:
         self.prepared = prepared
         self.live = live
         self.run = run
+        self.ids: callids.CallIds | None = None  # the conversation's tool-call ids, once needed
 
     @property
     def trace(self) -> list[Attempt]:
@@ -123,6 +125,8 @@ class ChatStream:
                         out = batch if seam is None else [o for c in batch for o in seam.through(c)]
                         if seam is not None and seam.met:
                             seam = None
+                        if not self.native:
+                            self._named(out)
                         if out:
                             yield passed(out)
                     if seam is not None and (held := seam.end()):
@@ -142,6 +146,14 @@ class ChatStream:
                     seam = Seam.after(said.text, self.prepared.prefill)
         finally:
             await self.live.aclose()
+
+    def _named(self, batch: Batch) -> None:
+        """A chat provider's tool calls in `batch` renamed where the conversation holds their
+        ids already (`callids`)."""
+        for chunk in batch:
+            if type(chunk) is not Verbatim and callids.has_calls(chunk, "delta"):
+                self.ids = self.ids or callids.CallIds.of(self.run.req.body)
+                self.ids.chunk(chunk)
 
     def _stall_s(self) -> float | None:
         ms = self.run.policy.stall_ms or self.prepared.spec.stall_ms
