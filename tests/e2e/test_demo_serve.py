@@ -110,10 +110,11 @@ def test_the_printed_commands_complete_a_tool_turn_and_ctrl_c_stops_it(
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
     work = tmp_path / "work"
     work.mkdir()
-    codex, claude = [x.strip() for x in demo.lines if " run -- " in x]
+    codex, claude, gemini = [x.strip() for x in demo.lines if " run -- " in x]
     assert " run -- codex exec " in codex
     assert " run -- claude -p " in claude
-    for line in (codex, claude):
+    assert " run -- gemini --skip-trust --yolo -p " in gemini
+    for line in (codex, claude, gemini):
         done = demo.shell(line, work)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
         assert ANSWER in done.stdout

@@ -111,3 +111,20 @@ def test_gemini_cli_through_agent_reach_run(
     system = up.bodies("toolcall")[-1]["messages"][0]["content"]
     assert "Always be brief." in system  # the user's own GEMINI.md still reached the model
     assert PROVIDER_KEY not in done.stdout + done.stderr
+
+
+def test_run_names_the_fix_when_gemini_finds_the_folder_untrusted(
+    agent_config: dict[str, Any], agent_home: Path, tmp_path: Path
+) -> None:
+    """Issue 50, item 5: without `--skip-trust` (or the user's own trust), Gemini CLI exits 55
+    in a folder it has not seen; `run` says how to trust it for one run, once."""
+    config = tmp_path / "agent-reach.yaml"
+    config.write_text(yaml.safe_dump(agent_config))
+    env = gemini_env(agent_home, PROVIDER_KEY=PROVIDER_KEY)
+    del env["GEMINI_CLI_TRUST_WORKSPACE"]
+    project = agent_home / "project"
+    project.mkdir()
+    done = gemini(env, project, BIN, "--config", str(config), "run", "--")
+    assert done.returncode == 55
+    fix = "agent-reach: gemini exited 55: this folder is not trusted; `gemini --skip-trust …`"
+    assert done.stderr.count(fix) == 1

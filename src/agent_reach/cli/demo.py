@@ -171,6 +171,7 @@ async def _serve(port: int) -> None:
     echo("try, in another terminal:")
     echo(f'  {run} codex exec --skip-git-repo-check "{AGENT_PROMPT}"')
     echo(f'  {run} claude -p "{AGENT_PROMPT}" --allowedTools "Bash(echo:*)"')
+    echo(f'  {run} gemini --skip-trust --yolo -p "{AGENT_PROMPT}"')
     echo(f"  OLLAMA_HOST={base} {me} init    # your own config, from what answers")
     echo(f"ready in {time.perf_counter() - started:.2f} s", err=True)
     try:

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 Names = list[tuple[str, int | None]]  # the proxy's model names, each with its context window
 RUN_LOG = "~/.agent-reach/run.log"  # where the lines go while a full-screen agent runs
 DISCOVERY = "CLAUDE_CODE_ENABLE_GATEWAY_MODEL_DISCOVERY"  # Claude Code asks GET /v1/models
+UNTRUSTED = 55  # Gemini CLI's exit in a folder the user has not trusted
+UNTRUSTED_FIX = "this folder is not trusted; `gemini --skip-trust …` trusts it for one run"
 
 
 def agent_env(
@@ -301,6 +303,8 @@ def run(
         fail(str(exc), 2)
     if streams:
         (_writer(*streams, sys.stderr) if tui else watch.write)(watch.summary())
+    if code == UNTRUSTED and os.path.basename(command[0]) == "gemini" and not quiet:
+        click.echo(f"agent-reach: gemini exited {code}: {UNTRUSTED_FIX}", err=True)
     sys.exit(code)
 
 
