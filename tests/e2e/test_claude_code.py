@@ -135,8 +135,9 @@ def test_claude_code_through_agent_reach_run(
     # What the run said on stderr: each turn's failover, and a summary when Claude Code ended.
     lines = [x for x in done.stderr.splitlines() if x.startswith("agent-reach: ")]
     assert [re.sub(r", \d+\.\d s$", "", x) for x in lines] == [
-        "agent-reach: dead connect_failed → auth auth_failed → toolcall ok",  # circuits stay closed
-        "agent-reach: dead connect_failed → auth auth_failed → toolcall ok",
+        "agent-reach: dead connect_failed (connection refused) → auth auth_failed"
+        " (Incorrect API key provided: ***) → toolcall ok",
+        # circuits stay closed: the second request met the same, and is not said again
         "agent-reach: 2 requests, 2 failed over, 0 failed; answered by toolcall (2)",
     ]
 
@@ -211,7 +212,8 @@ def test_with_every_provider_down_claude_code_says_why_at_once(
     lines = [x for x in done.stderr.splitlines() if x.startswith("agent-reach: ")]
     # (its health check found it down first: passed over without the chat request, a skip)
     assert re.fullmatch(
-        r"agent-reach: claude-\S+: no provider answered: dead skip\(connect_failed\), \d\.\d s",
+        r"agent-reach: claude-\S+: no provider answered: dead skip\(connect_failed\)"
+        r" \(connection refused\), \d\.\d s",
         lines[0],
     )
     assert lines[-1] == "agent-reach: 1 request, 0 failed over, 1 failed"

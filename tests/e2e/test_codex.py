@@ -171,9 +171,9 @@ def test_codex_through_agent_reach_run(
     # What the run said on stderr: each turn's failover, and a summary when Codex ended.
     lines = [x for x in result.stderr.splitlines() if x.startswith("agent-reach: ")]
     assert [re.sub(r", \d+\.\d s$", "", x) for x in lines] == [
-        "agent-reach: auth is down (auth_failed), skipped for 300 s",
-        "agent-reach: dead connect_failed → auth auth_failed → toolcall ok",
-        "agent-reach: dead connect_failed → auth skip(circuit_open) → toolcall ok",
+        "agent-reach: auth is down (auth_failed: Incorrect API key provided: ***), skipped for 300 s",
+        "agent-reach: dead connect_failed (connection refused) → auth auth_failed → toolcall ok",
+        # the second request met nothing new: dead failed as before, auth is known down
         "agent-reach: 2 requests, 2 failed over, 0 failed; answered by toolcall (2)",
     ]
 

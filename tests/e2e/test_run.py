@@ -232,15 +232,53 @@ def test_run_shows_failovers_providers_going_down_and_back_and_a_summary(
     assert done.stdout.split() == ["200", "200", "200"]
     # flaky answers 500, ok, 500; its circuit opens at once and closes after 0.2 s.
     expected = [
-        "flaky is down (server_error), skipped for 0 s",
-        "auth is down (auth_failed), skipped for 60 s",
-        "flaky server_error → auth auth_failed → ok ok, T s",
+        "flaky is down (server_error: internal error), skipped for 0 s",
+        "auth is down (auth_failed: Incorrect API key provided: ***), skipped for 60 s",
+        "flaky server_error → auth auth_failed → ok ok, T s",  # their details: said above
         "flaky is back",  # the second request: flaky's trial answered (no failover, no line)
-        "flaky is down (server_error), skipped for 0 s",
-        "flaky server_error → auth skip(circuit_open) → ok ok, T s",
+        "flaky is down (server_error: internal error), skipped for 0 s",
+        # the third request failed over as the first: nothing new to say but that line
         "3 requests, 2 failed over, 0 failed; answered by ok (2), flaky (1)",
     ]
     assert re.sub(r"\d+\.\d s", "T s", err) == "".join(f"agent-reach: {x}\n" for x in expected)
+
+
+def test_a_session_with_a_dead_first_provider_says_each_thing_once(
+    up: Upstream, tmp_path: Path
+) -> None:
+    """Issue 50, item 6: 20 requests past a dead provider, one whose key is not set and one
+    whose host does not resolve: a line for each as it goes down (with its detail), one for
+    the first failover, the summary; nothing for the 19 requests that met the same."""
+    providers = [
+        {"name": "dead", "endpoint": refused_url()},
+        {"name": "nokey", "endpoint": up.url("ok"), "api_key_env": "NOT_SET_KEY"},
+        {"name": "nodns", "endpoint": "http://no-such-host.invalid/v1/chat/completions"},
+        up.provider("ok"),
+    ]
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(proxy_config(providers, circuit={"failures": 1})))
+    (tmp_path / "requests.py").write_text(REQUESTS.replace("time.sleep(0.5)", "pass"))
+    err = tmp_path / "run.err"
+    program = [sys.executable, "requests.py", "20", str(err), "agent-reach"]
+    with err.open("w") as stderr:
+        done = subprocess.run(
+            [BIN, "--config", str(config), "run", "--", *program],
+            cwd=tmp_path,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PROVIDER_KEY": "sk-x"},
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.stdout.split() == ["200"] * 20
+    assert re.sub(r"\d+\.\d s", "T s", err.read_text()).splitlines() == [
+        "agent-reach: dead is down (connect_failed: connection refused), skipped for 30 s",
+        "agent-reach: nodns is down (connect_failed: DNS lookup failed), skipped for 30 s",
+        "agent-reach: dead connect_failed → nokey skip(auth_failed) (NOT_SET_KEY is not set)"
+        " → nodns connect_failed → ok ok, T s",
+        "agent-reach: 20 requests, 20 failed over, 0 failed; answered by ok (20)",
+    ]
 
 
 def test_run_says_why_when_every_provider_fails_while_the_program_runs(
@@ -252,7 +290,7 @@ def test_run_says_why_when_every_provider_fails_while_the_program_runs(
     assert done.returncode == 0, err
     assert done.stdout.split() == ["502"]
     assert re.sub(r"\d+\.\d s", "T s", err) == (
-        "agent-reach: dead is down (connect_failed), skipped for 0 s\n"
+        "agent-reach: dead is down (connect_failed: connection refused), skipped for 0 s\n"
         "agent-reach: gpt-6.2-sol: no provider answered: dead connect_failed, T s\n"
         "agent-reach: 1 request, 0 failed over, 1 failed\n"
     )
@@ -263,7 +301,7 @@ def test_an_agent_retrying_the_same_failure_gets_one_line_and_a_count(tmp_path: 
     done, err = run_requests(tmp_path, providers, 4, "no provider answered")
     assert done.returncode == 0, err
     assert re.sub(r"\d+\.\d s", "T s", err) == (
-        "agent-reach: dead is down (connect_failed), skipped for 0 s\n"
+        "agent-reach: dead is down (connect_failed: connection refused), skipped for 0 s\n"
         "agent-reach: gpt-6.2-sol: no provider answered: dead connect_failed, T s\n"
         "agent-reach: (and 3 more like it)\n"
         "agent-reach: 4 requests, 0 failed over, 4 failed\n"
@@ -283,7 +321,7 @@ def test_run_quiet_prints_nothing_and_log_gets_the_access_lines(
         " POST /v1/chat/completions 200 model=gpt-6.2-sol provider=ok provider_model=gpt-6.2-sol "
         in written
     )
-    assert "agent-reach: dead connect_failed → ok ok, " in written
+    assert "agent-reach: dead connect_failed → ok ok, " in written  # its detail: the line before
     assert "agent-reach: 1 request, 1 failed over, 0 failed; answered by ok (1)" in written
 
 
@@ -354,7 +392,7 @@ def test_a_full_screen_agent_gets_its_lines_in_a_file_and_the_summary_at_exit(
     assert "connect_failed" not in shown
     assert shown.endswith("agent-reach: 1 request, 1 failed over, 0 failed; answered by ok (1)\n")
     written = log.read_text()
-    assert "agent-reach: dead connect_failed → ok ok, " in written
+    assert "agent-reach: dead connect_failed (connection refused) → ok ok, " in written
     assert " POST /v1/chat/completions 200 " in written  # and the proxy's access lines
     assert stat.S_IMODE(log.parent.stat().st_mode) == 0o700  # run made the folder
     assert stat.S_IMODE(log.stat().st_mode) == 0o600

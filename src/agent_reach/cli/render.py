@@ -15,7 +15,8 @@ NDJSON = "agent_reach.ndjson"  # ctx.meta: stdout is one JSON value per line
 PRINTED = "agent_reach.printed"  # ctx.meta: something went to stdout already
 
 
-def _short(text: str, limit: int = 160) -> str:
+def short(text: str, limit: int = 160) -> str:
+    """`text` on one line, cut to `limit` characters (an ellipsis marks the cut)."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -48,10 +49,10 @@ class TraceLines:
             return f"{verb} {a.provider}{sep} success! ({ms})"
         if a.skipped:
             return f"Skipping {a.provider}: {a.reason}" + (
-                f" — {_short(a.detail)}" if a.detail else ""
+                f" — {short(a.detail)}" if a.detail else ""
             )
         facts = f"{a.status}, {ms}" if a.status is not None else ms
-        tail = f" — {_short(a.detail)}" if a.detail else ""
+        tail = f" — {short(a.detail)}" if a.detail else ""
         return f"{verb} {a.provider}… {a.reason} ({facts}){tail}"
 
 
@@ -64,7 +65,7 @@ def attempt_line(a: Attempt) -> str:
     """`  name: reason (status, ms) — detail`, for the failure summary."""
     facts = f"{a.status}, {a.ms:.0f} ms" if a.status is not None else f"{a.ms:.0f} ms"
     lr = " [last resort]" if a.last_resort else ""
-    tail = f" — {_short(a.detail)}" if a.detail else ""
+    tail = f" — {short(a.detail)}" if a.detail else ""
     return f"  {a.provider}: {a.reason} ({facts}){lr}{tail}"
 
 

@@ -9,9 +9,9 @@ the key, and the other agents what `agents` says. The key is passed in the envir
 the private files, 0600 in a 0700 folder removed after the run) only, never printed nor on a
 command line. The run exits with the program's status.
 
-While the program runs, `Watch` writes to stderr what the user would otherwise not see: a line
-per request that failed over or failed, a line when a provider goes down or comes back, and a
-summary when the program ends (`--quiet` silences them; `--log FILE` gets them too, with the
+While the program runs, `watch.Watch` writes to stderr what the user would otherwise not see,
+each thing once: a failover or failure not said yet, a provider going down or coming back, and
+a summary when the program ends (`--quiet` silences them; `--log FILE` gets them too, with the
 proxy's access lines). A full-screen agent on a terminal would draw over them: they go to
 `RUN_LOG` then, and only the summary to the terminal.
 """
@@ -23,18 +23,14 @@ import os
 import secrets
 import shutil
 import sys
-import time
-from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..core.events import CircuitEvent, Event, RequestEvent
 from . import agents
 from .exits import expected_errors, fail
-from .render import chain
+from .watch import Watch, writer
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -147,89 +143,6 @@ def command_line(command: tuple[str, ...], base: str, settings: str | None = Non
     return agents.argv_for(name, argv)
 
 
-class Watch:
-    """An engine observer that tells the user, one `write` a line, what the program's requests
-    met: failovers and failures as they end, providers going down and coming back."""
-
-    def __init__(self, write: Callable[[str], None]) -> None:
-        self.write = write
-        self.last = ""  # the last failed request's line, without its time
-        self.again = 0  # how many failed requests since met the same, unsaid
-        self.requests = 0
-        self.failovers = 0
-        self.failed = 0
-        self.answered: Counter[str] = Counter()
-        self.down: set[str] = set()
-
-    def __call__(self, event: Event) -> None:
-        if isinstance(event, RequestEvent):
-            self._request(event)
-        elif isinstance(event, CircuitEvent):
-            self._circuit(event)
-
-    def _request(self, event: RequestEvent) -> None:
-        self.requests += 1
-        took = f"{sum(a.ms for a in event.trace) / 1000:.1f} s"
-        if event.provider is None:
-            self.failed += 1
-            self._say(f"{event.model or '-'}: no provider answered: {chain(event.trace)}", took)
-            return
-        self.answered[event.provider] += 1
-        if len(event.trace) > 1:
-            self.failovers += 1
-            self.flush()
-            self.last = ""
-            self.write(f"{chain(event.trace)}, {took}")
-
-    def _say(self, line: str, took: str) -> None:
-        """`line, took` for a failed request, unless the last line said the same (the agent
-        retrying it)."""
-        if line == self.last:
-            self.again += 1
-            return
-        self.flush()
-        self.last = line
-        self.write(f"{line}, {took}")
-
-    def flush(self) -> None:
-        """Say how many requests met the same as the last line, if any did."""
-        if self.again:
-            self.write(f"(and {self.again} more like it)")
-            self.again = 0
-
-    def _circuit(self, event: CircuitEvent) -> None:
-        self.flush()
-        name = event.provider
-        if event.opened and name not in self.down:
-            self.down.add(name)
-            left = max(0.0, event.state.open_until - time.time())
-            self.write(f"{name} is down ({event.state.cause}), skipped for {left:.0f} s")
-        elif not event.opened and name in self.down:
-            self.down.discard(name)
-            self.write(f"{name} is back")
-
-    def summary(self) -> str:
-        """`3 requests, 2 failed over, 1 failed; answered by local (2)`."""
-        self.flush()
-        text = f"{self.requests} request{'' if self.requests == 1 else 's'}"
-        text += f", {self.failovers} failed over, {self.failed} failed"
-        if self.answered:
-            used = ", ".join(f"{name} ({n})" for name, n in self.answered.most_common())
-            text += f"; answered by {used}"
-        return text
-
-
-def _writer(*streams: IO[str]) -> Callable[[str], None]:
-    """Write `agent-reach: line` to each of `streams`, at once."""
-
-    def write(line: str) -> None:
-        for stream in streams:
-            stream.write(f"agent-reach: {line}\n")
-            stream.flush()
-
-    return write
-
-
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--route", "-r", help="Send every request of the run down this route.")
 @click.option(
@@ -280,7 +193,7 @@ def run(
             err=True,
         )
     streams = [s for s in (None if quiet or tui else sys.stderr, log_file) if s is not None]
-    watch = Watch(_writer(*streams))
+    watch = Watch(writer(*streams))
     elsewhere = written_elsewhere(command[0])
     if elsewhere and streams:
         watch.write(elsewhere)
@@ -302,7 +215,7 @@ def run(
     except CannotServe as exc:
         fail(str(exc), 2)
     if streams:
-        (_writer(*streams, sys.stderr) if tui else watch.write)(watch.summary())
+        (writer(*streams, sys.stderr) if tui else watch.write)(watch.summary())
     if code == UNTRUSTED and os.path.basename(command[0]) == "gemini" and not quiet:
         click.echo(f"agent-reach: gemini exited {code}: {UNTRUSTED_FIX}", err=True)
     sys.exit(code)
