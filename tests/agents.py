@@ -11,11 +11,16 @@ BIN = ROOT / "tests" / ".agents" / "node_modules" / ".bin"
 AGENT_CLIENT_KEY = "sk-agent-client-9f8e7d6c-SECRET"
 
 
+# The newest Claude Code, beside the pinned one (scripts/ensure-agents.sh); `run` knows an
+# agent by its program's name, so a test runs it through a link named `claude`.
+NEWEST = {"claude-newest": BIN.parents[1] / "newest" / "node_modules" / ".bin" / "claude"}
+
+
 def agent(name: str) -> Path:
-    """The path of `codex`, `claude` or `gemini`, installed at their pinned versions on first
-    use."""
+    """The path of `codex`, `claude` or `gemini` (or `claude-newest`), installed at their
+    pinned versions on first use."""
     subprocess.run([str(ROOT / "scripts" / "ensure-agents.sh")], check=True)
-    path = BIN / name
+    path = NEWEST.get(name, BIN / name)
     if not path.exists():
         raise RuntimeError(f"{path} is missing after scripts/ensure-agents.sh")
     return path

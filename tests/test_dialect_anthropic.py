@@ -1178,3 +1178,22 @@ def test_a_chat_request_is_estimated_as_its_messages_request() -> None:
     request = corpus()["agent session"]
     chat = decode_request(request).body
     assert abs(input_tokens(chat) - estimate_tokens(request)) <= 0.05 * estimate_tokens(request)
+
+
+def test_fallbacks_go_only_to_anthropics_own_api() -> None:
+    """Issue 50, item 4: Anthropic's server-side model fallback (`fallbacks`, Claude Code
+    2.1.332 with beta `server-side-fallback-2026-07-01`) is Anthropic's own: a compatible
+    endpoint (DeepSeek's, Kimi's, …) is sent none, and that is named."""
+    request = {
+        "model": "m",
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": "q"}],
+        "fallbacks": [{"model": "claude-sonnet-4-6"}],
+    }
+    official = DIALECT.for_endpoint("https://api.anthropic.com/v1/messages")
+    compatible = DIALECT.for_endpoint("https://api.deepseek.com/anthropic/v1/messages")
+    assert official.native_body(request, "m", False)["fallbacks"] == request["fallbacks"]
+    assert official.left_out(request) == ()
+    assert "fallbacks" not in compatible.native_body(request, "m", False)
+    assert compatible.left_out(request) == ("fallbacks",)
+    assert "fallbacks" in request  # the client's body is left as it came

@@ -142,8 +142,9 @@ def test_claude_code_through_agent_reach_run(
     ]
 
 
+@pytest.mark.parametrize("version", ["claude", "claude-newest"])
 def test_run_lets_claude_code_discover_the_proxys_models(
-    agent_config: dict[str, Any], agent_home: Path, up: Upstream, tmp_path: Path
+    agent_config: dict[str, Any], agent_home: Path, up: Upstream, tmp_path: Path, version: str
 ) -> None:
     """Issue 50, item 1: through `run`, Claude Code's gateway model discovery (it asks
     `GET /v1/models?limit=1000` in Anthropic's shape and keeps the `claude`/`anthropic` ids)
@@ -153,7 +154,7 @@ def test_run_lets_claude_code_discover_the_proxys_models(
     config.write_text(yaml.safe_dump(agent_config))
     env = claude_env(agent_home, PROVIDER_KEY=PROVIDER_KEY)
     del env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"]  # it turns discovery off
-    run = [BIN, "--config", str(config), "run", "--", str(agent("claude")), "-p", PROMPT]
+    run = [BIN, "--config", str(config), "run", "--", str(agent(version)), "-p", PROMPT]
     args = [*run, "--model", "claude-deepseek", "--allowedTools", "Bash(echo:*)"]
     done = subprocess.run(
         [*args, "--output-format", "json"],
@@ -168,6 +169,39 @@ def test_run_lets_claude_code_discover_the_proxys_models(
     assert not up.bodies("auth")  # the route, not the default order
     cache = json.loads((agent_home / ".claude" / "cache" / "gateway-models.json").read_text())
     assert cache["models"] == [{"id": "claude-deepseek", "display_name": "claude-deepseek"}]
+
+
+def test_the_newest_claude_codes_body_reaches_an_anthropic_endpoint(
+    agent_config: dict[str, Any], agent_home: Path, up: Upstream, tmp_path: Path
+) -> None:
+    """Issue 50, item 4: Claude Code 2.1.332 through `run` with an Anthropic-compatible
+    provider first: its request goes as it sent it (its thinking and context management
+    included: none is refused), and the answer comes back."""
+    agent_config["fallback_order"] = ["claude", "toolcall"]
+    config = tmp_path / "agent-reach.yaml"
+    config.write_text(yaml.safe_dump(agent_config))
+    up.clear()
+    run = [BIN, "--config", str(config), "run", "--", str(agent("claude-newest")), "-p", "hi"]
+    done = subprocess.run(
+        [*run, "--output-format", "json"],
+        env=claude_env(agent_home, PROVIDER_KEY=PROVIDER_KEY),
+        cwd=agent_home,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["result"] == CLAUDE_TEXT
+    got = [r for r in up.received if r.scenario == "claude"][-1]
+    assert not up.bodies("toolcall")  # answered natively, not failed over
+    # What 2.1.332 sends (measured): each reached the endpoint as sent.
+    assert got.body["thinking"] == {"type": "adaptive", "display": "omitted"}
+    assert got.body["context_management"] == {
+        "edits": [{"type": "clear_thinking_20251015", "keep": "all"}]
+    }
+    betas = got.headers["anthropic-beta"].split(",")
+    assert {"thinking-token-count-2026-05-13", "advanced-tool-use-2025-11-20"} <= set(betas)
 
 
 def test_a_local_server_that_repeats_its_tool_call_ids(

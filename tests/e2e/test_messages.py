@@ -561,6 +561,59 @@ def test_native_passthrough_keeps_everything(client: anthropic.Anthropic, up: Up
     assert "Authorization" not in got.headers
 
 
+# What Claude Code 2.1.332 sends that 2.1.197 did not (issue 50, item 4).
+BETAS_2_1_332 = (
+    "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,"
+    "thinking-token-count-2026-05-13,advanced-tool-use-2025-11-20"
+)
+BODY_2_1_332 = {
+    "model": MODEL,
+    "max_tokens": 4096,
+    "messages": [{"role": "user", "content": "q"}],
+    "thinking": {"type": "enabled", "budget_tokens": 2048, "display": "omitted"},
+    "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+    "metadata": {"user_id": '{"device_id":"d1","session_id":"s-1"}'},
+    "fallbacks": [{"model": "claude-sonnet-4-6"}],
+}
+
+
+def test_claude_code_2_1_332s_body_reaches_a_native_provider(
+    client: anthropic.Anthropic, up: Upstream
+) -> None:
+    """The new `thinking.display`, `context_management` edit and betas reach an Anthropic
+    endpoint as sent; `fallbacks` (Anthropic's own server-side fallback) only Anthropic's own
+    API, so a compatible endpoint (this fake, as DeepSeek's or Kimi's) is sent none, and the
+    answer says so."""
+    raw = client.messages.with_raw_response.create(
+        **native(BODY_2_1_332),
+        extra_headers={"anthropic-beta": BETAS_2_1_332, "X-Agent-Reach-Fallback-Order": "claude"},
+    )
+    assert raw.headers["X-Agent-Reach-Provider"] == "claude"
+    # A compatible endpoint refuses Claude Code's `metadata.user_id` (a JSON string) too.
+    assert raw.headers["X-Agent-Reach-Dropped"] == "metadata.user_id,fallbacks"
+    got = [r for r in up.received if r.scenario == "claude"][-1]
+    assert got.body["thinking"] == BODY_2_1_332["thinking"]
+    assert got.body["context_management"] == BODY_2_1_332["context_management"]
+    assert "fallbacks" not in got.body
+    assert got.headers["anthropic-beta"] == BETAS_2_1_332
+
+
+def test_claude_code_2_1_332s_body_to_a_chat_provider_is_named_dropped(
+    client: anthropic.Anthropic, up: Upstream
+) -> None:
+    raw = client.messages.with_raw_response.create(
+        **native(BODY_2_1_332),
+        extra_headers={"anthropic-beta": BETAS_2_1_332, "X-Agent-Reach-Fallback-Order": "ok"},
+    )
+    assert raw.parse().content[0].text == "hello from ok"  # type: ignore[union-attr]
+    dropped = set(raw.headers["X-Agent-Reach-Dropped"].split(","))
+    assert {"thinking", "context_management", "fallbacks"} <= dropped
+    sent = up.bodies("ok")[-1]
+    assert not {"thinking", "context_management", "fallbacks", "reasoning_effort"} & set(sent)
+    headers = {k.lower() for k in [r for r in up.received if r.scenario == "ok"][-1].headers}
+    assert "anthropic-beta" not in headers
+
+
 def test_native_stream_is_forwarded_as_sent(client: anthropic.Anthropic, proxy: Proxy) -> None:
     with client.messages.stream(
         **native(),

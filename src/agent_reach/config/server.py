@@ -62,6 +62,10 @@ class ServerConfig(Section):
         "output-128k-2025-02-19",
         "context-1m-2025-08-07",
         "token-counting-2024-11-01",
+        # Claude Code 2.1.332's (issue 50, item 4)
+        "thinking-token-count-2026-05-13",
+        "advanced-tool-use-2025-11-20",
+        "server-side-fallback-2026-07-01",  # with `fallbacks`, which only Anthropic's API gets
     ]
     # Hops (addresses or networks) whose X-Forwarded-Proto is believed: TLS ends there.
     trusted_proxies: list[str] = []

@@ -122,8 +122,12 @@ class Anthropic(Dialect):
         return takes_user_id(user_id, self.official)
 
     def left_out(self, request: dict[str, Any]) -> tuple[str, ...]:
+        """What `native_body` does not send of `request`: a `metadata.user_id` the endpoint
+        refuses; `fallbacks` (Anthropic's server-side model fallback) to any endpoint but
+        Anthropic's own."""
         user_id = object_at(request, "metadata").get("user_id")
-        return () if user_id is None or self.takes_user_id(user_id) else ("metadata.user_id",)
+        out = () if user_id is None or self.takes_user_id(user_id) else ("metadata.user_id",)
+        return out if self.official or "fallbacks" not in request else (*out, "fallbacks")
 
     def body(
         self, request: dict[str, Any], model: str, stream: bool, max_tokens_field: str
@@ -135,18 +139,22 @@ class Anthropic(Dialect):
         chat provider's reasoning that `encode_answer` rendered, which Anthropic would refuse as
         forged) are left out; `system` turns inside `messages` (Claude Code's) go to the end of
         the top-level `system`, as Anthropic and vLLM take only user and assistant turns; a
-        `metadata.user_id` the endpoint refuses is left out (`left_out`)."""
+        `metadata.user_id` the endpoint refuses, and `fallbacks` but for Anthropic's own API,
+        are left out (`left_out`)."""
         body = super().native_body(request, model, stream)
         messages = body.get("messages")
         if isinstance(messages, list) and any(_unsigned(m) for m in messages):
             body["messages"] = [_without_unsigned(m) if _unsigned(m) else m for m in messages]
         if isinstance(messages, list) and any(role_of(m) == "system" for m in messages):
             body = _fold_system(body)
-        if self.left_out(body):
+        left = self.left_out(body)
+        if "metadata.user_id" in left:
             metadata = {k: v for k, v in body["metadata"].items() if k != "user_id"}
             body["metadata"] = metadata
             if not metadata:
                 del body["metadata"]
+        if "fallbacks" in left:
+            del body["fallbacks"]
         return body
 
     def home(self, body: dict[str, Any], origin: str | None) -> dict[str, Any]:
