@@ -126,7 +126,9 @@ def out_of_its_window(
     assert answerer(proxies[-1]) == "capped"
 
 
-@pytest.mark.parametrize("scenario", ["plan", "balance"])
+# Zhipu's 5-hour window (a 429 with its reset), DeepSeek's balance (a 402), Kimi's weekly
+# window (a 403 `access_terminated_error`, issue 50: a spent plan, not a bad key).
+@pytest.mark.parametrize("scenario", ["plan", "balance", "kimiweek"])
 def test_a_used_up_plan_is_out_until_its_reset(up: Upstream, tmp_path: Path, scenario: str) -> None:
     config = limits_config(up, scenario, f"sqlite:///{tmp_path}/state.db", CLI_WINDOW_S)
     cli_config = tmp_path / "cli.yaml"
