@@ -569,10 +569,20 @@ def test_model_listed() -> None:
         (Outcome(Reason.RATE_LIMITED, 429, "", 30.0), 0, 1, 10, None),  # past the deadline
         (Outcome(Reason.AUTH_FAILED), 0, 3, 10, None),
         (Outcome(Reason.BAD_REQUEST), 0, 3, 10, None),
+        # `retries` unset: once, for a 5xx or a 429 whose wait is 2 s at most
+        (Outcome(Reason.SERVER_ERROR), 0, None, 10, 0.1),
+        (Outcome(Reason.SERVER_ERROR), 1, None, 10, None),
+        (Outcome(Reason.RATE_LIMITED, 429, "", 2.0), 0, None, 10, 2.0),
+        (Outcome(Reason.RATE_LIMITED, 429, "", 2.5), 0, None, 10, None),
+        (Outcome(Reason.RATE_LIMITED, 429), 0, None, 10, 0.1),
+        (Outcome(Reason.CONNECT_FAILED), 0, None, 10, None),  # a dead provider is not waited for
+        (Outcome(Reason.TIMEOUT), 0, None, 10, None),  # nor a slow one
+        (Outcome(Reason.SCHEMA_MISMATCH), 0, None, 10, None),
+        (Outcome(Reason.SERVER_ERROR), 0, None, 0.05, None),  # past the deadline
     ],
 )
 def test_retry_delay(
-    outcome: Outcome, tries: int, retries: int, remaining: float, delay: float | None
+    outcome: Outcome, tries: int, retries: int | None, remaining: float, delay: float | None
 ) -> None:
     assert retry_delay(outcome, tries=tries, retries=retries, remaining_s=remaining) == delay
 

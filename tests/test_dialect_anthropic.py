@@ -310,6 +310,7 @@ async def test_error_event_before_content_fails_over(wire: Wire) -> None:
     assert text(chunks) == "Hello!"
     assert [(a.provider, a.reason) for a in stream.trace] == [
         ("claude", Reason.SERVER_ERROR),
+        ("claude", Reason.SERVER_ERROR),  # an overload is tried once more (`retries` unset)
         ("backup", Reason.OK),
     ]
     assert "Overloaded" in stream.trace[0].detail

@@ -33,6 +33,7 @@ def router(
         "version": "0.3.2",
         "health": {"mode": "off"},
         "state": "memory://",
+        "defaults": {"retries": 0},  # each provider once: the default's retry is tested apart
         "providers": list(providers),
         **top,
     }

@@ -273,6 +273,7 @@ def test_sync_chat_keeps_shared_state_between_event_loops(tmp_path: Path, up: Up
         "state": f"sqlite:///{tmp_path}/s.db",
         "health": {"mode": "off"},
         "circuit": {"failures": 1, "cooldown_s": 60},
+        "defaults": {"retries": 0},
         "providers": [
             {"name": "bad", "endpoint": up.url("server")},
             {"name": "good", "endpoint": up.url("backup")},

@@ -51,8 +51,9 @@ def config_file(tmp_path: Path, *providers: dict[str, Any], **top: Any) -> Path:
         "version": "0.3.2",
         "health": {"mode": "off"},
         "state": f"sqlite:///{tmp_path}/state.db",  # each test its own, shared by its runs
-        # The simulated providers take any model, or none: `chat -p hi` needs no --model.
-        "defaults": {"model_map": {"*": ""}},
+        # The simulated providers take any model, or none: `chat -p hi` needs no --model; each
+        # is tried once (the default's quick retry: tests/e2e/test_defaults.py).
+        "defaults": {"model_map": {"*": ""}, "retries": 0},
         "providers": list(providers),
         **top,
     }

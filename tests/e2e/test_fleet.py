@@ -25,6 +25,7 @@ def fleet_config(upstream: Upstream, state: str) -> dict[str, Any]:
         "health": {"mode": "off"},
         "state": state,
         "circuit": {"failures": FAILURES, "cooldown_s": COOLDOWN_S},
+        "defaults": {"retries": 0},  # the failures counted are the requests'
         "providers": [
             {"name": "dying", "endpoint": upstream.url("switch")},
             {"name": "backup", "endpoint": upstream.url("backup")},

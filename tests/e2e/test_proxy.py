@@ -450,6 +450,7 @@ def test_a_named_provider_is_tried_even_with_its_circuit_open(
         "health": {"mode": "off"},
         "state": "memory://",
         "circuit": {"failures": 1, "cooldown_s": 600},
+        "defaults": {"retries": 0},
         "providers": [{"name": "down", "endpoint": upstream.url("server")}],
     }
     upstream.clear()

@@ -25,6 +25,7 @@ def proxy_config(upstream: Upstream, state: str) -> dict[str, Any]:
         "health": {"mode": "off"},
         "state": state,
         "circuit": {"failures": 2, "cooldown_s": 120},
+        "defaults": {"retries": 0},
         "providers": [
             {"name": "flaky", "endpoint": upstream.url("server")},
             {

@@ -61,6 +61,7 @@ def test_a_failed_over_request_is_one_span_with_a_child_per_attempt(
         "health": {"mode": "off"},
         "state": "memory://",
         "tracing": {"service_name": "fleet-a"},
+        "defaults": {"retries": 0},  # one try each: a span each
         "providers": [
             {"name": "broken", "endpoint": up.url("server")},
             {"name": "good", "endpoint": up.url("ok"), "model_map": {"m": "gpt-test"}},

@@ -1426,14 +1426,15 @@ def _shared(a: bytes, b: bytes) -> int:
 
 
 def proxy_config(providers: list[dict[str, Any]], **top: Any) -> dict[str, Any]:
-    """A config for tests: no health checks, state in memory, circuits that never open, and
-    providers that take any model or none (the simulated ones do)."""
+    """A config for tests: no health checks, state in memory, circuits that never open,
+    providers that take any model or none (the simulated ones do) and are tried once each (the
+    default's quick retry has tests of its own: tests/e2e/test_defaults.py)."""
     return {
         "version": "0.3.2",
         "health": {"mode": "off"},
         "state": "memory://",
         "circuit": {"failures": 1000, "cooldown_s": 0, "auth_cooldown_s": 0},
-        "defaults": {"model_map": {"*": ""}},
+        "defaults": {"model_map": {"*": ""}, "retries": 0},
         "providers": providers,
         **top,
     }

@@ -150,7 +150,9 @@ class Provider(Section):
     preprocess_hook: HookRef | None = None
     post_process_hook: HookRef | None = None
     fallback_weight: Annotated[float, Field(ge=0)] = 1.0
-    retries: Annotated[int, Field(ge=0, le=10)] = 0
+    # Extra tries of this provider before the next; unset: one, for a 5xx or a 429 whose wait
+    # is 2 s at most (`routing.retry_delay`).
+    retries: Annotated[int, Field(ge=0, le=10)] | None = None
     hedge_after_ms: Ms | None = None
     first_token_ms: Ms | None = None  # no content this long after sending: fail over
     stall_ms: Ms | None = None  # no line this long after the first content: a cut

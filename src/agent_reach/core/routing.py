@@ -343,14 +343,27 @@ def _as_attempt(reason: Reason) -> bool:
     return EFFECTS[reason].transport or reason is Reason.AUTH_FAILED
 
 
-def retry_delay(outcome: Outcome, *, tries: int, retries: int, remaining_s: float) -> float | None:
+# With `retries` unset: one try more, for a failure the provider's answer calls passing (a
+# 5xx, a 429) whose wait is this short at most; a dead or slow provider is not waited for.
+QUICK_RETRY_S = 2.0
+
+
+def retry_delay(
+    outcome: Outcome, *, tries: int, retries: int | None, remaining_s: float
+) -> float | None:
     """Seconds to wait before trying the same provider again, or None to move on.
 
     Only transient reasons are retried, `retries` times at most, with exponential backoff
     (0.1 s, 0.2 s, … capped at 2 s) or the provider's `Retry-After`, and only if the wait
-    leaves time before the deadline.
+    leaves time before the deadline. `retries` None (unset): once, for a 5xx or a 429 whose
+    wait is `QUICK_RETRY_S` at most.
     """
-    if tries >= retries or not EFFECTS[outcome.reason].retried:
+    quick = retries is None
+    if tries >= (1 if retries is None else retries) or not EFFECTS[outcome.reason].retried:
+        return None
+    if quick and not EFFECTS[outcome.reason].quick:
         return None
     delay = outcome.retry_after if outcome.retry_after is not None else min(0.1 * 2**tries, 2.0)
+    if quick and delay > QUICK_RETRY_S:
+        return None
     return delay if delay < remaining_s else None

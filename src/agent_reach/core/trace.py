@@ -46,7 +46,8 @@ class Circuit(StrEnum):
 @record
 class Effect:
     """What one reason does, everywhere it matters (protocol §5, §5.1): its effect on the
-    circuit; whether the same provider is `retried` (when its `retries` allow); whether it
+    circuit; whether the same provider is `retried` (when its `retries` allow; `quick`: once
+    when they are unset, a passing failure by the provider's own answer); whether it
     is `deferred` (a skip for remembered state, tried again as last resort, §4.2); whether a
     request sent with it counts toward the provider's `budget`s; whether it is always a
     `skip` when nothing was sent (the provider passed over, not a try that failed before it
@@ -57,6 +58,7 @@ class Effect:
 
     circuit: Circuit
     retried: bool = False
+    quick: bool = False  # retried once when `retries` is unset and the wait is short
     deferred: bool = False
     budget: bool = True
     skip: bool = False
@@ -69,9 +71,9 @@ EFFECTS: dict[Reason, Effect] = {
     Reason.OK: Effect(Circuit.CLOSES, status=200),
     Reason.CONNECT_FAILED: Effect(Circuit.COUNTS, retried=True, budget=False, transport=True),
     Reason.TIMEOUT: Effect(Circuit.COUNTS, retried=True, transport=True),
-    Reason.SERVER_ERROR: Effect(Circuit.COUNTS, retried=True),
+    Reason.SERVER_ERROR: Effect(Circuit.COUNTS, retried=True, quick=True),
     Reason.AUTH_FAILED: Effect(Circuit.OPENS),
-    Reason.RATE_LIMITED: Effect(Circuit.WAITS, retried=True, status=429),
+    Reason.RATE_LIMITED: Effect(Circuit.WAITS, retried=True, quick=True, status=429),
     Reason.QUOTA_EXHAUSTED_UPSTREAM: Effect(Circuit.WAITS, skip=True, status=429),
     Reason.CONTEXT_EXCEEDED: Effect(Circuit.KEEPS, status=400),
     Reason.CONTENT_BLOCKED: Effect(Circuit.KEEPS, status=400),

@@ -130,7 +130,7 @@ class Turn:
 
     __slots__ = ("_facts", "bare", "clamped", "last_resort", "provider", "retries", "tries")
 
-    def __init__(self, provider: str, last_resort: bool, retries: int) -> None:
+    def __init__(self, provider: str, last_resort: bool, retries: int | None) -> None:
         self.provider = provider
         self.last_resort = last_resort
         self.retries = retries

@@ -63,7 +63,8 @@ class Knowledge:
         """The free facts a turn considers: model, circuit, budgets, key, health check, and
         the request's estimated input when the model's context window is known."""
         now = self.clock()
-        lease = (prepared.connect_s + prepared.read_s) * (prepared.spec.retries + 1)
+        retries = prepared.spec.retries
+        lease = (prepared.connect_s + prepared.read_s) * ((1 if retries is None else retries) + 1)
         exhausted = await self.ledger.exhausted(prepared, now)
         window = target.window
         if window is not None and run.input_tokens is None:

@@ -1,0 +1,55 @@
+"""What a config of providers and routes only does (issue 51): the defaults a demanding user
+would choose, each through the proxy with the official clients."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ..fakes.upstream import Upstream
+from .test_proxy import MSG, Proxy, start, stop
+
+
+def plain_config(upstream: Upstream) -> dict[str, Any]:
+    """Providers and a route, nothing else: every default in force."""
+    return {
+        "state": "memory://",
+        "health": {"mode": "off"},  # no health checks: a test's fake answers only requests
+        "providers": [
+            {"name": "flaky", "endpoint": upstream.url("flaky")},
+            {"name": "broken", "endpoint": upstream.url("server")},
+            {"name": "backup", "endpoint": upstream.url("backup")},
+        ],
+        "routes": {"pair": ["flaky", "backup"], "worn": ["broken", "backup"]},
+    }
+
+
+@pytest.fixture(scope="module")
+def proxy(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
+    p = start(plain_config(upstream), tmp_path_factory.mktemp("defaults"), upstream)
+    yield p
+    stop(p)
+
+
+def test_a_lone_500_is_tried_once_more_on_the_same_provider(
+    proxy: Proxy, upstream: Upstream
+) -> None:
+    """The fallback has a cold prompt cache and another model's habits: a 500 the provider's
+    next answer hides is not worth it."""
+    upstream.clear()
+    client = proxy.client()
+    assert client.chat.completions.create(model="pair", messages=MSG).choices[0].message.content
+    raw = client.chat.completions.with_raw_response.create(model="pair", messages=MSG)
+    assert raw.parse().choices[0].message.content == "hello from flaky"
+    tries = [t.split(":")[:2] for t in raw.headers["X-Agent-Reach-Trace"].split(",")]
+    assert tries == [["flaky", "server_error"], ["flaky", "ok"]]
+    assert not upstream.bodies("backup")
+
+
+def test_a_provider_that_keeps_failing_is_left_after_one_more_try(proxy: Proxy) -> None:
+    raw = proxy.client().chat.completions.with_raw_response.create(model="worn", messages=MSG)
+    assert raw.parse().choices[0].message.content == "hello from backup"
+    tries = [t.split(":")[:2] for t in raw.headers["X-Agent-Reach-Trace"].split(",")]
+    assert tries == [["broken", "server_error"], ["broken", "server_error"], ["backup", "ok"]]
