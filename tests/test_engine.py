@@ -647,7 +647,9 @@ async def test_stream_fails_over_before_the_first_chunk(
 
 
 async def test_stream_cut_after_first_chunk_is_an_error_not_a_truncation(up: Upstream) -> None:
-    async with router(prov("cut", up.url("streamcut")), prov("good", up.url("backup"))) as r:
+    """With continuation off (on by default: tests/e2e/test_defaults.py)."""
+    cut, good = prov("cut", up.url("streamcut")), prov("good", up.url("backup"))
+    async with router(cut, good, continue_on_cut=False) as r:
         stream = await r.open_stream(HELLO)
         got = []
         with pytest.raises(StreamInterrupted) as info:

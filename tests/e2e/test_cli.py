@@ -54,6 +54,7 @@ def config_file(tmp_path: Path, *providers: dict[str, Any], **top: Any) -> Path:
         # The simulated providers take any model, or none: `chat -p hi` needs no --model; each
         # is tried once (the default's quick retry: tests/e2e/test_defaults.py).
         "defaults": {"model_map": {"*": ""}, "retries": 0},
+        "continue_on_cut": False,  # a cut is the client's error (the default: test_defaults.py)
         "providers": list(providers),
         **top,
     }

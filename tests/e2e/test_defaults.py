@@ -21,8 +21,13 @@ def plain_config(upstream: Upstream) -> dict[str, Any]:
             {"name": "flaky", "endpoint": upstream.url("flaky")},
             {"name": "broken", "endpoint": upstream.url("server")},
             {"name": "backup", "endpoint": upstream.url("backup")},
+            {"name": "cut", "endpoint": upstream.url("streamcut")},
         ],
-        "routes": {"pair": ["flaky", "backup"], "worn": ["broken", "backup"]},
+        "routes": {
+            "pair": ["flaky", "backup"],
+            "worn": ["broken", "backup"],
+            "cutting": ["cut", "backup"],
+        },
     }
 
 
@@ -53,3 +58,18 @@ def test_a_provider_that_keeps_failing_is_left_after_one_more_try(proxy: Proxy) 
     assert raw.parse().choices[0].message.content == "hello from backup"
     tries = [t.split(":")[:2] for t in raw.headers["X-Agent-Reach-Trace"].split(",")]
     assert tries == [["broken", "server_error"], ["broken", "server_error"], ["backup", "ok"]]
+
+
+def test_a_stream_cut_after_its_first_words_is_finished_by_the_next_provider(
+    proxy: Proxy, upstream: Upstream
+) -> None:
+    """`continue_on_cut` is on by default: the client reads one answer, no error, no word
+    twice."""
+    upstream.clear()
+    stream = proxy.client().chat.completions.create(model="cutting", messages=MSG, stream=True)
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text.startswith("partial answer")
+    assert text.count("partial answer") == 1  # nothing said twice
+    assert len(text) > len("partial answer")  # the backup finished it
+    finish = upstream.bodies("backup")[-1]["messages"]
+    assert "partial answer" in str(finish)  # asked to go on from what was sent

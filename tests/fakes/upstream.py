@@ -1427,12 +1427,14 @@ def _shared(a: bytes, b: bytes) -> int:
 
 def proxy_config(providers: list[dict[str, Any]], **top: Any) -> dict[str, Any]:
     """A config for tests: no health checks, state in memory, circuits that never open,
-    providers that take any model or none (the simulated ones do) and are tried once each (the
-    default's quick retry has tests of its own: tests/e2e/test_defaults.py)."""
+    providers that take any model or none (the simulated ones do) and are tried once each, and
+    a cut stream is the client's error (the defaults' quick retry and continuation have tests
+    of their own: tests/e2e/test_defaults.py)."""
     return {
         "version": "0.3.2",
         "health": {"mode": "off"},
         "state": "memory://",
+        "continue_on_cut": False,
         "circuit": {"failures": 1000, "cooldown_s": 0, "auth_cooldown_s": 0},
         "defaults": {"model_map": {"*": ""}, "retries": 0},
         "providers": providers,

@@ -187,7 +187,7 @@ class Config(Section):
     circuit: CircuitConfig = CircuitConfig()
     deadline_ms: Ms = 60000
     on_content_blocked: OnBlocked = "stop"  # or failover (protocol §5.1); also per route
-    continue_on_cut: bool = False  # finish a cut stream with the next provider (protocol §10)
+    continue_on_cut: bool = True  # finish a cut stream with the next provider (protocol §10)
     last_resort_includes_auth: bool = False  # a bad key's open circuit is a last resort too
     alerts: list[Alert] = []
     state: str = "sqlite:///~/.agent-reach/state.db"
