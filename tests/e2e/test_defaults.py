@@ -4,6 +4,7 @@ would choose, each through the proxy with the official clients."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +21,11 @@ def plain_config(upstream: Upstream) -> dict[str, Any]:
         "providers": [
             {"name": "flaky", "endpoint": upstream.url("flaky")},
             {"name": "broken", "endpoint": upstream.url("server")},
-            {"name": "backup", "endpoint": upstream.url("backup")},
+            {
+                "name": "backup",
+                "endpoint": upstream.url("backup"),
+                "model_map": {"*": "backup-model"},
+            },
             {"name": "cut", "endpoint": upstream.url("streamcut")},
         ],
         "routes": {
@@ -73,3 +78,8 @@ def test_a_stream_cut_after_its_first_words_is_finished_by_the_next_provider(
     assert len(text) > len("partial answer")  # the backup finished it
     finish = upstream.bodies("backup")[-1]["messages"]
     assert "partial answer" in str(finish)  # asked to go on from what was sent
+    # The access line names who finished the answer, and the model it was asked for.
+    log = (Path(proxy.proc.args[2]).parent / "proxy.log").read_text()  # type: ignore[index]
+    line = [x for x in log.splitlines() if " model=cutting " in x][-1]
+    assert " provider=backup provider_model=backup-model " in line
+    assert " attempts=cut:ok,cut:server_error,backup:ok " in line

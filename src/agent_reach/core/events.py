@@ -21,6 +21,7 @@ class AttemptEvent:
     attempt: Attempt
     raw: str | None = None
     request: str = ""  # the id of the request it belongs to
+    model: str | None = None  # the model a try sent asked for (its provider's name of it)
 
 
 @record

@@ -312,11 +312,14 @@ class Engine:
 
     # -- bookkeeping -------------------------------------------------------------------------
 
-    def record(self, run: Run, attempt: Attempt, raw: str | None = None) -> None:
-        """Add `attempt` to the run's trace, and tell the observers when the run is recorded."""
+    def record(
+        self, run: Run, attempt: Attempt, raw: str | None = None, model: str | None = None
+    ) -> None:
+        """Add `attempt` to the run's trace, and tell the observers when the run is recorded
+        (with the `model` a try asked for)."""
         run.trace.append(attempt)
         if run.recorded:
-            self._emit(AttemptEvent(run.route, attempt, raw, run.id))
+            self._emit(AttemptEvent(run.route, attempt, raw, run.id, model))
 
     def _emit(self, event: Event) -> None:
         for observer in self.observers:

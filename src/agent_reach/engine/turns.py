@@ -50,7 +50,9 @@ class Engine(Protocol):
     @property
     def monotonic(self) -> Callable[[], float]: ...
 
-    def record(self, run: Run, attempt: Attempt, raw: str | None = None) -> None: ...
+    def record(
+        self, run: Run, attempt: Attempt, raw: str | None = None, model: str | None = None
+    ) -> None: ...
 
 
 async def turn(engine: Engine, run: Run, pick: Pick, op: Operation[T]) -> T | None:
@@ -141,7 +143,7 @@ async def _try(
         note = "continued the answer cut mid-stream"
     noted = replace(outcome, detail=outcome.detail + note) if note else outcome
     attempt = prepared.attempt(noted, ms, last_resort, sent=True)
-    engine.record(run, attempt, prepared.excerpt(tried.raw))
+    engine.record(run, attempt, prepared.excerpt(tried.raw), target.model)
     if not run.recorded:
         return tried
     if not run.own_limit(outcome, prepared.spec.first_token_ms):

@@ -84,8 +84,8 @@ def observe(event: Event) -> None:
         served.attempts.append(f"{attempt.provider}:{attempt.label}")
         if served.provider is None:
             return
-        if attempt.ok:  # another provider finished the answer that was cut
-            served.provider, served.cut = attempt.provider, None
+        if attempt.ok:  # another provider finished the answer that was cut, with its model
+            served.provider, served.provider_model, served.cut = attempt.provider, event.model, None
         elif served.cut is None:  # the stream under way broke: the first cut is the one to tell
             served.cut = f"{attempt.provider}:{attempt.reason}"
     elif isinstance(event, RequestEvent):
