@@ -3,13 +3,15 @@ would choose, each through the proxy with the official clients."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import pytest
 
-from ..fakes.upstream import Upstream
+from ..fakes.upstream import TOOL_WORD, Upstream
 from .test_proxy import MSG, Proxy, start, stop
 
 
@@ -27,11 +29,14 @@ def plain_config(upstream: Upstream) -> dict[str, Any]:
                 "model_map": {"*": "backup-model"},
             },
             {"name": "cut", "endpoint": upstream.url("streamcut")},
+            {"name": "half", "endpoint": upstream.url("toolhalf")},
+            {"name": "agent", "endpoint": upstream.url("toolcall")},
         ],
         "routes": {
             "pair": ["flaky", "backup"],
             "worn": ["broken", "backup"],
             "cutting": ["cut", "backup"],
+            "halfcall": ["half", "agent"],
         },
     }
 
@@ -83,3 +88,44 @@ def test_a_stream_cut_after_its_first_words_is_finished_by_the_next_provider(
     line = [x for x in log.splitlines() if " model=cutting " in x][-1]
     assert " provider=backup provider_model=backup-model " in line
     assert " attempts=cut:ok,cut:server_error,backup:ok " in line
+
+
+BASH = {"type": "function", "function": {"name": "Bash", "parameters": {"type": "object"}}}
+
+
+def test_a_cut_inside_a_tool_call_gives_the_openai_client_one_whole_call(
+    proxy: Proxy, upstream: Upstream
+) -> None:
+    """Issue 51, item 2: the first provider's call stopped at `{"comm`; the client gets the
+    next provider's call, whole, with one id, and nothing of the broken one."""
+    stream = proxy.client().chat.completions.create(
+        model="halfcall", messages=MSG, tools=[BASH], stream=True
+    )
+    pieces = [c.choices[0].delta.tool_calls for c in stream if c.choices]
+    calls = [call for piece in pieces if piece for call in piece]
+    assert len(calls) == 1
+    assert calls[0].id == "call_test1"
+    assert json.loads(calls[0].function.arguments or "") == {"command": f"echo {TOOL_WORD}"}
+
+
+def test_a_cut_inside_a_tool_call_through_the_messages_and_responses_faces(
+    proxy: Proxy,
+) -> None:
+    with anthropic.Anthropic(base_url=proxy.base, api_key="unused", max_retries=0) as client:
+        tool = {"name": "Bash", "input_schema": {"type": "object", "properties": {}}}
+        with client.messages.stream(
+            model="halfcall", max_tokens=100, messages=MSG, tools=[tool]
+        ) as stream:
+            final = stream.get_final_message()
+    uses = [b for b in final.content if b.type == "tool_use"]
+    assert [(u.id, u.input) for u in uses] == [
+        ("toolu_call_test1", {"command": f"echo {TOOL_WORD}"})
+    ]
+    events = proxy.client().responses.create(
+        model="halfcall",
+        input="hi",
+        tools=[{"type": "function", "name": "Bash", "parameters": {"type": "object"}}],
+        stream=True,
+    )
+    done = [e.item for e in events if e.type == "response.output_item.done"]
+    assert [(i.type, i.call_id) for i in done] == [("function_call", "call_test1")]  # type: ignore[union-attr]

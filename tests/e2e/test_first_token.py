@@ -116,12 +116,17 @@ def test_a_cut_answer_is_finished_by_the_backup_in_one_clean_stream(proxy: Proxy
     assert "Continue" in sent[-1]["content"]
 
 
-def test_no_continuation_after_a_tool_call(proxy: Proxy) -> None:
+def test_a_cut_inside_a_tool_call_begins_again_on_the_next_provider(proxy: Proxy) -> None:
+    """Issue 51, item 2: the tool call was held until whole, so the client saw none of it: the
+    next provider is asked the request as it came, and its answer is the stream's."""
     proxy.upstream.clear()
     lines = stream_lines(proxy, {"model": "m", "messages": MSG}, "tools")
-    last = json.loads(lines[-1][6:])
-    assert last["error"]["type"] == "stream_interrupted"
-    assert proxy.upstream.bodies("backup") == []
+    chunks = [json.loads(x[6:]) for x in lines if x.startswith("data: {")]
+    assert not any("error" in c for c in chunks)
+    assert not any(c["choices"] and c["choices"][0]["delta"].get("tool_calls") for c in chunks)
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert text == "hello from ok"
+    assert proxy.upstream.bodies("backup")[-1]["messages"] == MSG  # the request as it came
 
 
 def test_a_responses_stream_is_continued_too(proxy: Proxy) -> None:

@@ -672,6 +672,21 @@ class Upstream:
         request.transport.close()
         return resp
 
+    async def s_toolhalf(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
+        """A shell tool call whose arguments stop halfway (`{"comm`), then the connection
+        dies: issue 51's cut inside a tool call."""
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        name, _ = shell_call(body.get("tools") or [])
+        call = {"index": 0, "id": "call_half", "type": "function"}
+        await resp.write(sse(chunk(role=True)))
+        await resp.write(sse(tool_chunk([{**call, "function": {"name": name, "arguments": ""}}])))
+        await resp.write(sse(tool_chunk([{"index": 0, "function": {"arguments": '{"comm'}}])))
+        await asyncio.sleep(0.05)
+        assert request.transport is not None
+        request.transport.close()
+        return resp
+
     async def s_nofinish(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         # Content, then a clean end of the body with no finish reason and no [DONE]
         # (Portkey #1797: such a stream was passed on as complete).

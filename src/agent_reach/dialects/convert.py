@@ -318,6 +318,8 @@ def continued(
     its trailing whitespace (Anthropic refuses a prefill ending in it), `mark`ed `prefix: true`
     where the format needs it said (DeepSeek's prefix completion, Mistral's); for the others,
     the partial answer followed by an explicit instruction to continue."""
+    if not partial.strip():  # nothing the client kept: the answer begins again
+        return request
     messages = [*request.get("messages", ())]
     if prefill:
         turn: dict[str, Any] = {"role": "assistant", "content": partial.rstrip()}

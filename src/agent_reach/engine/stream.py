@@ -19,6 +19,7 @@ from ..chat import callids
 from ..core.errors import StreamInterrupted
 from ..core.trace import Attempt
 from ..dialects import Mismatch, Verbatim, artifacts
+from .hold import Held
 from .live import STREAM_FAILURES, Batch, Frame, LiveStream
 from .resume import Said, Seam
 from .run import Run
@@ -63,6 +64,7 @@ class ChatStream:
         self.live = live
         self.run = run
         self.ids: callids.CallIds | None = None  # the conversation's tool-call ids, once needed
+        self.held = Held()  # a chat stream's tool calls, until whole
 
     @property
     def trace(self) -> list[Attempt]:
@@ -126,11 +128,15 @@ class ChatStream:
                         if seam is not None and seam.met:
                             seam = None
                         if not self.native:
+                            out = self.held.batch(out)
                             self._named(out)
                         if out:
                             yield passed(out)
                     if seam is not None and (held := seam.end()):
                         yield passed(held)
+                    if rest := self.held.rest():
+                        self._named(rest)
+                        yield passed(rest)
                     if said.reasoning is not None and not self.native:
                         self.recorder.origins.note(said.reasoning.digest(), self.prepared.origin)
                     return
@@ -139,6 +145,7 @@ class ChatStream:
                     attempt = await self.recorder.cut(self.run, self.prepared, exc, ms)
                     first_cut = first_cut or attempt
                     seam = None  # what it held never reached the client
+                    self.held = Held()  # nor did a tool call not yet whole
                     if not await self._continue(said):
                         detail = f"{first_cut.reason} ({first_cut.detail})"
                         message = f"{first_cut.provider} failed mid-stream: {detail}"
@@ -165,7 +172,7 @@ class ChatStream:
     async def _continue(self, said: Said) -> bool:
         """Protocol §10, continuation: when the policy allows it and only text was sent, the next
         provider finishes the answer in this same stream."""
-        if not said.keep or not said.texted or said.other:
+        if not said.keep or said.other:  # nothing sent, or text only: the next one goes on
             return False
         await self.live.aclose()
         resumed = await self.recorder.resume(self.run, said.text)
