@@ -24,6 +24,7 @@ from ..fakes.upstream import (
     TOOL_WORD,
     Upstream,
     cached_share,
+    cut_in_a_tool_call,
     proxy_config,
     refused_url,
 )
@@ -202,6 +203,19 @@ def test_the_newest_claude_codes_body_reaches_an_anthropic_endpoint(
     }
     betas = got.headers["anthropic-beta"].split(",")
     assert {"thinking-token-count-2026-05-13", "advanced-tool-use-2025-11-20"} <= set(betas)
+
+
+def test_claude_code_behind_a_provider_that_cuts_inside_a_tool_call(
+    agent_home: Path, up: Upstream, tmp_path: Path
+) -> None:
+    """Issue 51: the held half call never reaches Claude Code; the next provider's turn does."""
+    config = tmp_path / "agent-reach.yaml"
+    config.write_text(yaml.safe_dump(cut_in_a_tool_call(up)))
+    up.clear()
+    env = claude_env(agent_home, PROVIDER_KEY=PROVIDER_KEY)
+    done = claude(env, agent_home, BIN, "--config", str(config), "run", "--")
+    assert_tool_turn(done, up)
+    assert len(up.bodies("toolhalf")) == 2
 
 
 def test_a_local_server_that_repeats_its_tool_call_ids(

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from ..agents import agent
-from ..fakes.upstream import TOOL_WORD, Upstream, cached_share, refused_url
+from ..fakes.upstream import TOOL_WORD, Upstream, cached_share, cut_in_a_tool_call, refused_url
 from .test_proxy import PROVIDER_KEY, Proxy, start, stop
 
 pytestmark = pytest.mark.agents
@@ -191,6 +191,18 @@ def test_run_names_the_proxys_models_in_codexs_catalog(
     assert "provider: agent_reach\n" in result.stderr  # its name is agent-reach, not OpenAI
     assert "Model metadata" not in result.stderr
     assert "fallback" not in result.stderr.lower()
+
+
+def test_codex_behind_a_provider_that_cuts_inside_a_tool_call(
+    upstream: Upstream, home: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 51: the held half call never reaches Codex; the next provider's turn does."""
+    upstream.clear()
+    config = tmp_path / "half.yaml"
+    config.write_text(yaml.safe_dump(cut_in_a_tool_call(upstream)))
+    result = codex_exec(home, tmp_path / "work", BIN, "--config", str(config), "run", "--")
+    assert_tool_turn(result, upstream, first=False)
+    assert len(upstream.bodies("toolhalf")) == 2  # both requests of the turn met the cut
 
 
 def test_run_wins_over_what_setup_wrote(

@@ -1425,6 +1425,24 @@ def deepseek_tokens(body: dict[str, Any]) -> int:
     return total
 
 
+def cut_in_a_tool_call(upstream: Upstream) -> dict[str, Any]:
+    """Issue 51: a provider whose tool call stops halfway and its connection dies, then one
+    that answers; nothing else set (continuation on by default)."""
+    return {
+        "state": "memory://",
+        "health": {"mode": "off"},
+        "providers": [
+            {"name": "half", "endpoint": upstream.url("toolhalf"), "model_map": {"*": "m"}},
+            {
+                "name": "toolcall",
+                "endpoint": upstream.url("toolcall"),
+                "api_key_env": "PROVIDER_KEY",
+                "model_map": {"*": "deepseek-chat"},
+            },
+        ],
+    }
+
+
 def cached_share(before: dict[str, Any], after: dict[str, Any]) -> float:
     """The share of chat body `after` that is `before` up to the end of its last message (the
     part a provider caching by prefix has seen); 0 when `after` does not start with it."""
