@@ -201,3 +201,13 @@ def test_an_estimated_input_over_the_context_window_is_skipped() -> None:
     assert not skip.deferrable
     fits = replace(FACTS, context_window=1000, input_tokens=1000)
     assert Turn("p", False, 0).consider(fits, NOW) == Send()
+
+
+def test_a_refused_prefill_is_asked_once_more_as_the_request_came() -> None:
+    """Issue 51: a provider sent a cut answer as a prefill answers 400: once more, the request
+    as it came (`restart`); a second 400 ends its turn."""
+    turn = Turn("p", False, 0, prefilled=True)
+    refused = Outcome(Reason.BAD_REQUEST, 400, "the last message must be a user message")
+    assert turn.sent(refused, left_s=10) == Send(restart=True)
+    assert turn.sent(refused, left_s=10) == Done(False)
+    assert Turn("q", False, 0).sent(refused, left_s=10) == Done(False)  # no prefill: its end

@@ -30,6 +30,7 @@ def plain_config(upstream: Upstream) -> dict[str, Any]:
             },
             {"name": "cut", "endpoint": upstream.url("streamcut")},
             {"name": "half", "endpoint": upstream.url("toolhalf")},
+            {"name": "strict", "endpoint": upstream.url("noprefill"), "assistant_prefill": True},
             {"name": "agent", "endpoint": upstream.url("toolcall")},
         ],
         "routes": {
@@ -37,6 +38,7 @@ def plain_config(upstream: Upstream) -> dict[str, Any]:
             "worn": ["broken", "backup"],
             "cutting": ["cut", "backup"],
             "halfcall": ["half", "agent"],
+            "strictly": ["cut", "strict"],
         },
     }
 
@@ -129,3 +131,17 @@ def test_a_cut_inside_a_tool_call_through_the_messages_and_responses_faces(
     )
     done = [e.item for e in events if e.type == "response.output_item.done"]
     assert [(i.type, i.call_id) for i in done] == [("function_call", "call_test1")]  # type: ignore[union-attr]
+
+
+def test_a_fallback_that_refuses_the_prefill_begins_the_answer_again(
+    proxy: Proxy, upstream: Upstream
+) -> None:
+    """Issue 51, item 1: the next provider refuses the cut answer as a prefill (a 400); it is
+    asked the request as it came, and what the client already has of its answer is dropped."""
+    upstream.clear()
+    stream = proxy.client().chat.completions.create(model="strictly", messages=MSG, stream=True)
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "partial answer, then the rest."
+    asked = upstream.bodies("noprefill")
+    assert asked[0]["messages"][-1]["role"] == "assistant"  # the prefill, refused
+    assert asked[1]["messages"] == MSG  # then the request as it came

@@ -672,6 +672,20 @@ class Upstream:
         request.transport.close()
         return resp
 
+    async def s_noprefill(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        """A provider that refuses an assistant prefill (a 400, as DeepSeek's reasoner does
+        without prefix mode) and otherwise answers from the beginning: the whole answer whose
+        first words `streamcut` sent."""
+        messages = body.get("messages") or []
+        if messages and messages[-1].get("role") == "assistant":
+            error = {"message": "the last message must be a user message", "type": "invalid"}
+            return web.json_response({"error": error}, status=400)
+        text = ["partial ", "answer", ", then the rest."]
+        chunks = [chunk(text[0], role=True), *(chunk(t) for t in text[1:]), chunk(finish="stop")]
+        return await self._stream_chunks(request, [*chunks, *usage_asked(body)])
+
     async def s_toolhalf(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """A shell tool call whose arguments stop halfway (`{"comm`), then the connection
         dies: issue 51's cut inside a tool call."""

@@ -89,10 +89,12 @@ class Consult:
 @record
 class Send:
     """Send one try, after taking `lease` (the half-open trial) when there is one; `bare`:
-    without the reasoning artifacts of earlier turns (the provider refused them)."""
+    without the reasoning artifacts of earlier turns (the provider refused them); `restart`:
+    the request as it came, not the prefill of a cut answer (the provider refused that)."""
 
     lease: CircuitState | None = None
     bare: bool = False
+    restart: bool = False
 
 
 @record
@@ -128,10 +130,22 @@ def _bad_key(facts: Facts) -> bool:
 class Turn:
     """One provider's turn: its checks (unless it is a last resort), then its tries."""
 
-    __slots__ = ("_facts", "bare", "clamped", "last_resort", "provider", "retries", "tries")
+    __slots__ = (
+        "_facts",
+        "bare",
+        "clamped",
+        "last_resort",
+        "prefilled",
+        "provider",
+        "retries",
+        "tries",
+    )
 
-    def __init__(self, provider: str, last_resort: bool, retries: int | None) -> None:
+    def __init__(
+        self, provider: str, last_resort: bool, retries: int | None, prefilled: bool = False
+    ) -> None:
         self.provider = provider
+        self.prefilled = prefilled  # it is sent a cut answer as a prefill, to go on from
         self.last_resort = last_resort
         self.retries = retries
         self.tries = 0
@@ -231,6 +245,9 @@ class Turn:
         if outcome.reason is Reason.ARTIFACT_REJECTED and not self.bare:
             self.bare = True  # once: the same provider, without what it refused
             return Send(bare=True)
+        if outcome.reason is Reason.BAD_REQUEST and self.prefilled:
+            self.prefilled = False  # once: it refused the prefill; it begins the answer again
+            return Send(bare=self.bare, restart=True)
         delay = retry_delay(outcome, tries=self.tries, retries=self.retries, remaining_s=left_s)
         if delay is None:
             return Done(False)

@@ -198,7 +198,8 @@ class PreparedProvider:
         """Whether this provider speaks the API the request arrived in (`format: anthropic`
         for a Messages request, `format: responses` for a Responses one): then the request
         goes to it as it came, and its answer comes back as it is."""
-        return req.native is not None and req.api == self.dialect.speaks and not req.continuing
+        native = req.native is not None and req.api == self.dialect.speaks
+        return native and req.continuing is None
 
     @property
     def prefill(self) -> bool:

@@ -150,7 +150,8 @@ class ChatStream:
                         detail = f"{first_cut.reason} ({first_cut.detail})"
                         message = f"{first_cut.provider} failed mid-stream: {detail}"
                         raise StreamInterrupted(self.trace, message, cut=first_cut) from exc
-                    seam = Seam.after(said.text, self.prepared.prefill)
+                    prefilled = self.prepared.prefill and bool(self.run.req.continuing)
+                    seam = Seam.after(said.text, prefilled)
         finally:
             await self.live.aclose()
 

@@ -58,7 +58,8 @@ class Engine(Protocol):
 async def turn(engine: Engine, run: Run, pick: Pick, op: Operation[T]) -> T | None:
     """Do what the provider's `Turn` decides until it is done: the payload, or None."""
     prepared = engine.prepared[pick[0]]
-    turn = Turn(prepared.name, pick[1], prepared.spec.retries if run.recorded else 0)
+    prefilled = bool(run.req.continuing) and prepared.prefill
+    turn = Turn(prepared.name, pick[1], prepared.spec.retries if run.recorded else 0, prefilled)
     target, configured = await engine.known.target(run, prepared, op)
     action: Action = turn.begin()
     while True:
@@ -90,6 +91,9 @@ async def turn(engine: Engine, run: Run, pick: Pick, op: Operation[T]) -> T | No
                 continue
             if action.bare:
                 target = replace(target, bare=True)
+            if action.restart:  # the seam then drops what the client has of the new answer
+                run.req = replace(run.req, continuing="")
+                target = replace(target, req=run.req)
             tried = await _try(engine, run, target, op, pick[1], taken)
             if tried.outcome.reason is Reason.OK:
                 if turn.clamped is not None and configured is None:
@@ -140,7 +144,8 @@ async def _try(
     outcome = tried.outcome
     note = run.walk.refused(outcome.reason, target.window, run.policy.stop_on_blocked)
     if outcome.reason is Reason.OK and run.req.continuing is not None:
-        note = "continued the answer cut mid-stream"
+        again = "began again the answer cut mid-stream"
+        note = "continued the answer cut mid-stream" if run.req.continuing else again
     noted = replace(outcome, detail=outcome.detail + note) if note else outcome
     attempt = prepared.attempt(noted, ms, last_resort, sent=True)
     engine.record(run, attempt, prepared.excerpt(tried.raw), target.model)
