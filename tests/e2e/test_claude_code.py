@@ -40,6 +40,11 @@ def claude(env: dict[str, str], cwd: Path, *prefix: str) -> subprocess.Completed
     """`claude -p` of the prompt with its tool allowed and a JSON result (after `prefix`,
     e.g. an `agent-reach run`)."""
     args = [*prefix, str(agent("claude")), "-p", PROMPT, "--allowedTools", "Bash(echo:*)"]
+    return with_json(args, env, cwd)
+
+
+def with_json(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """A Claude Code command line (maybe after an `agent-reach run`), its result as JSON."""
     return subprocess.run(
         [*args, "--output-format", "json"],
         env=env,
@@ -157,15 +162,7 @@ def test_run_lets_claude_code_discover_the_proxys_models(
     del env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"]  # it turns discovery off
     run = [BIN, "--config", str(config), "run", "--", str(agent(version)), "-p", PROMPT]
     args = [*run, "--model", "claude-deepseek", "--allowedTools", "Bash(echo:*)"]
-    done = subprocess.run(
-        [*args, "--output-format", "json"],
-        env=env,
-        cwd=agent_home,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    done = with_json(args, env, agent_home)
     assert_tool_turn(done, up)
     assert not up.bodies("auth")  # the route, not the default order
     cache = json.loads((agent_home / ".claude" / "cache" / "gateway-models.json").read_text())
@@ -183,15 +180,7 @@ def test_the_newest_claude_codes_body_reaches_an_anthropic_endpoint(
     config.write_text(yaml.safe_dump(agent_config))
     up.clear()
     run = [BIN, "--config", str(config), "run", "--", str(agent("claude-newest")), "-p", "hi"]
-    done = subprocess.run(
-        [*run, "--output-format", "json"],
-        env=claude_env(agent_home, PROVIDER_KEY=PROVIDER_KEY),
-        cwd=agent_home,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    done = with_json(run, claude_env(agent_home, PROVIDER_KEY=PROVIDER_KEY), agent_home)
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["result"] == CLAUDE_TEXT
     got = [r for r in up.received if r.scenario == "claude"][-1]
@@ -229,14 +218,8 @@ def test_a_local_server_that_repeats_its_tool_call_ids(
     up.clear()
     run = [BIN, "--config", str(config), "run", "--", str(agent("claude"))]
     args = [*run, "-p", "Run echo three times.", "--allowedTools", "Bash(echo:*)"]
-    done = subprocess.run(
-        [*args, "--max-turns", "10", "--output-format", "json"],
-        env=claude_env(agent_home, PROVIDER_KEY=PROVIDER_KEY),
-        cwd=agent_home,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
+    done = with_json(
+        [*args, "--max-turns", "10"], claude_env(agent_home, PROVIDER_KEY=PROVIDER_KEY), agent_home
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["result"] == "Ran 3 commands."

@@ -195,14 +195,22 @@ REQUESTS = textwrap.dedent(
 
 
 def run_requests(
-    tmp_path: Path, providers: list[dict[str, object]], count: int, wait_for: str, *flags: str
+    tmp_path: Path,
+    providers: list[dict[str, object]],
+    count: int,
+    wait_for: str,
+    *flags: str,
+    circuit: dict[str, float] | None = None,
+    pause: bool = True,
 ) -> tuple[subprocess.CompletedProcess[str], str]:
     """`agent-reach run [flags] -- python REQUESTS count stderr wait_for`: the run and its
-    stderr (written to a file the program reads while it runs)."""
+    stderr (written to a file the program reads while it runs); `pause`: half a second
+    between requests."""
     config = tmp_path / "c.yaml"
-    circuit = {"failures": 1, "cooldown_s": 0.2, "auth_cooldown_s": 60}
+    circuit = circuit or {"failures": 1, "cooldown_s": 0.2, "auth_cooldown_s": 60}
     config.write_text(yaml.safe_dump(proxy_config(providers, circuit=circuit)))
-    (tmp_path / "requests.py").write_text(REQUESTS)
+    program = REQUESTS if pause else REQUESTS.replace("time.sleep(0.5)", "pass")
+    (tmp_path / "requests.py").write_text(program)
     err = tmp_path / "run.err"
     program = [sys.executable, "requests.py", str(count), str(err), wait_for]
     with err.open("w") as stderr:
@@ -255,24 +263,11 @@ def test_a_session_with_a_dead_first_provider_says_each_thing_once(
         {"name": "nodns", "endpoint": "http://no-such-host.invalid/v1/chat/completions"},
         up.provider("ok"),
     ]
-    config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump(proxy_config(providers, circuit={"failures": 1})))
-    (tmp_path / "requests.py").write_text(REQUESTS.replace("time.sleep(0.5)", "pass"))
-    err = tmp_path / "run.err"
-    program = [sys.executable, "requests.py", "20", str(err), "agent-reach"]
-    with err.open("w") as stderr:
-        done = subprocess.run(
-            [BIN, "--config", str(config), "run", "--", *program],
-            cwd=tmp_path,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PROVIDER_KEY": "sk-x"},
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+    done, err = run_requests(
+        tmp_path, providers, 20, "agent-reach", circuit={"failures": 1}, pause=False
+    )
     assert done.stdout.split() == ["200"] * 20
-    assert re.sub(r"\d+\.\d s", "T s", err.read_text()).splitlines() == [
+    assert re.sub(r"\d+\.\d s", "T s", err).splitlines() == [
         "agent-reach: dead is down (connect_failed: connection refused), skipped for 30 s",
         "agent-reach: nodns is down (connect_failed: DNS lookup failed), skipped for 30 s",
         "agent-reach: dead connect_failed → nokey skip(auth_failed) (NOT_SET_KEY is not set)"

@@ -153,6 +153,14 @@ DETAILED_USAGE = {
 }
 
 
+def called(call: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """A whole chat answer that asks for `call`."""
+    answer = completion("", body.get("model") or "gpt-test")
+    answer["choices"][0]["message"] = {"role": "assistant", "content": None, "tool_calls": [call]}
+    answer["choices"][0]["finish_reason"] = "tool_calls"
+    return answer
+
+
 def shell_call(tools: list[Any]) -> tuple[str, str]:
     """(name, JSON arguments) of a call to the first shell-like tool offered, running
     `echo TOOL_WORD` (as `agent-reach demo --serve`'s model does)."""
@@ -1109,14 +1117,7 @@ class Upstream:
                 pieces.append(tool_chunk([{"index": 0, "function": {"arguments": part}}]))
             pieces.append(chunk(finish="tool_calls"))
             return await self._stream_chunks(request, [*pieces, *usage_asked(body)])
-        answer = completion("", body.get("model") or "gpt-test")
-        answer["choices"][0]["message"] = {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [call],
-        }
-        answer["choices"][0]["finish_reason"] = "tool_calls"
-        return web.json_response(answer)
+        return web.json_response(called(call, body))
 
     async def s_samecall(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """A local model server that names every tool call `call_1` (as llama.cpp- and
@@ -1136,14 +1137,7 @@ class Upstream:
             pieces = [chunk(role=True), tool_chunk([{"index": 0, **call}])]
             pieces.append(chunk(finish="tool_calls"))
             return await self._stream_chunks(request, [*pieces, *usage_asked(body)])
-        answer = completion("", model)
-        answer["choices"][0]["message"] = {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [call],
-        }
-        answer["choices"][0]["finish_reason"] = "tool_calls"
-        return web.json_response(answer)
+        return web.json_response(called(call, body))
 
     async def s_usage(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """A chat provider that streams its usage (with details) only when asked."""
