@@ -377,6 +377,9 @@ def test_a_used_up_usage_limit_keeps_out_until_its_reset() -> None:
     view = state.view(NOW + 1)
     assert view["out_until"] == NOW + 3
     assert view["note"] == "out until 08:00 (usage limit)"  # NOW + 3 s, in UTC
+    # A reset on another day says its date (a plan's weekly window).
+    week = record(CLOSED, Reason.QUOTA_EXHAUSTED_UPSTREAM, NOW, POLICY, retry_after=86400)
+    assert week.view(NOW + 1)["note"] == "out until 2027-01-16 08:00 (usage limit)"
     allowed, leased = admit(state, NOW + 3, 5)
     assert allowed
     assert leased.out  # its trial in flight: still out for everyone else

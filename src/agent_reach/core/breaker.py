@@ -85,7 +85,7 @@ class CircuitState:
     def view(self, now: float, tz: tzinfo = UTC) -> dict[str, object]:
         """The circuit as status views show it: state, failures, seconds left, cause; for a
         used-up usage limit also when it ends (`out_until`, unix seconds) and `note`, "out
-        until HH:MM (usage limit)" in `tz`."""
+        until HH:MM (usage limit)" in `tz` (with its date when that is not today's)."""
         state = "closed" if self.closed else ("open" if self.is_open(now) else "half_open")
         view: dict[str, object] = {
             "state": state,
@@ -95,8 +95,10 @@ class CircuitState:
         }
         if self.out and self.is_open(now):
             ends = datetime.fromtimestamp(self.open_until, tz)
+            today = ends.date() == datetime.fromtimestamp(now, tz).date()
+            when = ends.strftime("%H:%M" if today else "%Y-%m-%d %H:%M")
             view["out_until"] = round(self.open_until, 1)
-            view["note"] = f"out until {ends:%H:%M} (usage limit)"
+            view["note"] = f"out until {when} (usage limit)"
         return view
 
 
