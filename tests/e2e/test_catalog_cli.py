@@ -369,6 +369,8 @@ def test_probe_text_report(srv: DialectServer, home: Path) -> None:
             "endpoint": srv.url("/ollama/api/chat"),
             "format": "ollama",
             "models": [OLLAMA_MODELS[0]],
+            # any name an agent asks for (its own) goes to that model (issue 56)
+            "model_map": {"*": OLLAMA_MODELS[0]},
         }
     ]
     # The model the health check listed is the one asked for.

@@ -174,8 +174,9 @@ async def _conclude(
         report.notes.append(
             f"{report.model} is not in the health check's list, so the entry has no health check"
         )
-    if report.model:
+    if report.model:  # and any name a request asks for (an agent's own) is sent as that one
         entry["models"] = [report.model]
+        entry["model_map"] = {"*": report.model}
     else:  # it answered a request without a model: requests without one may go there
         entry["model_map"] = {"*": ""}
     report.provider = entry
