@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from agent_reach.chat.callids import CallIds, has_calls, restored
+from agent_reach.chat.callids import CallIds, has_calls, minted, restored
 from agent_reach.dialects import Verbatim
 
 
@@ -80,10 +80,14 @@ def test_a_chunk_is_renamed_where_its_call_begins() -> None:
 
 
 def test_a_chat_provider_gets_its_own_ids_back() -> None:
-    sent = restored(conversation("call_1", "call_1-ar2", "toolu_call_1-ar3"))
+    renamed = conversation("call_1", "call_1-ar2", "toolu_call_1-ar3")
+    assert minted(renamed)
+    sent = restored(renamed)
     ids = [c["id"] for m in sent["messages"] for c in m.get("tool_calls") or ()]
     assert ids == ["call_1", "call_1", "toolu_call_1"]
     results = [m["tool_call_id"] for m in sent["messages"] if m["role"] == "tool"]
     assert results == ids
     untouched = conversation("call_1", "call_2")
-    assert restored(untouched) is untouched  # nothing renamed: the same body, no copy
+    # nothing renamed: the request says so once, and its body goes as it is (no copy)
+    assert not minted(untouched)
+    assert not minted(conversation("read-array"))  # "-ar" in an id, not ours

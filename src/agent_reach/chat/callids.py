@@ -101,25 +101,26 @@ def has_calls(body: dict[str, Any], part: str = "message") -> bool:
     return bool(_calls(body, part))
 
 
+def minted(body: dict[str, Any]) -> bool:
+    """Whether a chat request holds an id `CallIds.fresh` renamed (`ChatRequest.minted`, found
+    once per request). orjson finds no "-ar" in the conversation's bytes 4 times faster than a
+    look at each message (37 against 158 us for 500 messages), and that is the common case."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or b"-ar" not in orjson.dumps(messages):
+        return False
+    return any(type(m) is dict and _minted(m) for m in messages)
+
+
 def restored(body: dict[str, Any]) -> dict[str, Any]:
     """A chat request with the ids `CallIds.fresh` renamed given back as the provider sent
-    them; `body` itself when it holds none (one pass of plain lookups: this runs for every
-    provider a request is sent to)."""
-    messages = body.get("messages")
-    # orjson finds no "-ar" in the conversation's bytes 4 times faster than a look at each
-    # message (37 against 158 us for 500 messages), and that is the common case.
-    if not isinstance(messages, list) or b"-ar" not in orjson.dumps(messages):
-        return body
-    found = [n for n, m in enumerate(messages) if type(m) is dict and _minted(m)]
-    if not found:
-        return body
-    out = list(messages)
-    for n in found:
-        out[n] = _restore(messages[n])
-    return {**body, "messages": out}
+    them (for a request that is `minted`)."""
+    messages = body["messages"]
+    return {**body, "messages": [_restore(m) if _minted(m) else m for m in messages]}
 
 
-def _minted(message: dict[str, Any]) -> bool:
+def _minted(message: Any) -> bool:
+    if type(message) is not dict:
+        return False
     given = message.get("tool_call_id")
     if type(given) is str and "-ar" in given and _MINTED.search(given):
         return True

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..core.errors import RequestError, quoted
 from ..core.records import record
+from . import callids
 from .checks import (
     BOOLEAN,
     INT32_MAX,
@@ -228,6 +229,9 @@ class ChatRequest:
     # `body` with the client's `cache_control` marks kept (a Messages request that had some),
     # for a provider that takes them (protocol §2.3 `cache_control`).
     marked: dict[str, Any] | None = None
+    # Its conversation holds tool-call ids this proxy renamed (`callids`): a chat provider is
+    # sent its own back.
+    minted: bool = False
 
     @classmethod
     def parse(cls, request: dict[str, Any], *, stream: bool | None = None) -> ChatRequest:
@@ -251,7 +255,7 @@ class ChatRequest:
         if ext is None:  # most requests: nothing more to read
             if "agent_reach" in request:  # `"agent_reach": null`
                 request = {k: v for k, v in request.items() if k != "agent_reach"}
-            return cls(body=request, model=model, stream=streamed)
+            return cls(body=request, model=model, stream=streamed, minted=callids.minted(request))
         if not isinstance(ext, dict):
             raise RequestError("'agent_reach' must be an object", param="agent_reach")
         unknown = set(ext) - {
@@ -281,8 +285,9 @@ class ChatRequest:
                 "agent_reach.response_schema_compatibility must be a boolean", param="agent_reach"
             )
         deadline = _positive(ext, "deadline_ms")
+        body = {k: v for k, v in request.items() if k != "agent_reach"}
         return cls(
-            body={k: v for k, v in request.items() if k != "agent_reach"},
+            body=body,
             model=model,
             stream=streamed,
             provider_route=route,
@@ -290,6 +295,7 @@ class ChatRequest:
             raw_response=not compat,
             deadline_ms=deadline,
             first_token_ms=_positive(ext, "first_token_ms"),
+            minted=callids.minted(body),
         )
 
     @property

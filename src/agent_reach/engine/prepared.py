@@ -246,7 +246,8 @@ class PreparedProvider:
         else:
             cap_field = self.spec.max_tokens_field or "max_tokens"
             request = req.marked if req.marked is not None and self.spec.cache_control else req.body
-            request = callids.restored(request)
+            if req.minted:
+                request = callids.restored(request)
             if max_output is not None:
                 request = _clamped(request, _CHAT_CAPS, max_output)
             if not self.spec.stream_usage and "stream_options" in request:
