@@ -1,5 +1,6 @@
 """Tool-call ids that never repeat within a conversation (`chat/callids.py`), by table: what a
-conversation holds, what a new call is named, what a chat provider is sent back. Through the
+conversation holds, what a new call is named, what a chat provider is sent back (a streamed
+call: tests/test_hold.py). Through the
 proxy with the official clients: tests/e2e/test_messages.py, tests/e2e/test_proxy.py."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from agent_reach.chat.callids import CallIds, has_calls, minted, restored
+from agent_reach.chat.callids import CallIds, minted, restored
 from agent_reach.dialects import Verbatim
 
 
@@ -65,18 +66,6 @@ def test_a_whole_answer_is_renamed_and_no_longer_sent_as_its_bytes() -> None:
     assert out["choices"][0]["message"]["tool_calls"][0]["id"] == "call_1-ar2"
     fresh = Verbatim.of(answer("call_9"), b"{}")
     assert CallIds.of(conversation("call_1")).answer(fresh) is fresh  # nothing to change
-
-
-def test_a_chunk_is_renamed_where_its_call_begins() -> None:
-    first = {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1"}]}}]}
-    more = {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0}]}}]}
-    ids = CallIds.of(conversation("call_1"))
-    assert has_calls(first, "delta")
-    ids.chunk(first)
-    ids.chunk(more)
-    assert first["choices"][0]["delta"]["tool_calls"][0]["id"] == "call_1-ar2"
-    assert "id" not in more["choices"][0]["delta"]["tool_calls"][0]
-    assert not has_calls({"choices": [{"index": 0, "delta": {"content": "hi"}}]}, "delta")
 
 
 def test_a_chat_provider_gets_its_own_ids_back() -> None:

@@ -2,13 +2,13 @@
 item 3).
 
 A local model server may name every tool call `call_1`; a client then sees the same id turn
-after turn (Claude Code: `toolu_call_1` three times) and loops. A chat provider's answer (whole
-or streamed) is given to the client with each tool-call id the conversation already holds
-renamed `ID-arN` (the smallest N from 2 not yet used, so the same answer gets the same name);
-when the conversation comes back, a chat provider is sent its own ids again (`restored`): the
-suffix is taken off, so a provider that checks the ids it issued finds them. A Messages client
-sees chat ids as `toolu_ID` (`dialects.anthropic.answer.tool_use_id`): ids are compared without
-that prefix.
+after turn (Claude Code: `toolu_call_1` three times) and loops. A chat provider's answer
+(whole, or streamed: `engine.hold` names each call as it goes out) is given to the client with
+each tool-call id the conversation already holds renamed `ID-arN` (the smallest N from 2 not
+yet used, so the same answer gets the same name); when the conversation comes back, a chat
+provider is sent its own ids again (`restored`): the suffix is taken off, so a provider that
+checks the ids it issued finds them. A Messages client sees chat ids as `toolu_ID`
+(`dialects.anthropic.answer.tool_use_id`): ids are compared without that prefix.
 """
 
 from __future__ import annotations
@@ -67,38 +67,29 @@ class CallIds:
     def answer(self, response: dict[str, Any]) -> dict[str, Any]:
         """A whole chat answer with its tool calls renamed where they repeat: a plain dict
         when one was (not the provider's bytes, which say the old id), else `response`."""
-        changed = self._renamed(response, "message")
-        return dict(response) if changed and type(response) is not dict else response
-
-    def chunk(self, chunk: dict[str, Any]) -> None:
-        """A stream chunk's tool calls renamed where they repeat (in place): each call's id
-        comes in its first delta (a chunk with a tool call is never kept as its bytes)."""
-        self._renamed(chunk, "delta")
-
-    def _renamed(self, body: dict[str, Any], part: str) -> bool:
         changed = False
-        for call in _calls(body, part):
+        for call in _calls(response):
             if call.get("id"):
                 new = self.fresh(call["id"])
                 changed = changed or new != call["id"]
                 call["id"] = new
-        return changed
+        return dict(response) if changed and type(response) is not dict else response
 
 
-def _calls(body: dict[str, Any], part: str) -> list[dict[str, Any]]:
-    """The tool calls of a chat answer's choices (`part`: `message`) or a chunk's (`delta`)."""
+def _calls(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool calls of a whole chat answer's choices."""
     out: list[dict[str, Any]] = []
-    for choice in body.get("choices") or ():
-        held = choice.get(part) if isinstance(choice, dict) else None
-        calls = held.get("tool_calls") if isinstance(held, dict) else None
+    for choice in response.get("choices") or ():
+        message = choice.get("message") if isinstance(choice, dict) else None
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
         if isinstance(calls, list):
             out += [c for c in calls if isinstance(c, dict)]
     return out
 
 
-def has_calls(body: dict[str, Any], part: str = "message") -> bool:
-    """Whether a whole chat answer (a chunk: `part` `delta`) holds a tool call."""
-    return bool(_calls(body, part))
+def has_calls(response: dict[str, Any]) -> bool:
+    """Whether a whole chat answer holds a tool call."""
+    return bool(_calls(response))
 
 
 def minted(body: dict[str, Any]) -> bool:

@@ -359,9 +359,10 @@ def retry_delay(
     wait is `QUICK_RETRY_S` at most.
     """
     quick = retries is None
-    if tries >= (1 if retries is None else retries) or not EFFECTS[outcome.reason].retried:
-        return None
-    if quick and not EFFECTS[outcome.reason].quick:
+    effect = EFFECTS[outcome.reason]
+    if tries >= (1 if retries is None else retries) or not (
+        effect.quick if quick else effect.retried
+    ):
         return None
     delay = outcome.retry_after if outcome.retry_after is not None else min(0.1 * 2**tries, 2.0)
     if quick and delay > QUICK_RETRY_S:

@@ -5,12 +5,15 @@ would leave the client a call it cannot run (`{"comm` and an error), which agent
 badly. So a chat stream's tool calls are held, piece by piece, and go to the client as one
 delta each once whole: its arguments parse as JSON, or the provider said it finished. A cut
 while one is held drops it: the client never saw it, and the next provider may begin the
-answer again (`ChatStream`). The cost is the time a call takes to arrive, paid before its
-first byte (bench/tool_hold.py measures it); a stream of text only is not touched.
+answer again (`ChatStream`). Each call is named as it goes (`name`: the stream's
+`callids.CallIds.fresh`, so that no id repeats in the conversation). The cost is the time a
+call takes to arrive, paid before its first byte (bench/tool_hold.py measures it); a stream of
+text only is not touched, nor the calls of a second choice (`n` > 1, which agents never ask).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -19,11 +22,13 @@ from .live import Batch
 
 
 class Held:
-    """The tool calls of one stream's first choice being put together, by their index."""
+    """The tool calls of one stream's first choice being put together, by their index, each
+    given its id by `name` when it goes out."""
 
-    __slots__ = ("calls", "head")
+    __slots__ = ("calls", "head", "name")
 
-    def __init__(self) -> None:
+    def __init__(self, name: Callable[[Any], Any]) -> None:
+        self.name = name
         self.calls: dict[int, dict[str, Any]] = {}
         self.head: dict[str, Any] = {}  # the last held chunk's id, time and model
 
@@ -50,7 +55,7 @@ class Held:
         choice = dict(choices[0])
         delta = {k: v for k, v in (choice.get("delta") or {}).items() if k != "tool_calls"}
         if whole:
-            delta["tool_calls"] = [self.calls.pop(i) for i in whole]
+            delta["tool_calls"] = [self._out(i) for i in whole]
         if not delta and not finished:
             return []  # only pieces of calls not whole yet
         choice["delta"] = delta
@@ -74,14 +79,20 @@ class Held:
         is (the provider said no more)."""
         if not self.calls:
             return []
-        calls = [self.calls.pop(i) for i in sorted(self.calls)]
+        calls = [self._out(i) for i in sorted(self.calls)]
         choice = {"index": 0, "delta": {"tool_calls": calls}, "finish_reason": None}
         return [{**self.head, "choices": [choice]}]
+
+    def _out(self, index: int) -> dict[str, Any]:
+        call = self.calls.pop(index)
+        if call.get("id"):
+            call["id"] = self.name(call["id"])
+        return call
 
 
 def _calls(chunk: dict[str, Any]) -> list[dict[str, Any]] | None:
     choices = chunk.get("choices")
-    if not choices or not isinstance(choices[0], dict):
+    if not choices or not isinstance(choices[0], dict) or choices[0].get("index", 0) != 0:
         return None
     delta = choices[0].get("delta")
     calls = delta.get("tool_calls") if isinstance(delta, dict) else None

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..chat import callids
 from ..core.errors import StreamInterrupted
 from ..core.trace import Attempt
-from ..dialects import Mismatch, Verbatim, artifacts
+from ..dialects import Mismatch, artifacts
 from .hold import Held
 from .live import STREAM_FAILURES, Batch, Frame, LiveStream
 from .resume import Said, Seam
@@ -64,7 +64,7 @@ class ChatStream:
         self.live = live
         self.run = run
         self.ids: callids.CallIds | None = None  # the conversation's tool-call ids, once needed
-        self.held = Held()  # a chat stream's tool calls, until whole
+        self.held = Held(self._fresh)  # a chat stream's tool calls, until whole
 
     @property
     def trace(self) -> list[Attempt]:
@@ -129,13 +129,11 @@ class ChatStream:
                             seam = None
                         if not self.native:
                             out = self.held.batch(out)
-                            self._named(out)
                         if out:
                             yield passed(out)
                     if seam is not None and (held := seam.end()):
                         yield passed(held)
                     if rest := self.held.rest():
-                        self._named(rest)
                         yield passed(rest)
                     if said.reasoning is not None and not self.native:
                         self.recorder.origins.note(said.reasoning.digest(), self.prepared.origin)
@@ -145,7 +143,7 @@ class ChatStream:
                     attempt = await self.recorder.cut(self.run, self.prepared, exc, ms)
                     first_cut = first_cut or attempt
                     seam = None  # what it held never reached the client
-                    self.held = Held()  # nor did a tool call not yet whole
+                    self.held = Held(self._fresh)  # nor did a tool call not yet whole
                     if not await self._continue(said):
                         detail = f"{first_cut.reason} ({first_cut.detail})"
                         message = f"{first_cut.provider} failed mid-stream: {detail}"
@@ -155,13 +153,11 @@ class ChatStream:
         finally:
             await self.live.aclose()
 
-    def _named(self, batch: Batch) -> None:
-        """A chat provider's tool calls in `batch` renamed where the conversation holds their
-        ids already (`callids`)."""
-        for chunk in batch:
-            if type(chunk) is not Verbatim and callids.has_calls(chunk, "delta"):
-                self.ids = self.ids or callids.CallIds.of(self.run.req.body)
-                self.ids.chunk(chunk)
+    def _fresh(self, call_id: Any) -> Any:
+        """A chat provider's tool-call id, renamed when the conversation holds it already
+        (`callids`; its ids are read at the first call)."""
+        self.ids = self.ids or callids.CallIds.of(self.run.req.body)
+        return self.ids.fresh(call_id)
 
     def _stall_s(self) -> float | None:
         ms = self.run.policy.stall_ms or self.prepared.spec.stall_ms
