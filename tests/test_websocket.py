@@ -31,15 +31,22 @@ async def echo(ws: WebSocket, request: Request) -> None:
         await ws.send(message)
 
 
+async def busy(ws: WebSocket, request: Request) -> None:
+    """`echo`, always busy answering (as a turn under way is): a drain waits for it."""
+    ws.busy = True
+    await echo(ws, request)
+
+
 async def plain(request: Request) -> Response:
     return Response(body=b'{"ok":true}', content_type="application/json")
 
 
 async def served(**limits: float) -> tuple[Server, str]:
-    config = ServerConfig(max_body_bytes=1000, **limits)
+    config = ServerConfig(max_body_bytes=1000, websocket_max_message_bytes=1000, **limits)
     guard = Guard(frozenset(), config, None)
     app = App(guard.middleware)
     app.add("GET", "/echo", route(echo))
+    app.add("GET", "/busy", route(busy))
     app.add("GET", "/plain", plain)
     server = Server(
         app, limits=config, screen=guard.expect, access=None, error_body=lambda *_: b"{}"
@@ -99,7 +106,7 @@ async def test_a_websocket_holds_its_clients_slot_until_it_closes() -> None:
 
 async def test_a_message_over_the_limit_is_closed_1009(echo_url: str) -> None:
     async with connect(f"{echo_url}/echo") as ws:
-        await ws.send("x" * 1001)  # max_body_bytes is 1000
+        await ws.send("x" * 1001)  # websocket_max_message_bytes is 1000
         with pytest.raises(ConnectionClosed):
             await ws.recv()
     assert ws.close_code == 1009
@@ -294,9 +301,24 @@ async def test_a_route_that_takes_no_websocket_answers_an_upgrade_and_closes(
     assert body == b'{"ok":true}'  # and then the connection closed
 
 
-async def test_a_websocket_open_at_the_shutdown_timeout_is_closed_1001() -> None:
+async def test_an_idle_websocket_holds_no_drain() -> None:
+    """At the server's close, a socket whose session is not busy is closed 1001 at once."""
     server, url = await served()
     async with connect(f"{url}/echo") as ws:
+        await ws.send("hello")
+        assert await ws.recv() == "hello"
+        began = time.monotonic()
+        closed = await server.close(30)
+        with pytest.raises(ConnectionClosed):
+            await ws.recv()
+    assert time.monotonic() - began < 5
+    assert (ws.close_code, ws.close_reason) == (1001, "the server is shutting down")
+    assert closed.ended == 0
+
+
+async def test_a_busy_websocket_open_at_the_shutdown_timeout_is_closed_1001() -> None:
+    server, url = await served()
+    async with connect(f"{url}/busy") as ws:
         await ws.send("hello")
         assert await ws.recv() == "hello"
         closed = await server.close(0.2)  # the session outlasts it

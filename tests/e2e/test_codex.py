@@ -258,30 +258,33 @@ def provider_overrides(base: str, websockets: bool) -> list[str]:
     return ["-c", f"model_providers.agent_reach={table}", "-c", "model_provider=agent_reach"]
 
 
-def test_codex_asking_for_websockets_falls_back_at_once(
+def test_codex_asking_for_websockets_gets_one(
     proxy: Proxy, home: dict[str, str], tmp_path: Path
 ) -> None:
-    """Issue 49: Codex opens a session with `GET /v1/responses` and `Upgrade: websocket`. A
-    405 made it try the upgrade seven times over 6-7 s; a 426 makes it post over HTTP at once:
-    one upgrade asked, one 426, and the tool turn within a few seconds of the run that asks
-    none."""
+    """Codex opens a session with `GET /v1/responses` and `Upgrade: websocket` (issue 52: the
+    Responses WebSocket face takes it): with `supports_websockets` the tool turn goes over one
+    upgraded connection (a 101, its turns `WS` lines, no POST); without, over HTTP."""
     log = Path(proxy.proc.args[2]).parent / "proxy.log"  # type: ignore[index]
     env = {**home, "OPENAI_API_KEY": "unused"}
     took: dict[bool, float] = {}
     for websockets in (False, True):
         proxy.upstream.clear()
-        before = log.read_text().count("GET /v1/responses")
+        before = log.read_text().splitlines()
         started = time.monotonic()
         options = tuple(provider_overrides(proxy.base, websockets))
         result = codex_exec(env, tmp_path / "work", options=options)
         took[websockets] = time.monotonic() - started
         assert_tool_turn(result, proxy.upstream, first=not websockets)
-        upgrades = [x for x in log.read_text().splitlines() if "GET /v1/responses" in x]
-        assert len(upgrades) - before == (1 if websockets else 0), upgrades
+        lines = log.read_text().splitlines()[len(before) :]
+        upgrades = [x for x in lines if "GET /v1/responses" in x]
+        posts = [x for x in lines if "POST /v1/responses" in x]
+        turns = [x for x in lines if "WS /v1/responses 200" in x and "provider=toolcall" in x]
         if websockets:
-            assert " 426 " in upgrades[-1], upgrades[-1]
-    print(f"codex exec: {took[False]:.1f} s over HTTP, {took[True]:.1f} s asking for websockets")
-    assert took[True] < took[False] + 5, took  # the seven retries took 6-7 s more
+            assert [" 101 " in x for x in upgrades] == [True], upgrades
+            assert (len(turns), posts) == (2, []), lines
+        else:
+            assert (upgrades, turns, len(posts)) == ([], [], 2), lines
+    print(f"codex exec: {took[False]:.1f} s over HTTP, {took[True]:.1f} s over WebSocket")
 
 
 def failed_turn(

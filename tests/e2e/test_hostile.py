@@ -363,11 +363,11 @@ UPGRADE = (
 )
 
 
-@pytest.mark.parametrize("path", ["/v1/responses", CHAT, "/v1/messages"])
+@pytest.mark.parametrize("path", [CHAT, "/v1/messages"])
 def test_an_upgrade_no_route_takes_is_426_at_once(served: Served, path: str) -> None:
-    """Issue 49: Codex (`supports_websockets`) opens each session with `GET /v1/responses` and
-    `Upgrade: websocket`; a 405 made it try again seven times over 6-7 s, a 426 makes it post
-    over HTTP at once."""
+    """Issue 49: an agent asking for a WebSocket where no route speaks one (before issue 52,
+    Codex on `/v1/responses`): a 405 made Codex try again seven times over 6-7 s, a 426 makes
+    it post over HTTP at once."""
     reply, lines = served.lines(lambda: exchange(served.port, request("GET", path, *UPGRADE)))
     message = assert_refused(reply, lines, 426, anthropic=path == "/v1/messages")
     assert message == "no upgrade to 'websocket' here: send the request over HTTP/1.1"

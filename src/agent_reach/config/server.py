@@ -46,10 +46,12 @@ class ServerConfig(Section):
     max_upstream_connections: Annotated[int, Field(gt=0)] = 4096
     max_upstream_per_origin: Annotated[int, Field(gt=0)] = 1024
     # A WebSocket (a route that upgrades to one): closed after this long with no frame, and
-    # after this long in all (OpenAI's Responses WebSocket lives an hour); its messages are
-    # bodies, held to `max_body_bytes` each.
+    # after this long in all (OpenAI's Responses WebSocket lives an hour); a message over
+    # `websocket_max_message_bytes` is closed 1009 (OpenAI's limit: 16 MiB); one within it is a
+    # request, held to `max_body_bytes` as any (an error message on the socket past it).
     websocket_idle_s: Annotated[float, Field(gt=0)] = 900.0
     websocket_max_s: Annotated[float, Field(gt=0)] = 3600.0
+    websocket_max_message_bytes: Annotated[int, Field(gt=0)] = 16 * 1024 * 1024
     # The `anthropic-beta` flags a Messages client may pass to `format: anthropic` providers
     # (its only header that is forwarded); `"*"` for any.
     anthropic_betas: list[str] = [

@@ -129,21 +129,7 @@ class AccessLog:
 
     def log(self, request: Request, status: int, time: float) -> None:
         served: Served | None = request.get(SERVED)
-        if served is None:
-            served = Served()
-        if not _pending:
-            asyncio.get_running_loop().call_soon(flush)
-        models = f"model={_word(served.model)}"
-        if served.cut is None:
-            who = f"provider={served.provider or '-'} provider_model={_word(served.provider_model)}"
-            outcome = f"{status} {models} {who}"
-        else:
-            who = f"provider=- provider_model=- cut={served.cut}"
-            outcome = f"{status} interrupted {models} {who}"
-        _pending.append(
-            f"{stamp()} {request.method} {escaped(request.path, 200) or '-'} {outcome}"
-            f" attempts={','.join(served.attempts) or '-'} ms={round(time * 1000)}\n"
-        )
+        _line(request.method, request.path, status, time, served or Served())
 
     def __init__(self, logger: logging.Logger) -> None:
         self.logger = logger
@@ -151,6 +137,37 @@ class AccessLog:
     @property
     def enabled(self) -> bool:
         return self.logger.isEnabledFor(logging.INFO)
+
+
+def _line(method: str, path: str, status: int, time: float, served: Served) -> None:
+    if not _pending:
+        asyncio.get_running_loop().call_soon(flush)
+    models = f"model={_word(served.model)}"
+    if served.cut is None:
+        who = f"provider={served.provider or '-'} provider_model={_word(served.provider_model)}"
+        outcome = f"{status} {models} {who}"
+    else:
+        who = f"provider=- provider_model=- cut={served.cut}"
+        outcome = f"{status} interrupted {models} {who}"
+    _pending.append(
+        f"{stamp()} {method} {escaped(path, 200) or '-'} {outcome}"
+        f" attempts={','.join(served.attempts) or '-'} ms={round(time * 1000)}\n"
+    )
+
+
+def turn() -> Served:
+    """A new `Served` record, current for the task serving it: one message of a WebSocket
+    (the upgrade's request has its own)."""
+    served = Served()
+    _current.set(served)
+    return served
+
+
+def turn_line(path: str, status: int, time: float, served: Served) -> None:
+    """The access line of one message of a WebSocket on `path` (method `WS`), when access
+    lines are on."""
+    if access_log.isEnabledFor(logging.INFO):
+        _line("WS", path, status, time, served)
 
 
 def _word(text: str | None) -> str:

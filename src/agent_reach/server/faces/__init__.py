@@ -1,16 +1,16 @@
-"""The proxy's API faces, one module each, each a row (`face.Face`): Chat Completions, Responses,
-Messages, Gemini, Embeddings and step mode. `FACES` is the one list the route table and the
-error shapes come from; `relay` is what they share (the body, the headers, the one relay of
-answers)."""
+"""The proxy's API faces, one module each, each a row (`face.Face`): Chat Completions, Responses
+(and its WebSocket), Messages, Gemini, Embeddings and step mode. `FACES` is the one list the
+route table and the error shapes come from; `relay` is what they share (the body, the headers,
+the one relay of answers)."""
 
 from __future__ import annotations
 
-from . import chat, embeddings, gemini, messages, responses, step
+from . import chat, embeddings, gemini, messages, responses_socket, step
 from .face import Face
 
 FACES: tuple[Face, ...] = (
     chat.FACE,
-    responses.FACE,
+    responses_socket.FACE,  # `responses.FACE` and its WebSocket
     messages.FACE,
     gemini.FACE,
     embeddings.FACE,

@@ -8,7 +8,7 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
 
@@ -173,14 +173,24 @@ async def streamed(
         resp = StreamResponse(headers=headers)
         await resp.prepare(request)
         out = encoder(stream)
-        if await _relay(resp, stream, out) and finished is not None:
+        if await relay(resp, stream, out) and finished is not None:
             await finished(out)
         return resp
     finally:
         await stream.aclose()
 
 
-async def _relay(resp: StreamResponse, stream: ChatStream, out: Encoder) -> bool:
+class Sink(Protocol):
+    """Where a stream's bytes go: a streamed HTTP answer, or a WebSocket's messages; `ending`:
+    the server's shutdown timeout is over (a cancel is then no client going away)."""
+
+    async def write(self, data: bytes) -> None: ...
+
+    @property
+    def ending(self) -> bool: ...
+
+
+async def relay(resp: Sink, stream: ChatStream, out: Encoder) -> bool:
     """Write the stream: its start, each batch of chunks (or of the provider's own frames),
     its end; a cut after the start ends it as the API says. Whether it ended whole."""
     first = out.start()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from ...engine.stream import ChatStream
 
 Events = list[tuple[str, dict[str, Any]]]
+EventWriter = Callable[[str | None, bytes], bytes]  # an event's name and data, as bytes to send
 # What Codex sends for its provider's prompt cache and turn routing, passed on as it came to a
 # provider of `format: responses` (OpenAI's backend routes cache hits by `session-id`); never a
 # key, and nothing else of the client's headers.
@@ -55,21 +57,12 @@ ECHO_HEADERS = ("x-codex-turn-state",)
 async def create(gateway: Serving, request: Request) -> StreamResponse:
     """`POST /v1/responses`."""
     given = await read_json(request)
-    body = await _continued(gateway, given, owner(request))
-    inbound = decode_request(body)
-    parsed = ChatRequest.checked(inbound.body)
-    carried = {h: request.headers[h] for h in CACHE_HEADERS if h in request.headers}
-    session = body.get("prompt_cache_key") or carried.get("session-id")
-    req = with_headers(
-        replace(
-            parsed, api="responses", native=body, native_headers=carried or None, session=session
-        ),
-        request,
-    )
+    body = await continued(gateway, given, owner(request))
+    req, dropped = chat_request(body, request)
     native = req.native or {}
 
     async def keep(answer: dict[str, Any]) -> None:
-        await _keep(gateway, request, given, answer)
+        await store_response(gateway, request, given, answer)
 
     async def kept(out: ResponsesEncoder) -> None:
         answer = out.answer()
@@ -79,43 +72,59 @@ async def create(gateway: Serving, request: Request) -> StreamResponse:
     if req.stream:
         encoder = functools.partial(ResponsesEncoder, native)
         return await streamed(
-            gateway, FACE, request, req, inbound.dropped, encoder, finished=kept, echo=ECHO_HEADERS
+            gateway, FACE, request, req, dropped, encoder, finished=kept, echo=ECHO_HEADERS
         )
     render = functools.partial(encode_answer, request=body, created=int(time.time()))
-    return await whole(gateway, FACE, req, inbound.dropped, render, keep)
+    return await whole(gateway, FACE, req, dropped, render, keep)
+
+
+def chat_request(body: dict[str, Any], request: Request) -> tuple[ChatRequest, tuple[str, ...]]:
+    """The Responses request `body` (its conversation whole) as the engine's request, with the
+    route headers and the cache headers of `request` (a POST, or a WebSocket's upgrade), and
+    what its translation leaves out."""
+    inbound = decode_request(body)
+    parsed = ChatRequest.checked(inbound.body)
+    carried = {h: request.headers[h] for h in CACHE_HEADERS if h in request.headers}
+    session = body.get("prompt_cache_key") or carried.get("session-id")
+    req = replace(
+        parsed, api="responses", native=body, native_headers=carried or None, session=session
+    )
+    return with_headers(req, request), inbound.dropped
 
 
 class ResponsesEncoder:
     """The stream as Responses events: a chat provider's chunks rendered (with their
     `sequence_number`s), a Responses provider's own events as they came; a cut ends it with
     `response.failed`, numbered after the last event sent. `answer`: the whole response of a
-    stream that completed (what `store` keeps)."""
+    stream that completed (what `store` keeps). Each event is written by `event` (a
+    server-sent event; a line of its own for a WebSocket)."""
 
-    def __init__(self, body: dict[str, Any], stream: ChatStream) -> None:
+    def __init__(self, body: dict[str, Any], stream: ChatStream, event: EventWriter = sse) -> None:
+        self._event = event
         self.forwarding = stream.native
         self.out = StreamEncoder(body, int(time.time()), str(body.get("model") or "unknown"))
         self.last: tuple[str | None, bytes] | None = None  # the provider's own, forwarding
 
     def start(self) -> bytes:
-        return b"" if self.forwarding else _events(self.out.start())
+        return b"" if self.forwarding else self._events(self.out.start())
 
     def chunks(self, batch: list[dict[str, Any]]) -> bytes:
-        return _events([event for chunk in batch for event in self.out.feed(chunk)])
+        return self._events([event for chunk in batch for event in self.out.feed(chunk)])
 
     def frames(self, frames: list[tuple[str | None, bytes]]) -> bytes:
         if frames:
             self.last = frames[-1]
-        return b"".join(sse(event, data) for event, data in frames)
+        return b"".join(self._event(event, data) for event, data in frames)
 
     def end(self) -> bytes:
-        return b"" if self.forwarding else _events(self.out.finish_events())
+        return b"" if self.forwarding else self._events(self.out.finish_events())
 
     def cut(self, exc: StreamInterrupted) -> bytes:
         if self.forwarding:
             seen = orjson.loads(self.last[1]) if self.last is not None else {}
             if isinstance(seen, dict) and isinstance(seen.get("sequence_number"), int):
                 self.out.seq = seen["sequence_number"] + 1
-        return _events(self.out.fail(str(exc)))
+        return self._events(self.out.fail(str(exc)))
 
     def answer(self) -> dict[str, Any] | None:
         if not self.forwarding:
@@ -124,15 +133,14 @@ class ResponsesEncoder:
         response = done.get("response") if isinstance(done, dict) else None
         return response if isinstance(response, dict) else None
 
-
-def _events(events: Events) -> bytes:
-    return b"".join(sse(kind, orjson.dumps(data)) for kind, data in events)
+    def _events(self, events: Events) -> bytes:
+        return b"".join(self._event(kind, orjson.dumps(data)) for kind, data in events)
 
 
 # -- stored responses ---------------------------------------------------------------------------
 
 
-async def _continued(gateway: Serving, body: dict[str, Any], who: str) -> dict[str, Any]:
+async def continued(gateway: Serving, body: dict[str, Any], who: str) -> dict[str, Any]:
     """The request with the conversation of its `previous_response_id` (each turn's input
     and output items, oldest first, not instructions) in front of its own input."""
     previous = body.get("previous_response_id")
@@ -157,12 +165,14 @@ async def _continued(gateway: Serving, body: dict[str, Any], who: str) -> dict[s
         turns.append(stored)
         link = stored.get("previous")
     history = [
-        item for turn in reversed(turns) for item in (*turn["input"], *_output(turn["response"]))
+        item
+        for turn in reversed(turns)
+        for item in (*turn["input"], *output_items(turn["response"]))
     ]
-    return {**body, "input": [*history, *_items(body)]}
+    return {**body, "input": [*history, *input_items(body)]}
 
 
-def _items(body: dict[str, Any]) -> list[Any]:
+def input_items(body: dict[str, Any]) -> list[Any]:
     """A request's own `input` as items (none when it has none)."""
     given = body.get("input")
     if given is None:
@@ -174,7 +184,7 @@ def _items(body: dict[str, Any]) -> list[Any]:
     return given
 
 
-def _output(response: dict[str, Any]) -> list[Any]:
+def output_items(response: dict[str, Any]) -> list[Any]:
     output = response.get("output")
     return output if isinstance(output, list) else []
 
@@ -197,7 +207,7 @@ async def _load(
     return kept, len(found)
 
 
-async def _keep(
+async def store_response(
     gateway: Serving, request: Request, given: dict[str, Any], answer: dict[str, Any]
 ) -> None:
     """Store the response with the request's own input (`given`, not the conversation before
@@ -207,7 +217,7 @@ async def _keep(
     who = owner(request)
     record = {
         "response": answer,
-        "input": _items(given),
+        "input": input_items(given),
         "previous": given.get("previous_response_id"),
         "owner": who,
     }

@@ -162,10 +162,12 @@ class Connection(Writing):
 
     def _log_broken(self, request: Request, start: float) -> None:
         """The access line of a request whose client left (499, as nginx writes it), or whose
-        answer broke."""
+        answer broke; a WebSocket's says 101 however it ended, as nginx's does."""
         server = self._server
         if server.access is not None and server.access.enabled:
             status = CLIENT_LEFT if self._dead else 200 if request.responded else 500
+            if self._ws is not None:
+                status = 101
             server.access.log(request, status, self._loop.time() - start)
 
     def _ended(self, request: Request) -> Response:
@@ -174,6 +176,12 @@ class Connection(Writing):
         response = Response(status=503, body=body, content_type="application/json")
         response.headers["Retry-After"] = "1"
         return response
+
+    def drain(self) -> None:
+        """The server began to close: a WebSocket closes once its session is idle (a request
+        under way finishes as it is)."""
+        if self._ws is not None:
+            self._ws.drain()
 
     def end(self) -> None:
         """The shutdown timeout is over: a WebSocket is closed 1001, a request's handler is
@@ -194,9 +202,10 @@ class Connection(Writing):
             request.responded = True
             limits = self._limits
             wl = WebSocketLimits(
-                limits.max_body_bytes, limits.websocket_idle_s, limits.websocket_max_s
+                limits.websocket_max_message_bytes, limits.websocket_idle_s, limits.websocket_max_s
             )
-            ws = self._ws = WebSocket(transport, self._outbox, wl, self._writable)
+            ws = WebSocket(transport, self._outbox, wl, self._writable, switch.farewell)
+            self._ws = ws
             if self._upgraded:
                 ws.feed(self._upgraded)
                 self._upgraded = b""
@@ -333,6 +342,8 @@ class Server:
         for conn in list(self.connections):
             if conn.idle:
                 conn.close()
+            else:
+                conn.drain()
         while any(not c.idle for c in self.connections) and loop.time() < deadline:
             if hurry is not None and hurry.is_set():
                 break

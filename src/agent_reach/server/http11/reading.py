@@ -347,6 +347,9 @@ class Reading(asyncio.Protocol):
     def end(self) -> None:
         raise NotImplementedError
 
+    def drain(self) -> None:
+        raise NotImplementedError
+
     def _answer(self, status: int, message: str, path: str, *, logged: bool = False) -> None:
         raise NotImplementedError
 

@@ -8,10 +8,12 @@ and writes until it returns (the connection closes after it). Frames are parsed 
 wsproto (sans-I/O, h11's sibling); the policy is ours, with the limits of any connection: a
 message over `max_message_bytes` is closed 1009 (each frame counting `_FRAME_COST` bytes
 besides its data, so that a flood of empty fragments is one too), a socket that sends nothing
-for `idle_s` and one open for `max_s` are closed 1001, a frame that is no WebSocket is closed
+for `idle_s` and one open for `max_s` are closed 1001 (the latter after the route's `farewell`
+message, when it has one: the way its API says so), a frame that is no WebSocket is closed
 1002; pings are answered, unless the client has left more than `max_message_bytes` and
 `_UNREAD` of our writes unread (pings faster than it reads their pongs): closed 1008; a
-reader that falls behind `_BACKLOG` messages stops reading the socket until it catches up.
+reader that falls behind `_BACKLOG` messages stops reading the socket until it catches up. When
+the server drains, a socket is closed 1001 as soon as its session is not `busy` answering one.
 """
 
 from __future__ import annotations
@@ -54,15 +56,17 @@ class Limits:
 
 class Switch(StreamResponse):
     """The answer that hands the connection to `session` (status 101, written by the
-    connection with the handshake's `accept` token); `ended` is called once the session is
-    over (or never began), as a request's end is (the guard's in-flight slot is held so)."""
+    connection with the handshake's `accept` token); `farewell`, a text message sent before the
+    close once the socket has been open `max_s`; `ended` is called once the session is over (or
+    never began), as a request's end is (the guard's in-flight slot is held so)."""
 
-    __slots__ = ("accept", "ended", "session")
+    __slots__ = ("accept", "ended", "farewell", "session")
 
-    def __init__(self, session: Session, accept: str) -> None:
+    def __init__(self, session: Session, accept: str, farewell: str | None = None) -> None:
         super().__init__(status=101)
         self.session = session
         self.accept = accept
+        self.farewell = farewell
         self.ended: list[Callable[[], None]] = []
 
 
@@ -112,8 +116,10 @@ class WebSocket:
         outbox: Outbox,
         limits: Limits,
         drained: Callable[[], Awaitable[None]],
+        farewell: str | None = None,
     ) -> None:
         self._transport = transport
+        self._farewell = farewell
         self._outbox = outbox
         self._limits = limits
         self._drained = drained  # waits while the client reads nothing of what we wrote
@@ -124,9 +130,11 @@ class WebSocket:
         self._parts: list[str | bytes | bytearray] = []
         self._size = 0
         self._reading = True
+        self._draining = False
+        self.busy = False  # the session is answering a message (a drain waits for it: `settle`)
         self.close_code: int | None = None  # once closed: the code of the close
         self._idle = self._loop.call_later(limits.idle_s, self._expire, "idle")
-        self._life = self._loop.call_later(limits.max_s, self._expire, "open too long")
+        self._life = self._loop.call_later(limits.max_s, self._old)
 
     # -- the socket's side ------------------------------------------------------------------
 
@@ -189,9 +197,29 @@ class WebSocket:
     def _expire(self, why: str) -> None:
         self._shut(CloseReason.GOING_AWAY, why)
 
+    def _old(self) -> None:
+        """Open `max_s`: the route's farewell (if any), then the close."""
+        if self._farewell is not None and self.close_code is None:
+            with contextlib.suppress(LocalProtocolError):  # the peer's close under way
+                self._write(self._frames.send(TextMessage(self._farewell)))
+        self._expire("open too long")
+
     def going_away(self) -> None:
         """Closed 1001 at the server's shutdown timeout; the session's `receive` ends."""
         self._expire("the server is shutting down")
+
+    def drain(self) -> None:
+        """The server is shutting down: closed 1001 now unless the session is `busy` (an idle
+        socket holds no drain), else once it `settle`s (what it is doing finishes first)."""
+        self._draining = True
+        if not self.busy:
+            self.going_away()
+
+    def settle(self) -> None:
+        """The session has answered its message: no longer `busy` (closed now if draining)."""
+        self.busy = False
+        if self._draining:
+            self.going_away()
 
     def _shut(self, code: int, reason: str) -> None:
         """Close from our side at once (a limit, a broken frame): the close frame, then the
