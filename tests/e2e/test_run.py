@@ -132,7 +132,7 @@ def test_setup_prints_without_writing(tmp_path: Path) -> None:
     printed = setup_cli(tmp_path, "codex").stdout
     assert 'base_url = "http://127.0.0.1:8000/v1"' in printed
     assert 'wire_api = "responses"' in printed
-    assert "supports_websockets = false" in printed  # the proxy answers an upgrade 426
+    assert "supports_websockets = true" in printed  # the Responses WebSocket face
     assert not (tmp_path / "cx").exists()
     claude = setup_cli(tmp_path, "claude", "--base-url", "http://10.0.0.5:9000/v1").stdout
     assert '"ANTHROPIC_BASE_URL": "http://10.0.0.5:9000"' in claude

@@ -26,7 +26,8 @@ OPENCODE_MODEL = "agent-reach/default"
 def codex_provider(base: str, key_var: str) -> dict[str, Any]:
     """Codex's `model_providers.agent_reach` for the proxy at `base`, its key in `key_var`
     (`run` and `setup codex` write the same): never named `OpenAI` (Codex would ask it for
-    remote compaction), taking no WebSocket (the proxy answers the upgrade 426), and one retry
+    remote compaction), over one WebSocket per session (measured faster: bench/agent_session.py,
+    docs/decisions.md), and one retry
     of Codex's own where it makes 4 and 5 (the proxy has tried every provider already: an
     all-failed turn took 30 requests and 25 s)."""
     return {
@@ -34,7 +35,7 @@ def codex_provider(base: str, key_var: str) -> dict[str, Any]:
         "base_url": f"{base}/v1",
         "env_key": key_var,
         "wire_api": "responses",
-        "supports_websockets": False,
+        "supports_websockets": True,
         "request_max_retries": 1,
         "stream_max_retries": 1,
     }
