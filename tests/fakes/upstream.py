@@ -117,6 +117,7 @@ ONEBAD = [  # the `onebad` scenarios' stream
     sse(b"[DONE]"),
 ]
 TOOL_WORD = "agent-reach-tool-ok"
+COMPACTED = f"Summary: the user asked to run echo; it printed {TOOL_WORD}."  # `compacting`
 PACED_WORDS, PACED_GAP_S = 200, 0.1  # the `paced` scenario's stream
 RESCUED = "partial answer, finished by another provider."  # the `cut*` scenarios' answer
 RESCUED_CUT = ("partial ", "answer")  # what of it they send before they fail
@@ -1138,6 +1139,31 @@ class Upstream:
             pieces.append(chunk(finish="tool_calls"))
             return await self._stream_chunks(request, [*pieces, *usage_asked(body)])
         return web.json_response(called(call, body))
+
+    async def s_compacting(
+        self, request: web.Request, body: Any, stream: bool
+    ) -> web.StreamResponse:
+        """An agent's model whose context fills up: `toolcall`'s turn, reporting 100 prompt
+        tokens per tool output in the conversation (so a compaction limit under 100 asks for
+        one after the tool turn); asked for the summary (agent-reach's compaction prompt), it
+        answers `COMPACTED`; a conversation holding that summary is answered at once."""
+        messages = body.get("messages") or []
+        last = str(messages[-1].get("content")) if messages else ""
+        tools = sum(1 for m in messages if m.get("role") == "tool")
+        usage = {"prompt_tokens": 100 * tools + 9, "completion_tokens": 9}
+        usage["total_tokens"] = usage["prompt_tokens"] + 9
+        if last.startswith("Your context is about to be compacted"):
+            text = COMPACTED
+        elif COMPACTED in str(messages):
+            text = f"The command printed: {TOOL_WORD} (from the summary)"
+        else:
+            return await self.s_toolcall(request, body, stream)
+        chunks = [chunk(text, role=True), chunk(finish="stop")]
+        if (body.get("stream_options") or {}).get("include_usage"):
+            chunks.append({**chunk(), "choices": [], "usage": usage})
+        if stream:
+            return await self._stream_chunks(request, chunks)
+        return web.json_response({**completion(text, "gpt-test"), "usage": usage})
 
     async def s_usage(self, request: web.Request, body: Any, stream: bool) -> web.StreamResponse:
         """A chat provider that streams its usage (with details) only when asked."""

@@ -40,7 +40,7 @@ from ..core.errors import ConfigError, RequestError, quoted
 from . import log, status_page
 from .browsers import Browsers
 from .faces import face_of
-from .faces.face import OWNER
+from .faces.face import OWNER, SEAL
 from .faces.relay import BadBody
 from .http11.websocket import Switch
 from .http11.wire import (
@@ -71,6 +71,13 @@ def owner_of(key: str) -> str:
     return hashlib.blake2b(key.encode(), key=b"agent-reach owner", digest_size=16).hexdigest()
 
 
+def seal_of(key: str) -> bytes:
+    """The key a client key's compaction items are sealed with (`dialects.responses.compaction`):
+    derived from the client key, so that no secret is kept and no other key can make or take
+    one; the same on every instance of a fleet."""
+    return hashlib.blake2b(key.encode(), key=b"agent-reach compaction", digest_size=32).digest()
+
+
 _KEY_HEADERS = ("x-api-key", "x-goog-api-key")  # a key as it is (Anthropic's, Google's)
 
 
@@ -81,6 +88,7 @@ class Keys:
         self.keys = tuple(k.encode() for k in keys)
         self.cookies = tuple(status_page.cookie_of(k).encode() for k in keys)
         self.owners = {k: owner_of(k) for k in keys}  # hashed once, not per request
+        self.seals = {k: seal_of(k) for k in keys}
 
     def __bool__(self) -> bool:
         return bool(self.keys)
@@ -235,6 +243,7 @@ class Guard:
                 return _error(path, 401, problem, code="invalid_api_key")
             if key is not None:
                 owner = request[OWNER] = self.keys.owners[key]
+                request[SEAL] = self.keys.seals[key]
         elif not self.keys and (away := self.browsers.refused(request)) is not None:
             return _error(path, away[0], away[1])
         # Counted per key (its owner, a hash: never the key), else per address: with client

@@ -122,6 +122,15 @@ class StreamEncoder:
             self._event("response.in_progress", response=response),
         ]
 
+    def whole_item(self, item: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """An output item that is whole at once (a `compaction`): added, then done."""
+        index = len(self.output)
+        self.output.append(item)
+        return [
+            self._event("response.output_item.added", output_index=index, item=item),
+            self._event("response.output_item.done", output_index=index, item=item),
+        ]
+
     def feed(self, chunk: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         if chunk.get("model"):
             self.model = chunk["model"]

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 JSON = "application/json"
 OWNER = "agent_reach.owner"  # the request's key for who sent it (the guard sets it)
+SEAL = "agent_reach.seal"  # its client key's compaction seal (`guard.seal_of`; the guard sets it)
+# The seal with client auth off: there is no tenant to keep apart, and anyone can make an item.
+OPEN_SEAL = b"agent-reach compaction, no client keys"
 
 
 class Serving(Protocol):
@@ -172,4 +175,11 @@ def owner(request: Request) -> str:
     """Who sent `request`: its client key's owner (`guard.owner_of`), or "" when client auth is
     off."""
     found: str = request.get(OWNER, "")
+    return found
+
+
+def seal(request: Request) -> bytes:
+    """The key `request`'s compaction items are sealed with: its client key's, or `OPEN_SEAL`
+    when client auth is off."""
+    found: bytes = request.get(SEAL, OPEN_SEAL)
     return found

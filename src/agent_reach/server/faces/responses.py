@@ -2,16 +2,13 @@
 (protocol §10.1).
 
 A request is read as a chat request (`dialects.responses.request.decode_request`) and goes
-through the same engine as every other; a provider of `format: responses` gets it as it came and its
-answer (or stream) comes back as it is, any other provider's answer is rendered as a
-`response` object (or the Responses event sequence). Responses created with `store` not false
-are kept in the state store for `server.responses_ttl_s`, so that `previous_response_id`
-continues a conversation and `GET` / `DELETE /v1/responses/{id}` find them; each belongs to the
-client key that created it (`guard.owner`), and is not found for any other. Each turn is
-stored once (its own input, the response, the id of the one before it); a continuation walks
-the links back, and is refused (413) when the conversation passes `server.max_body_bytes`, as
-the client sending it whole would be. The store keeps `server.responses_max_*` of them in
-all and `server.responses_key_max_*` per client key, evicting the oldest.
+through the same engine as every other; a provider of `format: responses` gets it as it came and
+its answer (or stream) comes back as it is, any other provider's answer is rendered as a
+`response` object (or the Responses event sequence). A conversation continues from a stored
+response (`stored`). Compaction (`POST /v1/responses/compact`, or a request whose input ends in
+a `compaction_trigger`) is answered for any provider: the route's model writes the summary, the
+client gets it as one sealed `compaction` item, and the item becomes the summary again in any
+later request (`dialects.responses.compaction`).
 """
 
 from __future__ import annotations
@@ -25,21 +22,25 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ...chat.request import ChatRequest
-from ...core.errors import RequestError, StreamInterrupted, quoted
-from ...dialects.responses.answer import encode_answer
+from ...core.errors import AllProvidersFailed, StreamInterrupted
+from ...core.trace import Result
+from ...dialects.responses import compaction
+from ...dialects.responses.answer import chat_message, encode_answer
 from ...dialects.responses.request import decode_request
 from ...dialects.responses.stream import StreamEncoder
-from ...state import Keep
-from ..http11.wire import Request, Response, StreamResponse
-from .face import Face, Serving, owner
+from ..http11.wire import Request, StreamResponse
+from .face import Face, Serving, owner, seal
 from .relay import (
+    SSE_HEADERS,
     json_response,
     read_json,
     sse,
     streamed,
+    trace_headers,
     whole,
     with_headers,
 )
+from .stored import continued, delete, retrieve, store_response
 
 if TYPE_CHECKING:
     from ...engine.stream import ChatStream
@@ -58,6 +59,8 @@ async def create(gateway: Serving, request: Request) -> StreamResponse:
     """`POST /v1/responses`."""
     given = await read_json(request)
     body = await continued(gateway, given, owner(request))
+    if compaction.triggered(body):
+        return await _compaction_turn(gateway, request, given, body)
     req, dropped = chat_request(body, request)
     native = req.native or {}
 
@@ -79,9 +82,10 @@ async def create(gateway: Serving, request: Request) -> StreamResponse:
 
 
 def chat_request(body: dict[str, Any], request: Request) -> tuple[ChatRequest, tuple[str, ...]]:
-    """The Responses request `body` (its conversation whole) as the engine's request, with the
-    route headers and the cache headers of `request` (a POST, or a WebSocket's upgrade), and
-    what its translation leaves out."""
+    """The Responses request `body` (its conversation whole; its compaction items become their
+    summaries) as the engine's request, with the route headers and the cache headers of
+    `request` (a POST, or a WebSocket's upgrade), and what its translation leaves out."""
+    body = compaction.expanded(body, seal(request))
     inbound = decode_request(body)
     parsed = ChatRequest.checked(inbound.body)
     carried = {h: request.headers[h] for h in CACHE_HEADERS if h in request.headers}
@@ -90,6 +94,84 @@ def chat_request(body: dict[str, Any], request: Request) -> tuple[ChatRequest, t
         parsed, api="responses", native=body, native_headers=carried or None, session=session
     )
     return with_headers(req, request), inbound.dropped
+
+
+async def summarize(
+    gateway: Serving, request: Request, body: dict[str, Any]
+) -> tuple[dict[str, Any], Result]:
+    """The sealed `compaction` item of `body`'s conversation, summarized by the route's model
+    through the engine as any request, and the answer it came from (`AllProvidersFailed` as
+    for any request)."""
+    ask = compaction.summary_request(body)
+    req, _ = chat_request(ask, request)
+    result = await gateway.router.answer(req)
+    replaced = len(ask["input"]) - 1
+    return compaction.seal(_text(result), replaced, seal(request)), result
+
+
+def _text(result: Result) -> str:
+    """The text of an answer: a chat completion's, or a Responses provider's own response's."""
+    response = result.response
+    if result.native:
+        output = response.get("output")
+        message, _ = chat_message(output if isinstance(output, list) else [])
+    else:
+        choices = response.get("choices") or [{}]
+        message = choices[0].get("message") or {}
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
+
+
+def compacted(
+    body: dict[str, Any], item: dict[str, Any], result: Result
+) -> tuple[Events, dict[str, Any]]:
+    """The events of a response whose output is `item` alone, and that response (with the
+    usage of the summary's answer, when a chat provider gave it)."""
+    out = StreamEncoder(body, int(time.time()), str(body.get("model") or "unknown"))
+    if not result.native and isinstance(result.response.get("usage"), dict):
+        out.usage = result.response["usage"]
+    events = [*out.start(), *out.whole_item(item), *out.finish_events()]
+    return events, out.response()
+
+
+async def _compaction_turn(
+    gateway: Serving, request: Request, given: dict[str, Any], body: dict[str, Any]
+) -> StreamResponse:
+    """A request ending in `compaction_trigger` (Codex's remote compaction v2): the response
+    whose one output item is the conversation's `compaction`, whole or as its events."""
+    try:
+        item, result = await summarize(gateway, request, body)
+    except AllProvidersFailed as exc:
+        return FACE.all_failed(exc)
+    events, answer = compacted(body, item, result)
+    await store_response(gateway, request, given, answer)
+    headers = trace_headers(result.provider, result.trace)
+    if body.get("stream") is not True:
+        return json_response(answer, headers)
+    resp = StreamResponse(headers={**SSE_HEADERS, **headers})
+    await resp.prepare(request)
+    await resp.write(b"".join(sse(kind, orjson.dumps(data)) for kind, data in events))
+    return resp
+
+
+async def compact(gateway: Serving, request: Request) -> StreamResponse:
+    """`POST /v1/responses/compact`: the request's conversation (`input`, after its
+    `previous_response_id`'s) as one `compaction` item summarized by the route's model
+    (`object: response.compaction`; Codex reads its `output`)."""
+    body = await continued(gateway, await read_json(request), owner(request))
+    try:
+        item, result = await summarize(gateway, request, body)
+    except AllProvidersFailed as exc:
+        return FACE.all_failed(exc)
+    _, response = compacted(body, item, result)
+    answer = {
+        "id": response["id"],
+        "object": "response.compaction",
+        "created_at": response["created_at"],
+        "output": [item],
+        "usage": response.get("usage"),
+    }
+    return json_response(answer, trace_headers(result.provider, result.trace))
 
 
 class ResponsesEncoder:
@@ -137,131 +219,11 @@ class ResponsesEncoder:
         return b"".join(self._event(kind, orjson.dumps(data)) for kind, data in events)
 
 
-# -- stored responses ---------------------------------------------------------------------------
-
-
-async def continued(gateway: Serving, body: dict[str, Any], who: str) -> dict[str, Any]:
-    """The request with the conversation of its `previous_response_id` (each turn's input
-    and output items, oldest first, not instructions) in front of its own input."""
-    previous = body.get("previous_response_id")
-    if previous is None:
-        return body
-    if not isinstance(previous, str) or not previous:
-        raise RequestError("'previous_response_id' must be a string", param="previous_response_id")
-    limit = gateway.config.server.max_body_bytes
-    turns: list[dict[str, Any]] = []
-    size = 0
-    link: Any = previous
-    while isinstance(link, str):  # older records hold the whole conversation, and no link
-        stored, length = await _load(gateway, link, who, previous if turns else None)
-        size += length
-        if size > limit:
-            raise RequestError(
-                f"the conversation of previous_response_id is over {limit} bytes "
-                "(server.max_body_bytes): start a new one, or send a shorter one whole",
-                status=413,
-                param="previous_response_id",
-            )
-        turns.append(stored)
-        link = stored.get("previous")
-    history = [
-        item
-        for turn in reversed(turns)
-        for item in (*turn["input"], *output_items(turn["response"]))
-    ]
-    return {**body, "input": [*history, *input_items(body)]}
-
-
-def input_items(body: dict[str, Any]) -> list[Any]:
-    """A request's own `input` as items (none when it has none)."""
-    given = body.get("input")
-    if given is None:
-        return []
-    if isinstance(given, str):
-        return [{"type": "message", "role": "user", "content": given}]
-    if not isinstance(given, list):
-        raise RequestError("'input' must be a string or an array of items", param="input")
-    return given
-
-
-def output_items(response: dict[str, Any]) -> list[Any]:
-    output = response.get("output")
-    return output if isinstance(output, list) else []
-
-
-async def _load(
-    gateway: Serving, id: str, who: str, later: str | None = None
-) -> tuple[dict[str, Any], int]:
-    """The stored response `id` if `who` owns it, and its stored size; else 404, as if there
-    were none (saying so for a turn before `later`'s)."""
-    found = await gateway.router.store.load_response(id, time.time())
-    kept: dict[str, Any] = orjson.loads(found) if found is not None else {}
-    if found is None or kept.get("owner", "") != who:
-        message = f"no stored response with id {quoted(id)}"
-        if later:
-            message = (
-                f"the conversation of {quoted(later)} is no longer stored whole: {message} "
-                "(expired, deleted, or evicted past server.responses_*max_*)"
-            )
-        raise RequestError(message, status=404, param="id")
-    return kept, len(found)
-
-
-async def store_response(
-    gateway: Serving, request: Request, given: dict[str, Any], answer: dict[str, Any]
-) -> None:
-    """Store the response with the request's own input (`given`, not the conversation before
-    it: that is linked) and who asked for it, unless the request said `store: false`."""
-    if given.get("store") is False or not isinstance(answer.get("id"), str):
-        return
-    who = owner(request)
-    record = {
-        "response": answer,
-        "input": input_items(given),
-        "previous": given.get("previous_response_id"),
-        "owner": who,
-    }
-    server = gateway.config.server
-    keep = Keep(
-        who,
-        server.responses_max_count,
-        server.responses_max_bytes,
-        server.responses_key_max_count,
-        server.responses_key_max_bytes,
-    )
-    kept = orjson.dumps(record).decode()
-    await gateway.router.store.save_response(
-        answer["id"], kept, time.time(), server.responses_ttl_s, keep
-    )
-
-
-async def retrieve(gateway: Serving, request: Request) -> Response:
-    """`GET /v1/responses/{id}`: a stored response. With `stream=true` a client resumes the
-    events of a background response, and the proxy runs none (it answers `background` at
-    once): a 400 naming `stream`, as OpenAI answers it for a response that was not one."""
-    stored, _ = await _load(gateway, request.match_info["id"], owner(request))
-    if request.query.get("stream", "false") != "false":
-        raise RequestError(
-            "'stream' resumes a background response's events, and this proxy answers "
-            "`background` at once: retrieve the response whole (no `stream`)",
-            param="stream",
-        )
-    return json_response(stored["response"])
-
-
-async def delete(gateway: Serving, request: Request) -> Response:
-    """`DELETE /v1/responses/{id}`."""
-    id = request.match_info["id"]
-    await _load(gateway, id, owner(request))
-    if not await gateway.router.store.delete_response(id, time.time()):
-        raise RequestError(f"no stored response with id {quoted(id)}", status=404, param="id")
-    return json_response({"id": id, "object": "response", "deleted": True})
-
-
 FACE = Face(
     "responses",
     (
         ("POST", "/v1/responses", create),
+        ("POST", "/v1/responses/compact", compact),
         ("GET", "/v1/responses/{id}", retrieve),
         ("DELETE", "/v1/responses/{id}", delete),
     ),

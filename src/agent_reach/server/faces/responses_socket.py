@@ -34,6 +34,7 @@ import orjson
 
 from ...chat.request import ChatRequest
 from ...core.errors import AllProvidersFailed, RequestError
+from ...dialects.responses import compaction
 from ...dialects.responses.request import decode_request
 from ...dialects.responses.stream import StreamEncoder
 from .. import log
@@ -42,14 +43,8 @@ from ..http11.wire import Request, StreamResponse
 from .face import Serving, openai_error, owner
 from .relay import BadBody, check_depth, relay
 from .responses import FACE as HTTP
-from .responses import (
-    ResponsesEncoder,
-    chat_request,
-    continued,
-    input_items,
-    output_items,
-    store_response,
-)
+from .responses import ResponsesEncoder, chat_request, compacted, summarize
+from .stored import continued, input_items, output_items, store_response
 
 KEPT = 4  # responses whose conversation a socket keeps (the latest; older ones: the store)
 LIMIT_CODE = "websocket_connection_limit_reached"
@@ -257,6 +252,9 @@ class Session:
         if frame.get("generate") is False:
             await self._warm(ws, given, body, before)
             return
+        if compaction.triggered(body):
+            await self._compact(ws, given, body)
+            return
         native = {**body, "stream": True}
         req, _ = chat_request(native, self.request)
         stream = await self.gateway.router.stream(req)
@@ -314,6 +312,16 @@ class Session:
         if turn.instructions is not None and "instructions" not in body:
             body["instructions"] = turn.instructions
         return body, turn.size
+
+    async def _compact(self, ws: WebSocket, given: dict[str, Any], body: dict[str, Any]) -> None:
+        """A request ending in `compaction_trigger`: the response whose one output item is the
+        conversation's `compaction`; a turn continuing it continues from that item alone."""
+        item, result = await summarize(self.gateway, self.request, body)
+        events, answer = compacted(body, item, result)
+        for _, data in events:
+            await ws.send(orjson.dumps(data).decode())
+        self.turns.keep(answer["id"], Turn((item,), len(orjson.dumps(item))))
+        await store_response(self.gateway, self.request, given, answer)
 
     async def _warm(
         self, ws: WebSocket, given: dict[str, Any], body: dict[str, Any], before: int
