@@ -65,20 +65,23 @@ def test_an_item_made_for_another_key_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    "content",
-    [
-        "gAAAAABo-openai-own",
-        compaction.MARK + "!!not base64!!",
-        compaction.MARK + "aGVsbG8",
-        None,
-        42,
-    ],
+    "content", [compaction.MARK + "!!not base64!!", compaction.MARK + "aGVsbG8", compaction.MARK]
 )
-def test_content_that_is_not_a_sealed_item_of_ours_is_a_400(content: Any) -> None:
+def test_an_item_of_ours_that_does_not_open_is_a_400(content: Any) -> None:
     item = {"type": "compaction", "id": "cmp_1", "encrypted_content": content}
     with pytest.raises(RequestError, match=r"input\[0\]") as refused:
         expanded([item])
     assert refused.value.status == 400
+
+
+@pytest.mark.parametrize("content", ["gAAAAABo-openai-own", None, 42])
+def test_an_item_not_ours_is_left_for_the_provider_that_made_it(content: Any) -> None:
+    item = {"type": "compaction", "id": "cmp_1", "encrypted_content": content}
+    ours = compaction.seal("mine", 1, KEY)
+    body = {"input": [{"role": "user", "content": "hi"}, item, ours]}
+    assert compaction.foreign(body) == 1
+    assert compaction.expanded(body, KEY)["input"][:2] == body["input"][:2]
+    assert compaction.foreign({"input": [ours]}) is None
 
 
 def test_a_request_without_compaction_items_is_left_as_it_is() -> None:

@@ -23,7 +23,14 @@ from websockets.sync.client import connect
 from agent_reach.dialects.responses.compaction import HEADER, PROMPT
 
 from ..conftest import RESPONSE, RESPONSES_SCHEMAS, _validator, assert_valid, assert_valid_event
-from ..fakes.upstream import COMPACTED, TOOL_WORD, Upstream, proxy_config, refused_url
+from ..fakes.upstream import (
+    COMPACTED,
+    TOOL_WORD,
+    Upstream,
+    proxy_config,
+    refused_url,
+    responses_answer,
+)
 from .test_codex import agents_config, codex_exec
 from .test_proxy import Proxy, start, stop
 from .test_responses import EXEC
@@ -48,6 +55,7 @@ def proxy(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Itera
             upstream.provider("ok"),
             upstream.provider("claude", "anthropic"),
             upstream.provider("toolcall"),
+            upstream.provider("native", "responses"),
         ],
         fallback_order=["dead", "ok"],
         server={"api_keys_env": "PROXY_KEYS"},
@@ -293,5 +301,34 @@ def test_an_altered_foreign_or_other_keys_item_is_a_400(proxy: Proxy, up: Upstre
     assert "made for another client key" in body["error"]["message"]
     status, body = refusal(proxy, {**item, "encrypted_content": "gAAAAABo-openai-own"})
     assert status == 400
-    assert "input[1] is a compaction item agent-reach did not make" in body["error"]["message"]
+    assert (
+        "input[1] is a compaction item agent-reach did not make, and no provider of the route"
+        in (body["error"]["message"])
+    )
     assert up.received == []  # nothing reached a provider
+
+
+def test_a_responses_provider_gets_the_trigger_and_its_own_items_as_they_came(
+    proxy: Proxy, up: Upstream
+) -> None:
+    """Down a route with a `format: responses` provider, a trigger and a compaction item not
+    ours reach it as they came (ours as its summary), and its own output passes as it is."""
+    ours = post(proxy, "/v1/responses/compact", {"model": "m", "input": CONVERSATION})[1]
+    up.clear()
+    theirs = {"type": "compaction", "id": "cmp_9", "encrypted_content": "gAAAAABo-openai-own"}
+    items = [theirs, *ours["output"], {"type": "compaction_trigger"}]
+    headers, answer = post(
+        proxy,
+        "/v1/responses",
+        {"model": "m", "input": items, "stream": True},
+        **{"X-Agent-Reach-Fallback-Order": "dead,native"},
+    )
+    assert headers["X-Agent-Reach-Provider"] == "native"
+    (sent,) = up.bodies("native")
+    assert sent["input"][0] == theirs
+    assert sent["input"][1]["content"].startswith(HEADER)
+    assert sent["input"][2] == {"type": "compaction_trigger"}
+    assert sent.get("stream") is False
+    done = answer[-1]["response"]
+    own = responses_answer("m")["output"]  # the fake's own answer, as it is
+    assert [i["type"] for i in done["output"]] == [i["type"] for i in own]

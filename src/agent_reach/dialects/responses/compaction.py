@@ -10,8 +10,9 @@ the summary is asked for with `PROMPT` after the conversation (`summary_request`
 The envelope: `MARK`, then the base64url of the zlib of `{"v", "summary", "replaced"}` (how many
 input items the summary stands for), a dot, and the base64url of a keyed BLAKE2b of those bytes
 under the client's seal key (`guard`: derived from its client key, never stored), so that a
-client can neither alter an item nor make one that another key's conversation would take. An
-item whose content is not ours, or whose check fails, is a 400 naming it.
+client can neither alter an item nor make one that another key's conversation would take: an
+item of ours whose check fails is a 400 naming it. An item that is not ours (`foreign`) goes to
+a `format: responses` provider as it came, and is a 400 for a route with none.
 """
 
 from __future__ import annotations
@@ -71,11 +72,7 @@ def opened(content: Any, key: bytes, where: str) -> str:
     """The summary sealed in one of our items' `encrypted_content`; a 400 naming `where` (the
     item's place in `input`) for content that is not ours or not sealed with `key`."""
     if not isinstance(content, str) or not content.startswith(MARK):
-        raise RequestError(
-            f"{where} is a compaction item agent-reach did not make: only the provider that "
-            "made it can read it (start the conversation again, or send it there)",
-            param="input",
-        )
+        raise RequestError(f"{where} is a compaction item agent-reach did not make", param="input")
     packed, _, mac = content[len(MARK) :].rpartition(".")
     try:
         payload, given = _unb64(packed), _unb64(mac)
@@ -106,22 +103,47 @@ def triggered(body: dict[str, Any]) -> bool:
 
 
 def expanded(body: dict[str, Any], key: bytes) -> dict[str, Any]:
-    """`body` with each `compaction` item of its input as the user message of its summary
-    (checked with `key`); `body` itself when it has none."""
+    """`body` with each `compaction` item of ours in its input as the user message of its
+    summary (checked with `key`; a 400 when the check fails); an item that is not ours (a
+    provider's own) is left as it came (`foreign`); `body` itself when it has none of ours."""
     given = body.get("input")
-    if not isinstance(given, list) or not any(_compaction(i) for i in given):
+    if not isinstance(given, list) or not any(_ours(i) for i in given):
         return body
     items = [
-        {
-            "type": "message",
-            "role": "user",
-            "content": HEADER + opened(i.get("encrypted_content"), key, f"input[{n}]"),
-        }
-        if _compaction(i)
-        else i
+        _summary(opened(i["encrypted_content"], key, f"input[{n}]")) if _ours(i) else i
         for n, i in enumerate(given)
     ]
     return {**body, "input": items}
+
+
+def foreign(body: dict[str, Any]) -> int | None:
+    """The place in `body`'s input of its first `compaction` item that is not ours (one only
+    the `format: responses` provider that made it can read), or None."""
+    given = body.get("input")
+    if isinstance(given, list):
+        for n, item in enumerate(given):
+            if _compaction(item) and not _ours(item):
+                return n
+    return None
+
+
+def not_ours(n: int) -> RequestError:
+    """The 400 for `foreign` item `n` in a request no `format: responses` provider may take."""
+    return RequestError(
+        f"input[{n}] is a compaction item agent-reach did not make, and no provider of the "
+        "route speaks the Responses API to read it (start the conversation again, or send it "
+        "where it was made)",
+        param="input",
+    )
+
+
+def _summary(summary: str) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": HEADER + summary}
+
+
+def _ours(item: Any) -> bool:
+    content = item.get("encrypted_content") if _compaction(item) else None
+    return isinstance(content, str) and content.startswith(MARK)
 
 
 def _compaction(item: Any) -> bool:

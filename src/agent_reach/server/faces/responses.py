@@ -61,7 +61,7 @@ async def create(gateway: Serving, request: Request) -> StreamResponse:
     body = await continued(gateway, given, owner(request))
     if compaction.triggered(body):
         return await _compaction_turn(gateway, request, given, body)
-    req, dropped = chat_request(body, request)
+    req, dropped = chat_request(gateway, body, request)
     native = req.native or {}
 
     async def keep(answer: dict[str, Any]) -> None:
@@ -81,10 +81,13 @@ async def create(gateway: Serving, request: Request) -> StreamResponse:
     return await whole(gateway, FACE, req, dropped, render, keep)
 
 
-def chat_request(body: dict[str, Any], request: Request) -> tuple[ChatRequest, tuple[str, ...]]:
-    """The Responses request `body` (its conversation whole; its compaction items become their
-    summaries) as the engine's request, with the route headers and the cache headers of
-    `request` (a POST, or a WebSocket's upgrade), and what its translation leaves out."""
+def chat_request(
+    gateway: Serving, body: dict[str, Any], request: Request
+) -> tuple[ChatRequest, tuple[str, ...]]:
+    """The Responses request `body` (its conversation whole; its compaction items of ours
+    become their summaries) as the engine's request, with the route headers and the cache
+    headers of `request` (a POST, or a WebSocket's upgrade), and what its translation leaves
+    out. A compaction item not ours is a 400 unless a provider of the route speaks Responses."""
     body = compaction.expanded(body, seal(request))
     inbound = decode_request(body)
     parsed = ChatRequest.checked(inbound.body)
@@ -93,20 +96,32 @@ def chat_request(body: dict[str, Any], request: Request) -> tuple[ChatRequest, t
     req = replace(
         parsed, api="responses", native=body, native_headers=carried or None, session=session
     )
-    return with_headers(req, request), inbound.dropped
+    req = with_headers(req, request)
+    if (n := compaction.foreign(body)) is not None:
+        router = gateway.router
+        if not any(router.provider(p).format == "responses" for p in router.candidates(req)):
+            raise compaction.not_ours(n)
+    return req, inbound.dropped
 
 
 async def summarize(
-    gateway: Serving, request: Request, body: dict[str, Any]
-) -> tuple[dict[str, Any], Result]:
-    """The sealed `compaction` item of `body`'s conversation, summarized by the route's model
-    through the engine as any request, and the answer it came from (`AllProvidersFailed` as
-    for any request)."""
+    gateway: Serving, request: Request, body: dict[str, Any], trigger: bool = False
+) -> tuple[list[dict[str, Any]], Result]:
+    """The output of the compaction of `body`'s conversation, and the answer it came from
+    (`AllProvidersFailed` as for any request): the route's model is asked for the summary,
+    which comes back as one sealed `compaction` item; for a `trigger` (v2), a `format:
+    responses` provider gets `body` as it came (not streamed) and its own output passes."""
     ask = compaction.summary_request(body)
-    req, _ = chat_request(ask, request)
+    req, _ = chat_request(gateway, ask, request)
+    if trigger:
+        native, _ = chat_request(gateway, {**body, "stream": False}, request)
+        req = replace(req, native=native.native)
     result = await gateway.router.answer(req)
+    if result.native and trigger:
+        output = result.response.get("output")
+        return (output if isinstance(output, list) else []), result
     replaced = len(ask["input"]) - 1
-    return compaction.seal(_text(result), replaced, seal(request)), result
+    return [compaction.seal(_text(result), replaced, seal(request))], result
 
 
 def _text(result: Result) -> str:
@@ -123,27 +138,33 @@ def _text(result: Result) -> str:
 
 
 def compacted(
-    body: dict[str, Any], item: dict[str, Any], result: Result
+    body: dict[str, Any], output: list[dict[str, Any]], result: Result
 ) -> tuple[Events, dict[str, Any]]:
-    """The events of a response whose output is `item` alone, and that response (with the
-    usage of the summary's answer, when a chat provider gave it)."""
+    """The events of a response whose output is `output` (the compaction), and that response,
+    with the usage of the answer it came from."""
     out = StreamEncoder(body, int(time.time()), str(body.get("model") or "unknown"))
-    if not result.native and isinstance(result.response.get("usage"), dict):
-        out.usage = result.response["usage"]
-    events = [*out.start(), *out.whole_item(item), *out.finish_events()]
-    return events, out.response()
+    usage = result.response.get("usage")
+    if not result.native and isinstance(usage, dict):
+        out.usage = usage
+    items = [event for item in output for event in out.whole_item(item)]
+    events = [*out.start(), *items, *out.finish_events()]
+    answer = out.response()
+    if result.native:  # a Responses provider's own usage, as it gave it
+        for response in (answer, events[-1][1]["response"]):
+            response["usage"] = usage
+    return events, answer
 
 
 async def _compaction_turn(
     gateway: Serving, request: Request, given: dict[str, Any], body: dict[str, Any]
 ) -> StreamResponse:
     """A request ending in `compaction_trigger` (Codex's remote compaction v2): the response
-    whose one output item is the conversation's `compaction`, whole or as its events."""
+    whose output is the conversation's `compaction`, whole or as its events."""
     try:
-        item, result = await summarize(gateway, request, body)
+        output, result = await summarize(gateway, request, body, trigger=True)
     except AllProvidersFailed as exc:
         return FACE.all_failed(exc)
-    events, answer = compacted(body, item, result)
+    events, answer = compacted(body, output, result)
     await store_response(gateway, request, given, answer)
     headers = trace_headers(result.provider, result.trace)
     if body.get("stream") is not True:
@@ -160,15 +181,15 @@ async def compact(gateway: Serving, request: Request) -> StreamResponse:
     (`object: response.compaction`; Codex reads its `output`)."""
     body = await continued(gateway, await read_json(request), owner(request))
     try:
-        item, result = await summarize(gateway, request, body)
+        output, result = await summarize(gateway, request, body)
     except AllProvidersFailed as exc:
         return FACE.all_failed(exc)
-    _, response = compacted(body, item, result)
+    _, response = compacted(body, output, result)
     answer = {
         "id": response["id"],
         "object": "response.compaction",
         "created_at": response["created_at"],
-        "output": [item],
+        "output": output,
         "usage": response.get("usage"),
     }
     return json_response(answer, trace_headers(result.provider, result.trace))

@@ -256,7 +256,7 @@ class Session:
             await self._compact(ws, given, body)
             return
         native = {**body, "stream": True}
-        req, _ = chat_request(native, self.request)
+        req, _ = chat_request(self.gateway, native, self.request)
         stream = await self.gateway.router.stream(req)
         try:
             out = ResponsesEncoder(native, stream, line)
@@ -314,13 +314,13 @@ class Session:
         return body, turn.size
 
     async def _compact(self, ws: WebSocket, given: dict[str, Any], body: dict[str, Any]) -> None:
-        """A request ending in `compaction_trigger`: the response whose one output item is the
-        conversation's `compaction`; a turn continuing it continues from that item alone."""
-        item, result = await summarize(self.gateway, self.request, body)
-        events, answer = compacted(body, item, result)
+        """A request ending in `compaction_trigger`: the response whose output is the
+        conversation's `compaction`; a turn continuing it continues from that output alone."""
+        output, result = await summarize(self.gateway, self.request, body, trigger=True)
+        events, answer = compacted(body, output, result)
         for _, data in events:
             await ws.send(orjson.dumps(data).decode())
-        self.turns.keep(answer["id"], Turn((item,), len(orjson.dumps(item))))
+        self.turns.keep(answer["id"], Turn(tuple(output), len(orjson.dumps(output))))
         await store_response(self.gateway, self.request, given, answer)
 
     async def _warm(
