@@ -100,3 +100,18 @@ def test_a_stream_is_carried_or_a_mismatch(chunks: list[dict[str, Any]]) -> None
     out.finish_events()
     out.response()
     events.end()
+
+
+def test_a_chunk_whose_content_is_a_list_of_parts_is_carried_as_its_text() -> None:
+    """Found by the property above (CI, a fresh clone): `delta.content` as parts, which the
+    chunk check accepts, broke the Responses encoder; it is carried as its text, as the
+    Messages encoder carries it."""
+    parts = {"content": [{}, {"type": "text", "text": "hi"}, {"type": "image_url"}]}
+    chunk = {"id": "x", "model": "m", "choices": [{"index": 0, "delta": parts}]}
+    assert completion.malformed(chunk, chunk=True) is None
+    out = StreamEncoder(REQUEST, 0, "m")
+    out.start()
+    deltas = [e for kind, e in out.feed(chunk) if kind == "response.output_text.delta"]
+    assert [e["delta"] for e in deltas] == ["hi"]
+    out.finish_events()
+    assert out.response()["output"][0]["content"][0]["text"] == "hi"

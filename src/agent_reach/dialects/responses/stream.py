@@ -8,7 +8,7 @@ from typing import Any
 
 from ...core.outcomes import ErrorInfo
 from ..base import Context, Decoder, Dialect, Mismatch, ProviderError
-from ..convert import object_at, tool_call
+from ..convert import object_at, text_of, tool_call
 from .answer import (
     FINISH,
     call_item,
@@ -143,8 +143,11 @@ class StreamEncoder:
             delta = c.get("delta") or {}
             if delta.get("reasoning_content"):
                 out += self._write("reasoning", delta["reasoning_content"])
-            if delta.get("content"):
-                out += self._write("message", delta["content"])
+            content = delta.get("content")
+            if content and not isinstance(content, str):  # a list of parts, as some send
+                content = text_of(content)
+            if content:
+                out += self._write("message", content)
             for call in delta.get("tool_calls") or ():
                 out += self._call(call)
             if c.get("finish_reason"):
