@@ -124,6 +124,9 @@ class Router:
         data = prepared.spec.model_dump(mode="json", exclude_defaults=False)
         if prepared.spec.api_key_env:
             data["api_key"] = "***" if prepared.key else "(not set)"
+        pool = self.engine.pools[name]
+        if len(pool) > 1:
+            data["api_keys"] = {m.pool_key: "***" if m.key else "(not set)" for m in pool}
         if prepared.spec.proxy:
             data["proxy"] = proxies.redacted(prepared.spec.proxy)
         redacted: dict[str, Any] = orjson.loads(prepared.redact(orjson.dumps(data).decode()))
@@ -170,7 +173,7 @@ class Router:
         """Provider `name`'s budgets and their use in the current windows."""
         from .observe import status
 
-        return await status.quota_use(self.engine, name)
+        return await status.quota_use(self.engine, self.engine.prepared[name])
 
     async def learned_caps(self) -> list[dict[str, Any]]:
         """Every learned output cap in the store (see `status.learned_caps`)."""

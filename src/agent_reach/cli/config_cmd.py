@@ -25,7 +25,11 @@ def validate(obj: dict[str, Any], path: str | None, as_json: bool) -> None:
 
     cfg = load_config(path or obj["config_path"])
     table = cfg.route_table()
-    unset = [p for p in cfg.providers if p.api_key_env and not _is_set(p.api_key_env)]
+    unset: dict[str, str | list[str]] = {
+        p.name: (envs if p.keys else envs[0])
+        for p in cfg.providers
+        if (envs := [v for v in p.key_envs if not _is_set(v)])
+    }
     no_auth = [p for p in cfg.providers if p.proxy_auth_env and not _is_set(p.proxy_auth_env)]
     if as_json:
         from .render import print_json
@@ -36,7 +40,7 @@ def validate(obj: dict[str, Any], path: str | None, as_json: bool) -> None:
                 "providers": [p.name for p in cfg.providers],
                 "default_order": list(table.default),
                 "routes": {name: list(names) for name, names in table.routes.items()},
-                "unset_keys": {p.name: p.api_key_env for p in unset},
+                "unset_keys": unset,  # a pool's: the list of its keys not set
                 "unset_proxy_auth": {p.name: p.proxy_auth_env for p in no_auth},
             }
         )
@@ -45,8 +49,11 @@ def validate(obj: dict[str, Any], path: str | None, as_json: bool) -> None:
     click.echo(f"  default order: {' → '.join(table.default)}")
     for name, names in table.routes.items():
         click.echo(f"  route {name}: {' → '.join(names)}")
-    for p in unset:
-        click.echo(f"  note: {p.name}: {p.api_key_env} is not set (it will be skipped)")
+    for name, missing in unset.items():
+        if isinstance(missing, str):
+            click.echo(f"  note: {name}: {missing} is not set (it will be skipped)")
+        else:
+            click.echo(f"  note: {name}: {', '.join(missing)} not set (its other keys are used)")
     for p in no_auth:
         click.echo(f"  note: {p.name}: {p.proxy_auth_env} is not set (no proxy credentials)")
 

@@ -35,30 +35,28 @@ class TraceLines:
     def line(self, a: Attempt) -> str:
         if a.last_resort:
             verb = "Last resort:"
-        elif a.provider == self.last:
+        elif a.who == self.last:
             verb = "Retrying"
         elif self.count == 0:
             verb = "Connecting to"
         else:
             verb = "Fallback to"
         self.count += 1
-        self.last = a.provider
+        self.last = a.who
         ms = f"{a.ms:.0f} ms"
         if a.ok:
             sep = "…" if verb in ("Connecting to", "Retrying") else ","
-            return f"{verb} {a.provider}{sep} success! ({ms})"
+            return f"{verb} {a.who}{sep} success! ({ms})"
         if a.skipped:
-            return f"Skipping {a.provider}: {a.reason}" + (
-                f" — {short(a.detail)}" if a.detail else ""
-            )
+            return f"Skipping {a.who}: {a.reason}" + (f" — {short(a.detail)}" if a.detail else "")
         facts = f"{a.status}, {ms}" if a.status is not None else ms
         tail = f" — {short(a.detail)}" if a.detail else ""
-        return f"{verb} {a.provider}… {a.reason} ({facts}){tail}"
+        return f"{verb} {a.who}… {a.reason} ({facts}){tail}"
 
 
 def chain(trace: Iterable[Attempt]) -> str:
     """`dead connect_failed → auth auth_failed → local ok`: a request's attempts in order."""
-    return " → ".join(f"{a.provider} {a.label}" for a in trace)
+    return " → ".join(f"{a.who} {a.label}" for a in trace)
 
 
 def attempt_line(a: Attempt) -> str:
@@ -66,7 +64,7 @@ def attempt_line(a: Attempt) -> str:
     facts = f"{a.status}, {a.ms:.0f} ms" if a.status is not None else f"{a.ms:.0f} ms"
     lr = " [last resort]" if a.last_resort else ""
     tail = f" — {short(a.detail)}" if a.detail else ""
-    return f"  {a.provider}: {a.reason} ({facts}){lr}{tail}"
+    return f"  {a.who}: {a.reason} ({facts}){lr}{tail}"
 
 
 def failure_lines(exc: AllProvidersFailed) -> list[str]:

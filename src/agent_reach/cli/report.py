@@ -181,20 +181,26 @@ def status(obj: dict[str, Any], as_json: bool, everything: bool) -> None:
 
     table = Table("provider", "fingerprint", "circuit", "failures", "cause", "quota", "caps")
     for r in rows:
-        c = r.get("circuit") or {"state": "–", "failures": "–", "cause": None}
-        state = c["state"] if c["state"] != "open" else f"[red]open {c['open_for_s']:.0f} s[/]"
-        if c.get("note"):
-            state = f"[red]{c['note']}[/]"
-        quota = "; ".join(_quota_cell(q) for q in r.get("quota", ())) or "–"
         name = r["provider"] if r["in_config"] else f"[dim]{r['provider']} (not in {source})[/]"
-        fp = r["fingerprint"] or "(old)"
         learned = "; ".join(f"{k['model']}: {k['tokens']}" for k in r.get("learned_caps", ()))
-        cells = (state, str(c["failures"]), c["cause"] or "–", quota, learned or "–")
-        table.add_row(name, fp, *cells)
+        table.add_row(name, *_state_cells(r), learned or "–")
+        for k in r.get("keys", ()):  # a pool's keys, by their variables
+            unset = "" if k["set"] else " [red](not set)[/]"
+            table.add_row(f"  {r['provider']}/{k['env']}{unset}", *_state_cells(k), "")
     print_table(table)
     for r in rows:
         if r.get("note"):
             click.echo(f"{r['provider']}: {r['note']}", err=True)
+
+
+def _state_cells(r: dict[str, Any]) -> tuple[str, ...]:
+    """A provider's or a key's fingerprint, circuit, failures, cause and quota cells."""
+    c = r.get("circuit") or {"state": "–", "failures": "–", "cause": None}
+    state = c["state"] if c["state"] != "open" else f"[red]open {c['open_for_s']:.0f} s[/]"
+    if c.get("note"):
+        state = f"[red]{c['note']}[/]"
+    quota = "; ".join(_quota_cell(q) for q in r.get("quota", ())) or "–"
+    return r["fingerprint"] or "(old)", state, str(c["failures"]), c["cause"] or "–", quota
 
 
 @click.command()

@@ -43,7 +43,7 @@ class Watch:
     def __call__(self, event: Event) -> None:
         if isinstance(event, AttemptEvent):
             if not event.attempt.ok and event.attempt.detail:
-                self.details[event.attempt.provider] = event.attempt.detail
+                self.details[event.attempt.who] = event.attempt.detail
         elif isinstance(event, RequestEvent):
             self._request(event)
         elif isinstance(event, CircuitEvent):
@@ -75,18 +75,18 @@ class Watch:
     def _new(self, a: Attempt) -> bool:
         """Whether the user has not been told of attempt `a` yet: its provider down and passed
         over, or the same failure said before, is not news."""
-        if a.label == "skip(circuit_open)" and a.provider in self.down:
+        if a.label == "skip(circuit_open)" and a.who in self.down:
             return False
-        return (a.provider, a.label, a.detail or "") not in self.told
+        return (a.who, a.label, a.detail or "") not in self.told
 
     def _chain(self, trace: Iterable[Attempt]) -> str:
         """`dead connect_failed (connection refused) → local ok`: each attempt, with its
         detail the first time it is said."""
         parts = []
         for a in trace:
-            text = f"{a.provider} {a.label}"
+            text = f"{a.who} {a.label}"
             if not a.ok and self._new(a):
-                self.told.add((a.provider, a.label, a.detail or ""))
+                self.told.add((a.who, a.label, a.detail or ""))
                 if a.detail:
                     text += f" ({short(a.detail, 80)})"
             parts.append(text)
@@ -111,7 +111,7 @@ class Watch:
 
     def _circuit(self, event: CircuitEvent) -> None:
         self.flush()
-        name = event.provider
+        name = event.provider if event.key is None else f"{event.provider}/{event.key}"
         if event.opened and name not in self.down:
             self.down.add(name)
             left = max(0.0, event.state.open_until - time.time())

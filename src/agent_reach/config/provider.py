@@ -121,6 +121,33 @@ class Limits(Section):
     context_window: Tokens | None = None
 
 
+def env_name(value: str | None) -> str | None:
+    """`value` when it is the name of an environment variable; ValueError otherwise."""
+    if value and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        # Not quoted: what is written there by mistake is often the secret itself.
+        raise ValueError("expected the NAME of an environment variable, not its value")
+    return value
+
+
+class Key(Section):
+    """One key of a provider's pool (`keys:`, protocol §2.3): the variable that holds it, its
+    share of the provider's traffic under `weighted` balance, and its own budget (`quota`,
+    as `metadata.rate_limit` writes one), which replaces the provider's for this key."""
+
+    env: Annotated[str, Field(min_length=1)]
+    weight: Annotated[float, Field(ge=0)] = 1.0
+    quota: str | None = None
+
+    _env = field_validator("env")(env_name)
+
+    @field_validator("quota")
+    @classmethod
+    def _quota(cls, value: str | None) -> str | None:
+        if value is not None:
+            quota.parse(value)  # ValueError says what a budget looks like
+        return value
+
+
 class Provider(Section):
     """One backend endpoint (protocol §2.3)."""
 
@@ -129,7 +156,8 @@ class Provider(Section):
     format: dialects.Format = "openai"
     auth_header: str | None = None
     auth_scheme: str | None = None
-    api_key_env: str = ""
+    api_key_env: str = ""  # the key's variable; a list of names is a pool (`keys`)
+    keys: list[Key] = []  # a pool of keys, each with its own circuit and budgets
     auth_query: str | None = None
     health_check: str | None = None
     health_method: Literal["GET", "HEAD"] = "GET"
@@ -182,6 +210,27 @@ class Provider(Section):
             data = {("name" if k == "provider" else k): v for k, v in data.items()}
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _pool(cls, data: Any) -> Any:
+        """`api_key_env: [A, B]` is the pool `keys: [{env: A}, {env: B}]`; with a pool,
+        `api_key_env` names its first key (what shows one key where one is shown)."""
+        if not isinstance(data, dict):
+            return data
+        names, keys = data.get("api_key_env"), data.get("keys")
+        if isinstance(names, list):
+            if keys:
+                raise ValueError("set either a list in api_key_env or keys, not both")
+            data = {**data, "keys": [{"env": n} for n in names]}
+            keys = data["keys"]
+        elif names and keys:
+            raise ValueError("set either api_key_env or keys, not both")
+        if keys and isinstance(keys, list):
+            first = keys[0].get("env", "") if isinstance(keys[0], dict) else ""
+            valid = isinstance(first, str) and re.fullmatch(r"[A-Za-z_]\w*", first, re.ASCII)
+            data = {**data, "api_key_env": first if valid else ""}
+        return data
+
     _endpoint = field_validator("endpoint")(http_url)
 
     @field_validator("metadata")
@@ -208,13 +257,23 @@ class Provider(Section):
         rate = self.metadata.get("rate_limit")
         return quota.parse(rate) if rate else ()
 
-    @field_validator("api_key_env", "proxy_auth_env")
+    @property
+    def key_envs(self) -> tuple[str, ...]:
+        """The variables of its keys: its pool's, else its one `api_key_env`, else none."""
+        if self.keys:
+            return tuple(k.env for k in self.keys)
+        return (self.api_key_env,) if self.api_key_env else ()
+
+    @field_validator("keys")
     @classmethod
-    def _env_name(cls, value: str | None) -> str | None:
-        if value and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-            # Not quoted: what is written there by mistake is often the secret itself.
-            raise ValueError("expected the NAME of an environment variable, not its value")
+    def _distinct(cls, value: list[Key]) -> list[Key]:
+        seen = [k.env for k in value]
+        twice = sorted({n for n in seen if seen.count(n) > 1})
+        if twice:
+            raise ValueError(f"a key variable is named twice: {', '.join(twice)}")
         return value
+
+    _env_names = field_validator("api_key_env", "proxy_auth_env")(env_name)
 
     @field_validator("proxy")
     @classmethod

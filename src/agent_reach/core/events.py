@@ -61,6 +61,7 @@ class CircuitEvent:
     provider: str
     opened: bool
     state: CircuitState
+    key: str | None = None  # the variable of its key, for a provider with a pool of keys
 
 
 @record

@@ -192,8 +192,9 @@ class Walk:
         return self._queue.popleft(), self._last_resort
 
     def defer(self, provider: str) -> None:
-        """Remember a provider skipped for remembered state, to try it as last resort."""
-        if not self._last_resort:
+        """Remember a provider skipped for remembered state, to try it as last resort (once,
+        however many of its keys were skipped)."""
+        if not self._last_resort and provider not in self._deferred:
             self._deferred.append(provider)
 
     def refused(self, reason: Reason, window: int | None, stop_on_blocked: bool) -> str:

@@ -53,8 +53,10 @@ class Effect:
     `skip` when nothing was sent (the provider passed over, not a try that failed before it
     was sent: a missing key, a health check made for the request; `Attempt.sent` says which
     an attempt was); whether it is a failure below HTTP (`transport`: nothing of the
-    provider's API answered); and the `status` the client gets when it is the last word
-    (`fault.fault_of`)."""
+    provider's API answered); whether it is its key's own (`keyed`: of a provider with a pool
+    of keys, the next key is tried before the next provider; after any other failure, the
+    endpoint's, its other keys are not); and the `status` the client gets when it is the last
+    word (`fault.fault_of`)."""
 
     circuit: Circuit
     retried: bool = False
@@ -63,6 +65,7 @@ class Effect:
     budget: bool = True
     skip: bool = False
     transport: bool = False
+    keyed: bool = False
     status: int = 502
 
 
@@ -72,9 +75,9 @@ EFFECTS: dict[Reason, Effect] = {
     Reason.CONNECT_FAILED: Effect(Circuit.COUNTS, retried=True, budget=False, transport=True),
     Reason.TIMEOUT: Effect(Circuit.COUNTS, retried=True, transport=True),
     Reason.SERVER_ERROR: Effect(Circuit.COUNTS, retried=True, quick=True),
-    Reason.AUTH_FAILED: Effect(Circuit.OPENS),
-    Reason.RATE_LIMITED: Effect(Circuit.WAITS, retried=True, quick=True, status=429),
-    Reason.QUOTA_EXHAUSTED_UPSTREAM: Effect(Circuit.WAITS, skip=True, status=429),
+    Reason.AUTH_FAILED: Effect(Circuit.OPENS, keyed=True),
+    Reason.RATE_LIMITED: Effect(Circuit.WAITS, retried=True, quick=True, keyed=True, status=429),
+    Reason.QUOTA_EXHAUSTED_UPSTREAM: Effect(Circuit.WAITS, skip=True, keyed=True, status=429),
     Reason.CONTEXT_EXCEEDED: Effect(Circuit.KEEPS, status=400),
     Reason.CONTENT_BLOCKED: Effect(Circuit.KEEPS, status=400),
     Reason.BAD_REQUEST: Effect(Circuit.KEEPS, status=400),
@@ -83,8 +86,8 @@ EFFECTS: dict[Reason, Effect] = {
     Reason.HOOK_ERROR: Effect(Circuit.COUNTS),
     Reason.UNHEALTHY: Effect(Circuit.KEEPS, deferred=True, budget=False, skip=True),
     Reason.MODEL_UNAVAILABLE: Effect(Circuit.KEEPS, skip=True, status=404),
-    Reason.CIRCUIT_OPEN: Effect(Circuit.KEEPS, deferred=True, budget=False, skip=True),
-    Reason.QUOTA_EXHAUSTED: Effect(Circuit.KEEPS, budget=False, skip=True, status=429),
+    Reason.CIRCUIT_OPEN: Effect(Circuit.KEEPS, deferred=True, budget=False, skip=True, keyed=True),
+    Reason.QUOTA_EXHAUSTED: Effect(Circuit.KEEPS, budget=False, skip=True, keyed=True, status=429),
 }
 
 
@@ -100,6 +103,7 @@ class Attempt:
     last_resort: bool = False
     sent: bool = False  # a request went to the provider (not a skip)
     retry_after: float | None = None  # seconds until it may be asked again, when it said so
+    key: str | None = None  # the variable of its key, for a provider with a pool of keys
 
     @property
     def ok(self) -> bool:
@@ -109,6 +113,12 @@ class Attempt:
     def skipped(self) -> bool:
         """Passed over without a request (not a try that failed before it was sent)."""
         return not self.sent and EFFECTS[self.reason].skip
+
+    @property
+    def who(self) -> str:
+        """The provider, with its key's variable for a provider with a pool (`deepseek/KEY_2`:
+        a provider's name never holds a `/`)."""
+        return self.provider if self.key is None else f"{self.provider}/{self.key}"
 
     @property
     def label(self) -> str:
@@ -127,12 +137,14 @@ class Attempt:
         }
         if self.retry_after is not None:
             out["retry_after_s"] = round(self.retry_after, 1)
+        if self.key is not None:
+            out["key"] = self.key
         return out
 
 
 def trace_header(trace: list[Attempt]) -> str:
     """`name:reason:ms,…`, the value of the proxy's `X-Agent-Reach-Trace` header."""
-    return ",".join(f"{a.provider}:{a.reason}:{round(a.ms)}" for a in trace)
+    return ",".join(f"{a.who}:{a.reason}:{round(a.ms)}" for a in trace)
 
 
 @record

@@ -14,29 +14,31 @@ from ..core import breaker, quota
 from ..core.breaker import CircuitState
 from ..core.events import CircuitEvent, Event, Observer, QuotaEvent
 from ..core.outcomes import Outcome
+from ..core.trace import EFFECTS, Circuit
 from ..state import StateStore
-from .prepared import PreparedProvider
+from .prepared import Pool, PreparedProvider
 
 # The budget windows a try took requests from: each window's key, TTL and how many it took.
 Reserved = list[tuple[str, float, int]]
 
 
 class Ledger:
-    """Circuits and budgets of one config's providers, by identity (`names`: identity →
-    provider name)."""
+    """Circuits and budgets of one config's providers (`pools`: each provider's keys,
+    prepared), by identity."""
 
     def __init__(
         self,
         store: StateStore,
         config: Config,
         clock: Callable[[], float],
-        names: Mapping[str, str],
+        pools: Mapping[str, Pool],
     ) -> None:
         self.store = store
         self.policy = config.circuit
         self.windows = quota.Windows(config.tz)
         self.clock = clock
-        self.names = names
+        self.pools = pools
+        self.members = {m.state_key: m for pool in pools.values() for m in pool}
         self.observers: list[Observer] = []  # the engine's
 
     def emit(self, event: Event) -> None:
@@ -92,25 +94,30 @@ class Ledger:
     async def record(
         self, prepared: PreparedProvider, outcome: Outcome, last_resort: bool = False
     ) -> None:
-        """What an attempt's outcome does to the provider's circuit."""
+        """What an attempt's outcome does to the provider's circuit: to its key's, and for a
+        failure of the endpoint (`Circuit.COUNTS`, not the key's own) to each of its pool's,
+        since they all reach that endpoint."""
         now = self.clock()
-        before = await self.store.circuit(prepared.state_key)
-        after = breaker.record(
-            before, outcome.reason, now, self.policy, outcome.retry_after, last_resort
-        )
-        if after is before or after == before:  # most: the same closed circuit
-            return
-        await self.store.set_circuit(prepared.state_key, after)
-        self.changed(prepared.state_key, before, after)
+        shared = EFFECTS[outcome.reason].circuit is Circuit.COUNTS
+        for member in self.pools.get(prepared.name, ()) if shared else (prepared,):
+            key = member.state_key
+            before = await self.store.circuit(key)
+            after = breaker.record(
+                before, outcome.reason, now, self.policy, outcome.retry_after, last_resort
+            )
+            if after is before or after == before:  # most: the same closed circuit
+                continue
+            await self.store.set_circuit(key, after)
+            self.changed(key, before, after)
 
     def changed(self, key: str, before: CircuitState, after: CircuitState) -> None:
         """Tell observers when a circuit opened or closed, here or (through the store)
         elsewhere in a fleet."""
-        name = self.names.get(key)
-        if name is None:
+        member = self.members.get(key)
+        if member is None:
             return
         now = self.clock()
         if after.is_open(now) and not before.is_open(now):
-            self.emit(CircuitEvent(name, True, after))
+            self.emit(CircuitEvent(member.name, True, after, member.pool_key))
         elif after.closed and not before.closed:
-            self.emit(CircuitEvent(name, False, after))
+            self.emit(CircuitEvent(member.name, False, after, member.pool_key))

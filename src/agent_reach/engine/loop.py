@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from ..chat import callids
 from ..chat.request import ChatRequest
 from ..config import Config
-from ..core.balance import Latencies, Signals
+from ..core.balance import Latencies, Signals, weighted
 from ..core.errors import AllProvidersFailed, RequestError
 from ..core.events import AttemptEvent, Event, Observer, RequestEvent
 from ..core.outcomes import Outcome
@@ -45,7 +45,7 @@ from .health import CheckResult, HealthMonitor, check_provider
 from .ledger import Ledger
 from .live import LiveStream
 from .operation import ANSWER, COUNT, EMBED, STREAM, Operation, for_request
-from .prepared import PreparedProvider, prepare_all
+from .prepared import Pool, PreparedProvider, prepare_all
 from .run import Run
 from .send import stream_failure
 from .stream import ChatStream
@@ -74,7 +74,8 @@ class Engine:
         latency = Latencies()  # an observer: recent ms to a good answer, by provider
         self.signals = Signals(draw, latency)  # what balanced orders are drawn from
         env = os.environ if environ is None else environ
-        self.prepared = prepare_all(config, env)
+        self.pools = prepare_all(config, env)  # each provider once, or once for each key
+        self.prepared = {name: pool[0] for name, pool in self.pools.items()}
         self.table = config.route_table()
         self.policies = config.policies()
         retention_s = config.retention_days * 86400
@@ -84,8 +85,9 @@ class Engine:
         self.monotonic = monotonic
         keys = {name: b.state_key for name, b in self.prepared.items()}
         self.observers: list[Observer] = [AttemptLog(self.store, keys, clock), latency]
-        self.names = {key: name for name, key in keys.items()}
-        self.ledger = Ledger(self.store, config, clock, self.names)
+        members = [m for pool in self.pools.values() for m in pool]
+        self.names = {m.state_key: m.name for m in members}
+        self.ledger = Ledger(self.store, config, clock, self.pools)
         self.ledger.observers = self.observers
         self.store.follow(config.circuit, self.ledger.changed)
         self._session: Client | None = None
@@ -115,7 +117,8 @@ class Engine:
 
     async def refresh_health(self) -> None:
         """Run every enabled provider's health check now (health mode `background`)."""
-        enabled = [b for b in self.prepared.values() if self.health.enabled(b)]
+        members = (b for pool in self.pools.values() for b in pool)  # each key of a pool
+        enabled = [b for b in members if self.health.enabled(b)]
         now = self.clock()
         await asyncio.gather(
             *(self.health.refresh(self.session, b, now, b.connect_s + b.read_s) for b in enabled)
@@ -130,6 +133,16 @@ class Engine:
         self.health.results.update(
             (key, result) for key, result in old.health.results.items() if key in self.names
         )
+
+    def arranged(self, run: Run, pool: Pool) -> Pool:
+        """A pool's seats in the order the request's balance gives: drawn by their keys'
+        weights when it is `weighted`, else as listed (one endpoint, so one latency)."""
+        if self.table.balanced.get(run.route) != "weighted" or len(pool) < 2:
+            return pool
+        weights = {m.pool_key or "": m.key_weight for m in pool}
+        drawn = weighted(tuple(weights), weights, self.signals.draw)
+        by_key = {m.pool_key: m for m in pool}
+        return tuple(by_key[k] for k in drawn)
 
     def order(self, req: ChatRequest) -> tuple[str, ...]:
         """The providers this request will walk through (protocol §3)."""
@@ -157,9 +170,10 @@ class Engine:
     async def chat(self, req: ChatRequest) -> Result:
         """One non-streamed request with failover."""
         response, provider, run = await self._drive(self._run(req), ANSWER)
-        native = self.prepared[provider].speaks(req)
+        answered = run.answered[provider]
+        native = answered.speaks(req)
         if not native and not req.raw_response:
-            self.origins.answered(response, self.prepared[provider].origin)
+            self.origins.answered(response, answered.origin)
             if callids.has_calls(response):
                 response = callids.CallIds.of(req.body).answer(response)
         return Result(response, provider, run.trace, native)
@@ -168,14 +182,14 @@ class Engine:
         """A streamed request, returned once a provider has produced its first content chunk
         (every failure before that fails over)."""
         live, provider, run = await self._drive(self._run(req), STREAM)
-        return ChatStream(self, self.prepared[provider], live, run)
+        return ChatStream(self, run.answered[provider], live, run)
 
     async def resume(self, run: Run, partial: str) -> tuple[PreparedProvider, LiveStream] | None:
         """A stream was cut after `partial` (text only): the next providers of its walk, asked
         to finish that answer (protocol §10, continuation); None when none can."""
         run.req = replace(run.req, continuing=partial)
         found = await self._walk(run, STREAM)
-        return None if found is None else (self.prepared[found[1]], found[0])
+        return None if found is None else (run.answered[found[1]], found[0])
 
     async def embed(self, req: ChatRequest) -> Result:
         """An embeddings request (`req.model`: its space; `req.body`: its `input` list and the

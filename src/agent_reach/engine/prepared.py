@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import ssl
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
@@ -18,7 +18,8 @@ from ..chat import callids
 from ..chat.request import ChatRequest
 from ..config import Config, Provider
 from ..config.hooks import Hook
-from ..core import identity, proxies
+from ..config.provider import Key
+from ..core import identity, proxies, quota
 from ..core.errors import ConfigError, quoted
 from ..core.outcomes import Outcome
 from ..core.proxies import Proxy
@@ -45,6 +46,10 @@ class PreparedProvider:
     read_s: float
     key: str | None = field(default=None, repr=False)
     missing_key: str | None = None  # the key variable's name when it is not set
+    # Of a pool of keys (`keys`, protocol §2.3): its key's variable, named in its attempts,
+    # events and metrics; None for a provider of one key. Each key is prepared on its own.
+    pool_key: str | None = None
+    key_weight: float = 1.0  # its key's share of the provider's traffic (`weighted`)
     preprocess: Hook | None = None
     postprocess: Hook | None = None
     budgets: tuple[Budget, ...] = ()
@@ -77,13 +82,16 @@ class PreparedProvider:
         rate_limit_window_s: float = 60.0,
         tls: ssl.SSLContext | None = None,
         secrets: tuple[str, ...] = (),
+        member: Key | None = None,
     ) -> PreparedProvider:
         """Resolve everything that does not change between requests; ConfigError when the
         proxy variable that applies to it holds no http proxy. `secrets`: what else of its
         config is never shown besides its key and its proxy's credentials (what `${VAR}`s put
-        in its endpoint's query, `Config.endpoint_secrets`)."""
+        in its endpoint's query, `Config.endpoint_secrets`, the pool's other keys). `member`:
+        the key of its pool this one sends with (its budget replaces the provider's)."""
         dialect = dialects.get(spec.format).for_endpoint(spec.endpoint)
-        key = environ.get(spec.api_key_env) if spec.api_key_env else None
+        key_env = member.env if member is not None else spec.api_key_env
+        key = environ.get(key_env) if key_env else None
         auth: dict[str, str] = {}
         if key and spec.auth_header and not spec.auth_query:
             auth[spec.auth_header] = f"{spec.auth_scheme} {key}" if spec.auth_scheme else key
@@ -117,10 +125,12 @@ class PreparedProvider:
             connect_s=spec.timeout.connect / 1000,
             read_s=max(spec.timeout.read * scale, 1.0) / 1000,
             key=key or None,
-            missing_key=spec.api_key_env if spec.api_key_env and not key else None,
+            missing_key=key_env if key_env and not key else None,
+            pool_key=member.env if member is not None and len(spec.keys) > 1 else None,
+            key_weight=1.0 if member is None else member.weight,
             preprocess=preprocess,
             postprocess=postprocess,
-            budgets=spec.budgets,
+            budgets=quota.parse(member.quota) if member and member.quota else spec.budgets,
             needs_model=postprocess is None and dialect.needs_model(spec.endpoint),
             model_in_url=dialect.model_in_url(spec.endpoint),
             state_key=state_key,
@@ -319,6 +329,7 @@ class PreparedProvider:
             last_resort,
             sent,
             outcome.retry_after,
+            self.pool_key,
         )
 
     def redact(self, text: str) -> str:
@@ -359,19 +370,31 @@ def excerpt_of(raw: bytes, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def prepare_all(
-    config: Config, environ: os._Environ[str] | dict[str, str]
-) -> dict[str, PreparedProvider]:
-    """Every provider of `config`, prepared (`PreparedProvider.prepare`), by name."""
-    return {
-        p.name: PreparedProvider.prepare(
-            p,
+Pool = tuple[PreparedProvider, ...]  # a provider's keys, each prepared; one for most
+
+
+def prepare_all(config: Config, environ: os._Environ[str] | dict[str, str]) -> dict[str, Pool]:
+    """Every provider of `config`, prepared (`PreparedProvider.prepare`), by name: once, or
+    once for each key of its pool (`keys`), each masking all of the pool's keys."""
+    return {p.name: _pool(config, p, environ) for p in config.providers}
+
+
+def _pool(config: Config, spec: Provider, environ: os._Environ[str] | dict[str, str]) -> Pool:
+    """A provider's keys, prepared; they share the first's `origin`: the reasoning one of
+    them wrote is the provider's, whichever key reads it back."""
+    keys: list[Key] | list[None] = spec.keys or [None]
+    values = tuple(v for k in spec.keys if (v := environ.get(k.env)))
+    pool = tuple(
+        PreparedProvider.prepare(
+            spec,
             environ,
-            config.hook(p.name, "preprocess_hook"),
-            config.hook(p.name, "post_process_hook"),
+            config.hook(spec.name, "preprocess_hook"),
+            config.hook(spec.name, "post_process_hook"),
             config.circuit.rate_limit_window_s,
-            config.tls(p.name),
-            config.endpoint_secrets(p.name),
+            config.tls(spec.name),
+            (*config.endpoint_secrets(spec.name), *values),
+            member,
         )
-        for p in config.providers
-    }
+        for member in keys
+    )
+    return tuple(replace(m, origin=pool[0].origin) for m in pool)

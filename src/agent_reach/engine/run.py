@@ -12,6 +12,7 @@ from ..chat.request import ChatRequest
 from ..core.outcomes import DEADLINE_DETAIL, FIRST_TOKEN, Outcome
 from ..core.routing import Policy, Walk
 from ..core.trace import Attempt, Reason
+from .prepared import PreparedProvider
 
 
 @dataclass(slots=True)
@@ -30,6 +31,9 @@ class Run:
     own_deadline: bool = False  # the client's `deadline_ms`, shorter than the config's, rules
     input_tokens: int | None = None  # the request's estimated input, once a provider asked
     recorded: bool = True  # its tries tell circuits and budgets and make events
+    passed: set[str] = field(default_factory=set)  # keys of pools skipped for remembered state
+    # Who answered, by provider name: the key of its pool that did (hedged turns race).
+    answered: dict[str, PreparedProvider] = field(default_factory=dict)
 
     def first_token_s(self, provider_ms: float | None) -> float | None:
         """How long a stream may go without content (protocol §10): its route's

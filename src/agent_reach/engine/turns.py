@@ -1,7 +1,9 @@
 """One provider's turn (protocol §3, §4): what the engine does for each action its `turn.Turn`
 asks for, until the turn is done: gather the free facts, consult the health check, skip, send
 (within the budgets it reserves and the half-open lease it takes), clamp the output cap, sleep
-before a retry; each try recorded and told to the circuit and the budgets."""
+before a retry; each try recorded and told to the circuit and the budgets. A provider with a
+pool of keys has a turn for each of its seats (one key each) while each failure is the key's
+own (`Effect.keyed`), in the order its balance gives (`Engine.arranged`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Protocol, TypeVar
 from ..core import quota
 from ..core.outcomes import Outcome
 from ..core.routing import Pick
-from ..core.trace import Attempt, Reason
+from ..core.trace import EFFECTS, Attempt, Reason
 from ..core.turn import Action, Clamp, Consult, Done, Gather, Send, Skip, Sleep, Turn
 from ..net.upstream import Client
 from ..state import StateStore
@@ -22,7 +24,7 @@ from .health import HealthMonitor
 from .hedge import HEDGE_LOST
 from .ledger import Ledger, Reserved
 from .operation import Operation
-from .prepared import PreparedProvider
+from .prepared import Pool, PreparedProvider
 from .run import Run
 from .send import Target, Tried
 
@@ -34,7 +36,7 @@ class Engine(Protocol):
     """What a turn needs of the engine (`loop.Engine`)."""
 
     @property
-    def prepared(self) -> Mapping[str, PreparedProvider]: ...
+    def pools(self) -> Mapping[str, Pool]: ...
     @property
     def known(self) -> Knowledge: ...
     @property
@@ -54,10 +56,29 @@ class Engine(Protocol):
         self, run: Run, attempt: Attempt, raw: str | None = None, model: str | None = None
     ) -> None: ...
 
+    def arranged(self, run: Run, pool: Pool) -> Pool: ...
+
 
 async def turn(engine: Engine, run: Run, pick: Pick, op: Operation[T]) -> T | None:
-    """Do what the provider's `Turn` decides until it is done: the payload, or None."""
-    prepared = engine.prepared[pick[0]]
+    """The provider's turn: the payload, or None. A pool's seats each have theirs, while each
+    failure is its key's own; as last resort, only those of its seats skipped for remembered
+    state."""
+    pool = engine.pools[pick[0]]
+    if len(pool) == 1:
+        return await _seat(engine, run, pool[0], pick, op)
+    if pick[1]:
+        pool = tuple(m for m in pool if m.state_key in run.passed)
+    for prepared in engine.arranged(run, pool):
+        payload = await _seat(engine, run, prepared, pick, op)
+        if payload is not None or not EFFECTS[run.trace[-1].reason].keyed:
+            return payload
+    return None
+
+
+async def _seat(
+    engine: Engine, run: Run, prepared: PreparedProvider, pick: Pick, op: Operation[T]
+) -> T | None:
+    """Do what the seat's `Turn` decides until it is done: the payload, or None."""
     prefilled = bool(run.req.continuing) and prepared.prefill
     turn = Turn(prepared.name, pick[1], prepared.spec.retries if run.recorded else 0, prefilled)
     target, configured = await engine.known.target(run, prepared, op)
@@ -98,6 +119,7 @@ async def turn(engine: Engine, run: Run, pick: Pick, op: Operation[T]) -> T | No
             if tried.outcome.reason is Reason.OK:
                 if turn.clamped is not None and configured is None:
                     await engine.known.learn(prepared, target.model, turn.clamped)
+                run.answered[prepared.name] = prepared
                 return tried.payload
             left = run.left(engine.monotonic())
             action = turn.sent(tried.outcome, left, target.sent_cap, prepared.cap_fields)
@@ -124,6 +146,7 @@ async def _skip(
         await engine.ledger.record(prepared, skip.outcome)
     if skip.deferrable:
         run.walk.defer(prepared.name)
+        run.passed.add(prepared.state_key)
 
 
 async def _try(

@@ -15,12 +15,13 @@ from ..core import identity
 
 if TYPE_CHECKING:
     from ..engine.loop import Engine
+    from ..engine.prepared import PreparedProvider
     from ..state import LoggedAttempt
 
 
-async def quota_use(engine: Engine, name: str) -> list[dict[str, Any]]:
-    """The provider's budgets and how much of each its current window has used."""
-    prepared = engine.prepared[name]
+async def quota_use(engine: Engine, prepared: PreparedProvider) -> list[dict[str, Any]]:
+    """The provider's (or one key's) budgets and how much of each its current window has
+    used."""
     return [
         {
             "budget": str(budget),
@@ -79,7 +80,7 @@ async def provider(engine: Engine, name: str, borrowed: str | None = None) -> di
         },
         "fingerprint": identity.split(state_key)[1],
         "circuit": (await engine.store.circuit(state_key)).view(now, engine.config.tz),
-        "quota": await quota_use(engine, name),
+        "quota": await quota_use(engine, prepared),
         "learned_caps": [
             {k: v for k, v in row.items() if k in ("model", "tokens", "expires_in_s")}
             for row in await learned_caps(engine)
@@ -87,7 +88,25 @@ async def provider(engine: Engine, name: str, borrowed: str | None = None) -> di
         ],
         "latency_p95_ms": prepared.spec.metadata.get("latency_p95_ms"),
         **note,
+        **({"keys": await keys(engine, name)} if len(engine.pools[name]) > 1 else {}),
     }
+
+
+async def keys(engine: Engine, name: str) -> list[dict[str, Any]]:
+    """Each key of a provider's pool: its variable (never its value), whether it is set, its
+    weight, its identity, circuit and budgets."""
+    now = engine.clock()
+    return [
+        {
+            "env": member.pool_key,
+            "set": member.key is not None,
+            "weight": member.key_weight,
+            "fingerprint": identity.split(member.state_key)[1],
+            "circuit": (await engine.store.circuit(member.state_key)).view(now, engine.config.tz),
+            "quota": await quota_use(engine, member),
+        }
+        for member in engine.pools[name]
+    ]
 
 
 async def learned_caps(engine: Engine) -> list[dict[str, Any]]:
@@ -118,8 +137,8 @@ async def elsewhere(engine: Engine, borrowed: frozenset[str] = frozenset()) -> l
     """What the store holds for identities outside this config (but the `borrowed` ones it
     shows as its own): circuits and budget counters, each with its provider name and
     fingerprint (`in_config: False`)."""
-    mine = {b.state_key for b in engine.prepared.values()} | borrowed
-    mine |= {b.quota_key for b in engine.prepared.values()}
+    members = [m for pool in engine.pools.values() for m in pool]
+    mine = {m.state_key for m in members} | {m.quota_key for m in members} | borrowed
     circuits, used = await engine.store.entries()
     now = engine.clock()
     rows: list[dict[str, Any]] = []

@@ -81,7 +81,7 @@ def observe(event: Event) -> None:
         return
     if isinstance(event, AttemptEvent):
         attempt = event.attempt
-        served.attempts.append(f"{attempt.provider}:{attempt.label}")
+        served.attempts.append(f"{attempt.who}:{attempt.label}")
         if served.provider is None:
             return
         if attempt.ok:  # another provider finished the answer that was cut, with its model

@@ -77,6 +77,19 @@ class Metrics:
                 ("agent_reach_quota_used_ratio", "Share of the provider's tightest budget used."),
             )
         )
+        # A pool's keys (`keys`, protocol §2.3), by their variables' names, never the values.
+        self.key_attempts = Counter(
+            "agent_reach_key_attempts",
+            "Attempts of a provider with a pool of keys, by key (its variable) and reason.",
+            ["provider", "key", "reason"],
+            registry=r,
+        )
+        self.key_circuit_open = Gauge(
+            "agent_reach_key_circuit_open",
+            "1 while the circuit of a key of a provider's pool is open.",
+            ["provider", "key"],
+            registry=r,
+        )
         self.reloads = Counter(
             "agent_reach_config_reloads",
             "Config reloads (SIGHUP or serve --watch) by result: ok, or error (old config kept).",
@@ -122,6 +135,8 @@ class Metrics:
         if isinstance(event, AttemptEvent):
             a = event.attempt
             self._count(self.attempts, a.provider, str(a.reason))
+            if a.key is not None:
+                self._count(self.key_attempts, a.provider, a.key, str(a.reason))
             if a.sent:
                 self._seconds.append((a.provider, a.ms / 1000))
                 if len(self._seconds) >= FLUSH_AT:
@@ -144,7 +159,12 @@ class Metrics:
                 if not prev.ok and prev.provider != nxt.provider:
                     self._count(self.failovers, prev.provider, nxt.provider, str(prev.reason))
         elif isinstance(event, CircuitEvent):
-            self._values[(self.circuit_open, (event.provider,))] = 1 if event.opened else 0
+            gauge, labels = (
+                (self.circuit_open, (event.provider,))
+                if event.key is None
+                else (self.key_circuit_open, (event.provider, event.key))
+            )
+            self._values[(gauge, labels)] = 1 if event.opened else 0
         elif isinstance(event, QuotaEvent):
             self._values[(self.quota_used, (event.provider,))] = min(event.ratio, 1.0)
 

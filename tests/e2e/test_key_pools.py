@@ -1,0 +1,197 @@
+"""A provider with a pool of three keys (`keys:`, protocol §2.3) through `agent-reach serve`:
+one key revoked (401), one at its usage limit (429, reset 3 s ahead), one good. Every request is
+answered, by the good key while the others are out; the revoked key gets no second request in
+its auth cooldown; the limited one gets exactly one probe after its reset (slow, so that the
+others would be seen beside it), then traffic; `status --json` shows each key; no key's value
+appears in any answer, header, log line or status."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from aiohttp import web
+
+from ..fakes.serving import Threaded
+from ..fakes.shapes import completion
+from ..fakes.upstream import Upstream
+from ..services import chromium_flags
+from .test_cli import run
+from .test_proxy import MSG, Proxy, start, stop
+
+pytestmark = pytest.mark.browser
+
+KEYS = {  # variable → value
+    "POOL_REVOKED": "sk-pool-revoked-0a1b2c3d4e",
+    "POOL_LIMITED": "sk-pool-limited-5f6a7b8c9d",
+    "POOL_GOOD": "sk-pool-good-0e1f2a3b4c",
+}
+RESET_S = 3.0
+CLIENTS = 4
+
+
+class Pool:
+    """One endpoint answering by key: revoked → 401 (quoting the key, as providers do);
+    limited → 429 with `Retry-After` until `reopens_at`, its first answer after that slow
+    (the probe); good → 200. Every request's key and arrival time are kept."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, float]] = []
+        self.reopens_at = 0.0
+        self.probing = False
+        self.beside_probe = 0
+        self.threads = Threaded()
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.chat)
+        self.port = self.threads.serve(app)
+
+    async def chat(self, request: web.Request) -> web.Response:
+        key = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        now = time.time()
+        self.seen.append((key, now))
+        if key == KEYS["POOL_REVOKED"]:
+            error = {"message": f"Incorrect API key provided: {key}", "code": "invalid_api_key"}
+            return web.json_response({"error": error}, status=401)
+        if key == KEYS["POOL_LIMITED"]:
+            if now < self.reopens_at:
+                wait = f"{self.reopens_at - now:.0f}"
+                error = {"message": "Rate limit reached", "code": "rate_limit_exceeded"}
+                return web.json_response(
+                    {"error": error}, status=429, headers={"Retry-After": wait}
+                )
+            if self.probing:
+                self.beside_probe += 1
+            elif not any(k == key and t >= self.reopens_at for k, t in self.seen[:-1]):
+                self.probing = True
+                await asyncio.sleep(0.8)
+                self.probing = False
+        return web.json_response(completion(f"from {key[:12]}", "m"))
+
+    def requests(self, variable: str) -> list[float]:
+        return [t for k, t in self.seen if k == KEYS[variable]]
+
+
+def send(proxy: Proxy, until: float) -> tuple[Counter[int], list[str]]:
+    """`CLIENTS` clients back to back until `until`: statuses, and every trace header."""
+    clients = [proxy.client() for _ in range(CLIENTS)]
+
+    def one(i: int) -> tuple[Counter[int], list[str]]:
+        statuses: Counter[int] = Counter()
+        traces = []
+        while time.time() < until:
+            raw = clients[i].chat.completions.with_raw_response.create(model="m", messages=MSG)
+            statuses[raw.http_response.status_code] += 1
+            traces.append(raw.headers["X-Agent-Reach-Trace"])
+        return statuses, traces
+
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        results = list(pool.map(one, range(CLIENTS)))
+    return sum((s for s, _ in results), Counter()), [t for _, ts in results for t in ts]
+
+
+def config(pool: Pool, state: str) -> dict[str, Any]:
+    return {
+        "version": "0.3.2",
+        "health": {"mode": "off"},
+        "state": state,
+        "circuit": {"auth_cooldown_s": 600},
+        "providers": [
+            {
+                "name": "deepseek",
+                "endpoint": f"http://127.0.0.1:{pool.port}/v1/chat/completions",
+                "keys": [{"env": name} for name in KEYS],
+            }
+        ],
+    }
+
+
+def test_three_keys_one_revoked_one_limited(up: Upstream, tmp_path: Path) -> None:
+    pool = Pool()
+    cfg = config(pool, f"sqlite:///{tmp_path}/state.db")
+    cli_config = tmp_path / "cli.yaml"
+    cli_config.write_text(yaml.safe_dump(cfg))
+    proxy = start(cfg, tmp_path, up, env=KEYS)
+    try:
+        pool.reopens_at = time.time() + RESET_S
+        first = proxy.client().chat.completions.with_raw_response.create(model="m", messages=MSG)
+        assert first.headers["X-Agent-Reach-Provider"] == "deepseek"
+        assert (
+            first.headers["X-Agent-Reach-Trace"]
+            .split(",")[0]
+            .startswith("deepseek/POOL_REVOKED:auth_failed:")
+        )
+        assert (
+            first.headers["X-Agent-Reach-Trace"]
+            .split(",")[1]
+            .startswith("deepseek/POOL_LIMITED:rate_limited:")
+        )
+        assert first.parse().choices[0].message.content == "from sk-pool-good"
+
+        shown = run("status", "--json", config=cli_config, env=KEYS)
+        assert shown.returncode == 0, shown.stderr
+        keys = {k["env"]: k for k in json.loads(shown.stdout)[0]["keys"]}
+        assert time.time() < pool.reopens_at, "the machine is too slow for this test's window"
+        assert keys["POOL_REVOKED"]["circuit"]["state"] == "open"
+        assert keys["POOL_REVOKED"]["circuit"]["cause"] == "auth_failed"
+        assert keys["POOL_LIMITED"]["circuit"]["state"] == "open"
+        assert keys["POOL_LIMITED"]["circuit"]["cause"] == "rate_limited"
+        assert keys["POOL_GOOD"]["circuit"]["state"] == "closed"
+        assert all(k["set"] for k in keys.values())
+
+        statuses, traces = send(proxy, pool.reopens_at + 3.0)
+        _, view = proxy.get("/agent-reach/v1/status")
+        _, metrics = proxy.get("/metrics")
+        dom = subprocess.run(
+            [*chromium_flags(tmp_path, 4500), "--dump-dom", proxy.base + "/agent-reach/"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    finally:
+        assert stop(proxy) == 0
+        pool.threads.stop()
+
+    assert set(statuses) == {200}, statuses  # not one failed client request
+    assert len(pool.requests("POOL_REVOKED")) == 1  # none in its cooldown
+    limited = pool.requests("POOL_LIMITED")
+    before = [t for t in limited if t < pool.reopens_at]
+    after = [t for t in limited if t >= pool.reopens_at]
+    assert len(before) == 1  # the 429 itself: parked until its reset
+    assert after
+    assert pool.beside_probe == 0  # one probe, nothing beside it
+    assert len(after) >= 2, "the key had traffic again after its probe"
+    good_while_out = [t for t in pool.requests("POOL_GOOD") if t < pool.reopens_at]
+    assert len(good_while_out) >= 5  # the third key served everything meanwhile
+    assert any("deepseek/POOL_LIMITED:ok:" in t for t in traces)
+
+    rows = {k["env"]: k for k in view["providers"][0]["keys"]}
+    assert rows["POOL_LIMITED"]["circuit"]["state"] == "closed"
+    assert rows["POOL_REVOKED"]["circuit"]["state"] == "open"
+    assert 'agent_reach_key_attempts_total{key="POOL_REVOKED",provider="deepseek"' in metrics
+    assert 'agent_reach_key_circuit_open{key="POOL_REVOKED",provider="deepseek"} 1.0' in metrics
+    page = dict(re.findall(r'data-key="([^"]+)" data-key-circuit="([^"]+)"', dom))
+    assert page == {"POOL_REVOKED": "open", "POOL_LIMITED": "closed", "POOL_GOOD": "closed"}
+
+    outputs = [
+        shown.stdout,
+        shown.stderr,
+        json.dumps(view),
+        metrics,
+        dom,
+        "\n".join(traces),
+        (tmp_path / "proxy.log").read_text(),
+        str(first.headers),
+        first.text,
+    ]
+    for value in KEYS.values():
+        assert not any(value in out for out in outputs), value
