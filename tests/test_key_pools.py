@@ -139,3 +139,35 @@ async def test_in_order_the_first_key_takes_everything(up: Upstream) -> None:
     async with router({"name": "p", "endpoint": up.url("ok"), "keys": keys}) as r:
         got = Counter([(await r.achat(HELLO)).trace[-1].key for _ in range(50)])
     assert got == {"K_GOOD": 50}
+
+
+async def test_keys_of_one_group_park_together_and_other_groups_do_not(up: Upstream) -> None:
+    """A limit (429, `Retry-After: 7`) on a key parks every key of its `group` (one account's
+    quota) until the reset, and no key of another group."""
+    keys = [
+        {"env": "K_BAD", "group": "acct-a"},
+        {"env": "K_GOOD", "group": "acct-a"},
+        {"env": "K_OTHER", "group": "acct-b"},
+    ]
+    backup = {"name": "b", "endpoint": up.url("ok")}
+    async with router({"name": "p", "endpoint": up.url("ratelimit"), "keys": keys}, backup) as r:
+        first = await r.achat(HELLO)
+        status = {row["provider"]: row for row in await r.status()}
+    assert chain(first.trace) == [
+        "p/K_BAD:rate_limited",
+        "p/K_GOOD:skip(circuit_open)",  # its group's limit: not asked
+        "p/K_OTHER:rate_limited",  # another group: asked
+        "b:ok",
+    ]
+    states = {k["env"]: k["circuit"]["state"] for k in status["p"]["keys"]}
+    assert states == {"K_BAD": "open", "K_GOOD": "open", "K_OTHER": "open"}
+    sent = [r.headers["Authorization"] for r in up.received if r.scenario == "ratelimit"]
+    assert sent == [f"Bearer {ENV['K_BAD']}", f"Bearer {ENV['K_OTHER']}"]
+
+
+async def test_without_a_group_a_limit_parks_only_its_key(up: Upstream) -> None:
+    keys = [{"env": "K_BAD"}, {"env": "K_GOOD"}]
+    backup = {"name": "b", "endpoint": up.url("ok")}
+    async with router({"name": "p", "endpoint": up.url("ratelimit"), "keys": keys}, backup) as r:
+        first = await r.achat(HELLO)
+    assert chain(first.trace) == ["p/K_BAD:rate_limited", "p/K_GOOD:rate_limited", "b:ok"]

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import subprocess
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +46,8 @@ class Pool:
     limited → 429 with `Retry-After` until `reopens_at`, its first answer after that slow
     (the probe); good → 200. Every request's key and arrival time are kept."""
 
-    def __init__(self) -> None:
+    def __init__(self, plan: bool = False) -> None:
+        self.plan = plan  # the limited key's refusal: a coding plan's usage limit (Zhipu's 1308)
         self.seen: list[tuple[str, float]] = []
         self.reopens_at = 0.0
         self.probing = False
@@ -62,6 +65,14 @@ class Pool:
             error = {"message": f"Incorrect API key provided: {key}", "code": "invalid_api_key"}
             return web.json_response({"error": error}, status=401)
         if key == KEYS["POOL_LIMITED"]:
+            if now < self.reopens_at and self.plan:
+                beijing = datetime.fromtimestamp(self.reopens_at, timezone(timedelta(hours=8)))
+                message = (
+                    f"已达到 5 小时的使用上限。您的限额将在 {beijing:%Y-%m-%d %H:%M:%S} 重置。"
+                )
+                return web.json_response(
+                    {"error": {"code": "1308", "message": message}}, status=429
+                )
             if now < self.reopens_at:
                 wait = f"{self.reopens_at - now:.0f}"
                 error = {"message": "Rate limit reached", "code": "rate_limit_exceeded"}
@@ -80,9 +91,11 @@ class Pool:
         return [t for k, t in self.seen if k == KEYS[variable]]
 
 
-def send(proxy: Proxy, until: float) -> tuple[Counter[int], list[str]]:
-    """`CLIENTS` clients back to back until `until`: statuses, and every trace header."""
-    clients = [proxy.client() for _ in range(CLIENTS)]
+def send(proxy: Proxy | list[Proxy], until: float) -> tuple[Counter[int], list[str]]:
+    """`CLIENTS` clients back to back until `until` (spread over the instances of a fleet):
+    statuses, and every trace header."""
+    fleet = proxy if isinstance(proxy, list) else [proxy]
+    clients = [fleet[i % len(fleet)].client() for i in range(CLIENTS)]
 
     def one(i: int) -> tuple[Counter[int], list[str]]:
         statuses: Counter[int] = Counter()
@@ -98,7 +111,7 @@ def send(proxy: Proxy, until: float) -> tuple[Counter[int], list[str]]:
     return sum((s for s, _ in results), Counter()), [t for _, ts in results for t in ts]
 
 
-def config(pool: Pool, state: str) -> dict[str, Any]:
+def config(pool: Pool, state: str, keys: tuple[str, ...] = tuple(KEYS)) -> dict[str, Any]:
     return {
         "version": "0.3.2",
         "health": {"mode": "off"},
@@ -108,7 +121,7 @@ def config(pool: Pool, state: str) -> dict[str, Any]:
             {
                 "name": "deepseek",
                 "endpoint": f"http://127.0.0.1:{pool.port}/v1/chat/completions",
-                "keys": [{"env": name} for name in KEYS],
+                "keys": [{"env": name} for name in keys],
             }
         ],
     }
@@ -195,3 +208,47 @@ def test_three_keys_one_revoked_one_limited(up: Upstream, tmp_path: Path) -> Non
     ]
     for value in KEYS.values():
         assert not any(value in out for out in outputs), value
+
+
+@pytest.mark.parametrize("instances", [1, 2])
+def test_two_plans_in_order_the_first_is_back_after_its_reset(
+    up: Upstream, tmp_path: Path, redis_url: str, instances: int
+) -> None:
+    """Two keys in order, two coding plans: the first answers its usage limit (Zhipu's 1308,
+    its reset 5 s ahead); traffic moves to the second, from every instance of a fleet on Redis
+    (the first asked once), and comes back to the first after the reset, with one probe."""
+    pool = Pool(plan=True)
+    cfg = config(pool, redis_url, ("POOL_LIMITED", "POOL_GOOD"))
+    fleet = []
+    try:
+        for n in range(instances):
+            (tmp_path / str(n)).mkdir()
+            fleet.append(start(cfg, tmp_path / str(n), up, env=KEYS))
+        for proxy in fleet:  # warm: each instance subscribed to the fleet's circuits
+            proxy.client().chat.completions.create(model="m", messages=MSG)
+        pool.seen.clear()
+        pool.reopens_at = math.ceil(time.time()) + 5.0  # the message states whole seconds
+        first = fleet[0].client().chat.completions.with_raw_response.create(model="m", messages=MSG)
+        trace = first.headers["X-Agent-Reach-Trace"]
+        assert re.fullmatch(
+            r"deepseek/POOL_LIMITED:quota_exhausted_upstream:\d+,deepseek/POOL_GOOD:ok:\d+", trace
+        )
+        time.sleep(0.3)  # a fleet: the other instance hears of the circuit
+        for proxy in fleet:
+            _, view = proxy.get("/agent-reach/v1/status")
+            seats = {k["env"]: k for k in view["providers"][0]["keys"]}
+            assert seats["POOL_LIMITED"]["circuit"]["note"].endswith(" (usage limit)")
+        statuses, traces = send(fleet, pool.reopens_at + 3.0)
+    finally:
+        for proxy in fleet:
+            assert stop(proxy) == 0
+        pool.threads.stop()
+    assert set(statuses) == {200}, statuses
+    limited = pool.requests("POOL_LIMITED")
+    assert len([t for t in limited if t < pool.reopens_at]) == 1  # parked, fleet-wide
+    after = [t for t in limited if t >= pool.reopens_at]
+    assert pool.beside_probe == 0  # one probe, nothing beside it
+    assert len(after) >= 2, "the first plan had its traffic back"
+    late = [t for t in pool.requests("POOL_GOOD") if t > after[1]]
+    assert len(late) <= CLIENTS  # at most what was under way: the first plan is first again
+    assert any(t.startswith("deepseek/POOL_LIMITED:ok:") for t in traces)

@@ -131,12 +131,16 @@ def env_name(value: str | None) -> str | None:
 
 class Key(Section):
     """One key of a provider's pool (`keys:`, protocol §2.3): the variable that holds it, its
-    share of the provider's traffic under `weighted` balance, and its own budget (`quota`,
-    as `metadata.rate_limit` writes one), which replaces the provider's for this key."""
+    share of the provider's traffic under `weighted` balance, its own budget (`quota`, as
+    `metadata.rate_limit` writes one), which replaces the provider's for this key, and the
+    `group` of keys it shares its provider's quota with."""
 
     env: Annotated[str, Field(min_length=1)]
     weight: Annotated[float, Field(ge=0)] = 1.0
     quota: str | None = None
+    # Keys that share one quota (one account or project behind several keys): a usage limit
+    # or rate limit that parks one parks every key of its group.
+    group: str | None = None
 
     _env = field_validator("env")(env_name)
 

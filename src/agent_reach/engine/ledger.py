@@ -94,12 +94,12 @@ class Ledger:
     async def record(
         self, prepared: PreparedProvider, outcome: Outcome, last_resort: bool = False
     ) -> None:
-        """What an attempt's outcome does to the provider's circuit: to its key's, and for a
-        failure of the endpoint (`Circuit.COUNTS`, not the key's own) to each of its pool's,
-        since they all reach that endpoint."""
+        """What an attempt's outcome does to the provider's circuit: to its seat's; for a
+        failure of the endpoint (`Circuit.COUNTS`, not the key's own) to each seat of its
+        pool, since they all reach that endpoint; for a limit (`Circuit.WAITS`) to each seat
+        of its key's `group`, since they share that quota."""
         now = self.clock()
-        shared = EFFECTS[outcome.reason].circuit is Circuit.COUNTS
-        for member in self.pools.get(prepared.name, ()) if shared else (prepared,):
+        for member in self._sharing(prepared, EFFECTS[outcome.reason].circuit):
             key = member.state_key
             before = await self.store.circuit(key)
             after = breaker.record(
@@ -109,6 +109,16 @@ class Ledger:
                 continue
             await self.store.set_circuit(key, after)
             self.changed(key, before, after)
+
+    def _sharing(self, prepared: PreparedProvider, circuit: Circuit) -> Pool:
+        """The seats an outcome with `circuit`'s effect on `prepared` applies to."""
+        pool = self.pools.get(prepared.name, (prepared,))
+        if circuit is Circuit.COUNTS:
+            return pool
+        group = prepared.key_group
+        if circuit is Circuit.WAITS and group is not None:
+            return tuple(m for m in pool if m.key_group == group)
+        return (prepared,)
 
     def changed(self, key: str, before: CircuitState, after: CircuitState) -> None:
         """Tell observers when a circuit opened or closed, here or (through the store)

@@ -50,6 +50,7 @@ class PreparedProvider:
     # events and metrics; None for a provider of one key. Each key is prepared on its own.
     pool_key: str | None = None
     key_weight: float = 1.0  # its key's share of the provider's traffic (`weighted`)
+    key_group: str | None = None  # the keys it shares a quota with (`Key.group`)
     preprocess: Hook | None = None
     postprocess: Hook | None = None
     budgets: tuple[Budget, ...] = ()
@@ -128,6 +129,7 @@ class PreparedProvider:
             missing_key=key_env if key_env and not key else None,
             pool_key=member.env if member is not None and len(spec.keys) > 1 else None,
             key_weight=1.0 if member is None else member.weight,
+            key_group=None if member is None else member.group,
             preprocess=preprocess,
             postprocess=postprocess,
             budgets=quota.parse(member.quota) if member and member.quota else spec.budgets,
