@@ -87,6 +87,12 @@ class Router:
         """The config's provider names, in file order."""
         return tuple(self.engine.prepared)
 
+    @property
+    def seats(self) -> tuple[str, ...]:
+        """Each provider's name in config order, or for a pool of keys each of its seats'
+        (`deepseek/KEY_2`), as the attempt log names them."""
+        return tuple(self.engine.seats)
+
     def provider(self, name: str) -> Provider:
         """Provider `name`'s config entry (KeyError if there is none)."""
         return self.engine.prepared[name].spec
@@ -173,7 +179,8 @@ class Router:
         """Provider `name`'s budgets and their use in the current windows."""
         from .observe import status
 
-        return await status.quota_use(self.engine, self.engine.prepared[name])
+        engine = self.engine
+        return await status.quota_use(engine, engine.seats.get(name) or engine.prepared[name])
 
     async def learned_caps(self) -> list[dict[str, Any]]:
         """Every learned output cap in the store (see `status.learned_caps`)."""

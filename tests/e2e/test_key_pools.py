@@ -173,6 +173,12 @@ def test_three_keys_one_revoked_one_limited(up: Upstream, tmp_path: Path) -> Non
     finally:
         assert stop(proxy) == 0
         pool.threads.stop()
+    report = run("report", "--json", "--provider", "deepseek", config=cli_config, env=KEYS)
+    assert report.returncode == 0, report.stderr
+    seats = {row["name"]: row for row in json.loads(report.stdout)["providers"]}
+    assert set(seats) == {f"deepseek/{k}" for k in KEYS}
+    assert seats["deepseek/POOL_REVOKED"]["requests"] == 1
+    assert seats["deepseek/POOL_GOOD"]["requests"] >= 5
 
     assert set(statuses) == {200}, statuses  # not one failed client request
     assert len(pool.requests("POOL_REVOKED")) == 1  # none in its cooldown
@@ -196,6 +202,8 @@ def test_three_keys_one_revoked_one_limited(up: Upstream, tmp_path: Path) -> Non
     assert page == {"POOL_REVOKED": "open", "POOL_LIMITED": "closed", "POOL_GOOD": "closed"}
 
     outputs = [
+        report.stdout,
+        report.stderr,
         shown.stdout,
         shown.stderr,
         json.dumps(view),

@@ -55,8 +55,8 @@ def report(
     html_file: str | None,
     everything: bool,
 ) -> None:
-    """Per provider: requests, success rate, failures, failovers, skips, latency against
-    latency_p95_ms, quota."""
+    """Per provider (per key of a pool): requests, success rate, failures, failovers, skips,
+    latency against latency_p95_ms, quota."""
     import asyncio
 
     window = seconds(since)
@@ -64,9 +64,9 @@ def report(
     if only and only not in router.providers:
         fail(f"no provider named {only!r}", 2)
     built = asyncio.run(_build(router, window, everything))
-    if only:
-        built.providers = [p for p in built.providers if p.name == only]
-        built.series = {k: v for k, v in built.series.items() if k == only}
+    if only:  # a pool's seats too (`NAME/VARIABLE`)
+        built.providers = [p for p in built.providers if p.name.split("/")[0] == only]
+        built.series = {k: v for k, v in built.series.items() if k.split("/")[0] == only}
     if html_file:
         from pathlib import Path
 
@@ -88,19 +88,19 @@ async def _build(router: Router, window: float, everything: bool) -> Any:
     try:
         until = router.now()
         attempts = await router.attempt_log(until - window, everything)
-        quota = {name: await router.quota_use(name) for name in router.providers}
+        quota = {seat: await router.quota_use(seat) for seat in router.seats}
     finally:
         await router.aclose()
-    declared = {
-        p.name: float(p.metadata["latency_p95_ms"])
-        for p in router.config.providers
-        if isinstance(p.metadata.get("latency_p95_ms"), int | float)
-    }
+    declared: dict[str, float] = {}
+    for seat in router.seats:  # a pool's seats: its provider's declared latency
+        p95 = router.provider(seat.split("/")[0]).metadata.get("latency_p95_ms")
+        if isinstance(p95, int | float):
+            declared[seat] = float(p95)
     return build(
         attempts,
         since=until - window,
         until=until,
-        providers=list(router.providers),
+        providers=list(router.seats),
         declared=declared,
         quota=quota,
     )

@@ -83,10 +83,10 @@ class Engine:
         self.health = HealthMonitor(config.health.mode, config.health.ttl_s, self.store)
         self.clock = clock
         self.monotonic = monotonic
-        keys = {name: b.state_key for name, b in self.prepared.items()}
+        self.seats = {m.seat: m for pool in self.pools.values() for m in pool}
+        keys = {seat: m.state_key for seat, m in self.seats.items()}
         self.observers: list[Observer] = [AttemptLog(self.store, keys, clock), latency]
-        members = [m for pool in self.pools.values() for m in pool]
-        self.names = {m.state_key: m.name for m in members}
+        self.names = {m.state_key: m.name for m in self.seats.values()}
         self.ledger = Ledger(self.store, config, clock, self.pools)
         self.ledger.observers = self.observers
         self.store.follow(config.circuit, self.ledger.changed)

@@ -317,6 +317,12 @@ class PreparedProvider:
     def context(self, model: str, created: int) -> Context:
         return Context(model, created, self.shape)
 
+    @property
+    def seat(self) -> str:
+        """Its name, with its key's variable for a seat of a pool (`deepseek/KEY_2`), as its
+        attempts say it (`Attempt.who`)."""
+        return self.name if self.pool_key is None else f"{self.name}/{self.pool_key}"
+
     def attempt(
         self, outcome: Outcome, ms: float, last_resort: bool, *, sent: bool = False
     ) -> Attempt:

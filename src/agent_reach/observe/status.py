@@ -164,10 +164,10 @@ async def providers(engine: Engine, everything: bool = False) -> list[dict[str, 
 
 
 async def logged(engine: Engine, since: float, everything: bool = False) -> list[LoggedAttempt]:
-    """The attempt log since `since`, by provider name: this config's providers (lines
-    written before identities count by name), or with `everything` every line, those of
-    other identities named `NAME@FINGERPRINT`."""
-    names = dict(engine.names)
+    """The attempt log since `since`, by provider name (a pool's seats `NAME/VARIABLE`): this
+    config's providers (lines written before identities count by name), or with `everything`
+    every line, those of other identities named `NAME@FINGERPRINT`."""
+    names = {m.state_key: seat for seat, m in engine.seats.items()}  # a pool's by its seats
     names.update((n, n) for n in engine.prepared)
     # A provider whose key is not set here: its lines at its endpoint, whatever the key.
     keyless = {

@@ -10,7 +10,8 @@ from .store import LoggedAttempt, StateStore
 
 
 class AttemptLog:
-    """Call it with engine events; `keys` maps a provider's name to its identity."""
+    """Call it with engine events; `keys` maps a provider's name (a seat's of a pool of keys,
+    `deepseek/KEY_2`) to its identity."""
 
     def __init__(
         self, store: StateStore, keys: Mapping[str, str], clock: Callable[[], float]
@@ -27,7 +28,7 @@ class AttemptLog:
                     self.clock(),
                     event.request,
                     event.route,
-                    self.keys[a.provider],
+                    self.keys[a.who],
                     str(a.reason),
                     a.status,
                     a.ms,
