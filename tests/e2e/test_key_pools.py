@@ -127,14 +127,18 @@ def config(pool: Pool, state: str, keys: tuple[str, ...] = tuple(KEYS)) -> dict[
     }
 
 
-def test_three_keys_one_revoked_one_limited(up: Upstream, tmp_path: Path) -> None:
-    pool = Pool()
+# The limited key: a rate limit (429, `Retry-After`), or a coding plan's usage limit with its
+# reset in the message (Zhipu's 1308: `quota_exhausted_upstream`, whole seconds).
+@pytest.mark.parametrize("plan", [False, True], ids=["rate_limited", "usage_limit"])
+def test_three_keys_one_revoked_one_limited(up: Upstream, tmp_path: Path, plan: bool) -> None:
+    pool = Pool(plan)
     cfg = config(pool, f"sqlite:///{tmp_path}/state.db")
     cli_config = tmp_path / "cli.yaml"
     cli_config.write_text(yaml.safe_dump(cfg))
     proxy = start(cfg, tmp_path, up, env=KEYS)
+    limit = "quota_exhausted_upstream" if plan else "rate_limited"
     try:
-        pool.reopens_at = time.time() + RESET_S
+        pool.reopens_at = (math.ceil(time.time()) if plan else time.time()) + RESET_S
         first = proxy.client().chat.completions.with_raw_response.create(model="m", messages=MSG)
         assert first.headers["X-Agent-Reach-Provider"] == "deepseek"
         assert (
@@ -145,7 +149,7 @@ def test_three_keys_one_revoked_one_limited(up: Upstream, tmp_path: Path) -> Non
         assert (
             first.headers["X-Agent-Reach-Trace"]
             .split(",")[1]
-            .startswith("deepseek/POOL_LIMITED:rate_limited:")
+            .startswith(f"deepseek/POOL_LIMITED:{limit}:")
         )
         assert first.parse().choices[0].message.content == "from sk-pool-good"
 
@@ -156,7 +160,7 @@ def test_three_keys_one_revoked_one_limited(up: Upstream, tmp_path: Path) -> Non
         assert keys["POOL_REVOKED"]["circuit"]["state"] == "open"
         assert keys["POOL_REVOKED"]["circuit"]["cause"] == "auth_failed"
         assert keys["POOL_LIMITED"]["circuit"]["state"] == "open"
-        assert keys["POOL_LIMITED"]["circuit"]["cause"] == "rate_limited"
+        assert keys["POOL_LIMITED"]["circuit"]["cause"] == limit
         assert keys["POOL_GOOD"]["circuit"]["state"] == "closed"
         assert all(k["set"] for k in keys.values())
 
