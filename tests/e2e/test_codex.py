@@ -173,8 +173,8 @@ def test_codex_through_agent_reach_run(
     assert [re.sub(r", \d+\.\d s$", "", x) for x in lines] == [
         "agent-reach: auth is down (auth_failed: Incorrect API key provided: ***), skipped for 300 s",
         "agent-reach: dead connect_failed (connection refused) → auth auth_failed → toolcall ok",
-        # the second request met nothing new: dead failed as before, auth is known down
-        "agent-reach: 2 requests, 2 failed over, 0 failed; answered by toolcall (2)",
+        # the second request, of the same session (`session-id`), went home at once
+        "agent-reach: 2 requests, 1 failed over, 0 failed; answered by toolcall (2)",
     ]
 
 

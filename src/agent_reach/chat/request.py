@@ -224,6 +224,9 @@ class ChatRequest:
     # given (`prompt_cache_key: true`): a Responses request's `prompt_cache_key`, else Codex's
     # `session-id`.
     session: str | None = None
+    # The key of its session's home (`engine.affinity`): its session, scoped by the client key
+    # that sent it (a session id is the client's choice: it never steers another key's turns).
+    affinity: str | None = None
     first_token_ms: float | None = None  # the extension's; else the route's, the provider's
     continuing: str | None = None  # an answer cut mid-stream, for the next provider to finish
     # `body` with the client's `cache_control` marks kept (a Messages request that had some),

@@ -191,6 +191,12 @@ class Walk:
             return Expired(tuple(self.drain()))
         return self._queue.popleft(), self._last_resort
 
+    def prefer(self, provider: str) -> None:
+        """Hand out `provider` first (a session's home), if it is in the order."""
+        if provider in self._queue and self._queue[0] != provider:
+            self._queue.remove(provider)
+            self._queue.appendleft(provider)
+
     def defer(self, provider: str) -> None:
         """Remember a provider skipped for remembered state, to try it as last resort (once,
         however many of its keys were skipped)."""

@@ -39,7 +39,8 @@ from ..net.transport import new_session
 from ..net.upstream import Client
 from ..state import StateStore, open_store
 from ..state.log import AttemptLog
-from . import hedge, turns
+from . import affinity, hedge, turns
+from .affinity import Homes, MemoryHomes
 from .facts import Knowledge
 from .health import CheckResult, HealthMonitor, check_provider
 from .ledger import Ledger
@@ -93,6 +94,7 @@ class Engine:
         self._session: Client | None = None
         self.known = Knowledge(config, self.store, self.ledger, self.health, clock, self._emit)
         self.origins = self.known.origins
+        self.homes: Homes = MemoryHomes(config.affinity.max_sessions)
         self._ids = itertools.count(1)
         self._id_prefix = os.urandom(4).hex()
 
@@ -136,13 +138,16 @@ class Engine:
 
     def arranged(self, run: Run, pool: Pool) -> Pool:
         """A pool's seats in the order the request's balance gives: drawn by their keys'
-        weights when it is `weighted`, else as listed (one endpoint, so one latency)."""
-        if self.table.balanced.get(run.route) != "weighted" or len(pool) < 2:
-            return pool
-        weights = {m.pool_key or "": m.key_weight for m in pool}
-        drawn = weighted(tuple(weights), weights, self.signals.draw)
-        by_key = {m.pool_key: m for m in pool}
-        return tuple(by_key[k] for k in drawn)
+        weights when it is `weighted`, else as listed (one endpoint, so one latency); its
+        session's home seat first."""
+        if self.table.balanced.get(run.route) == "weighted" and len(pool) > 1:
+            weights = {m.pool_key or "": m.key_weight for m in pool}
+            drawn = weighted(tuple(weights), weights, self.signals.draw)
+            by_key = {m.pool_key: m for m in pool}
+            pool = tuple(by_key[k] for k in drawn)
+        if run.home is not None and any(m.seat == run.home for m in pool):  # its home first
+            pool = tuple(sorted(pool, key=lambda m: m.seat != run.home))
+        return pool
 
     def order(self, req: ChatRequest) -> tuple[str, ...]:
         """The providers this request will walk through (protocol §3)."""
@@ -251,14 +256,33 @@ class Engine:
     # -- the walk ----------------------------------------------------------------------------
 
     async def _drive(self, run: Run, op: Operation[T]) -> tuple[T, str, Run]:
-        """Walk the request's providers for `op`; an event when the request ends."""
+        """Walk the request's providers for `op` (its session's home first); an event when the
+        request ends."""
+        key = self._session_key(run, op)
+        home = None if key is None else await self.homes.get(key, self.clock())
+        if home is not None:
+            run.home = home.seat
+            run.walk.prefer(home.provider)
         found = await self._walk(run, op)
         if found is None:
             self._ended(run, op, None, None)
             raise AllProvidersFailed(run.trace, stopped=run.walk.stopped, model=run.req.model)
         payload, name = found
         self._ended(run, op, name, payload)
+        if key is not None:
+            settings = self.config.affinity
+            moved = affinity.after(home, run.answered[name].seat, settings.move_after)
+            if moved is not None:
+                await self.homes.set(key, moved, self.clock(), settings.ttl_s)
         return payload, name, run
+
+    def _session_key(self, run: Run, op: Operation[Any]) -> str | None:
+        """The key of the request's session's home, when affinity orders it: a chat request
+        (whole or streamed) of a session, on an order the client did not fix."""
+        req = run.req
+        if req.affinity is None or req.fallback_order or not self.config.affinity.enabled:
+            return None
+        return req.affinity if op is ANSWER or op is STREAM else None
 
     async def _walk(self, run: Run, op: Operation[T]) -> tuple[T, str] | None:
         """Each of the walk's providers that can do `op` in turn, then the ones skipped only

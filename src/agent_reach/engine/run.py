@@ -34,6 +34,7 @@ class Run:
     passed: set[str] = field(default_factory=set)  # keys of pools skipped for remembered state
     # Who answered, by provider name: the key of its pool that did (hedged turns race).
     answered: dict[str, PreparedProvider] = field(default_factory=dict)
+    home: str | None = None  # its session's home seat, tried first (`affinity`)
 
     def first_token_s(self, provider_ms: float | None) -> float | None:
         """How long a stream may go without content (protocol §10): its route's

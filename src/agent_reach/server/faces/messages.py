@@ -45,13 +45,14 @@ async def create(gateway: Serving, request: Request) -> StreamResponse:
     body = await read_json(request)
     inbound = decode_request(body)
     req = replace(
-        with_headers(ChatRequest.checked(inbound.body), request),
+        ChatRequest.checked(inbound.body),
         api="messages",
         native=body,
         native_headers=_beta(gateway, request),
         marked=inbound.marked,
         raw_response=False,  # a Messages client always gets a Messages body
     )
+    req = with_headers(req, request)  # its session from its `metadata` too
     if req.stream:
         return await streamed(gateway, FACE, request, req, inbound.dropped, MessagesEncoder)
     return await whole(gateway, FACE, req, inbound.dropped, encode_answer)

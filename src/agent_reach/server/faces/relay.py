@@ -18,7 +18,8 @@ from ...core.trace import Attempt, Reason, trace_header
 from ...dialects import Verbatim
 from ...dialects.embeddings import listed
 from ..http11.wire import ENDED, Request, Response, StreamResponse
-from .face import Encoder, Face, Serving
+from .face import Encoder, Face, Serving, owner
+from .sessions import affinity_key, session_of
 
 if TYPE_CHECKING:
     from ...engine.stream import ChatStream
@@ -72,8 +73,12 @@ def check_depth(value: Any, max_depth: int = MAX_DEPTH) -> None:
 
 def with_headers(req: ChatRequest, request: Request) -> ChatRequest:
     """`req` with the route and fallback order of the `X-Agent-Reach-Route` and
-    `X-Agent-Reach-Fallback-Order` headers, which win over the body's extension; a request
-    that names neither takes the app's `DEFAULT_ROUTE`, if it has one."""
+    `X-Agent-Reach-Fallback-Order` headers, which win over the body's extension (a request
+    that names neither takes the app's `DEFAULT_ROUTE`, if it has one), and the key of its
+    session's home (`sessions`)."""
+    session = session_of(request, req)
+    if session is not None:
+        req = replace(req, affinity=affinity_key(owner(request), session))
     route = request.headers.get("X-Agent-Reach-Route")
     order = request.headers.get("X-Agent-Reach-Fallback-Order")
     if not route and not order:

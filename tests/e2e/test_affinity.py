@@ -1,0 +1,115 @@
+"""Sessions keep their home (issue 55, protocol §3.1) through `agent-reach serve`: a Claude
+Code-shaped session (`metadata.user_id`'s `session_id`) under `balance: weighted` keeps the
+provider that answered its first turn, fails over when it fails, and is home again on the next
+turn; two client keys sending the same session id have homes of their own; a conversation with
+no session id is known by its first messages; requests without a session keep their weights
+(tests/e2e/test_balance.py)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anthropic
+
+from ..fakes.upstream import Upstream, proxy_config
+from .test_proxy import Proxy, start, stop
+
+KEYS = ("sk-affinity-a-1f2e3d", "sk-affinity-b-4c5b6a")
+CLAUDE = "claude-sonnet-4-6"
+
+
+def config(up: Upstream) -> dict[str, Any]:
+    def provider(name: str, scenario: str) -> dict[str, Any]:
+        return {"name": name, "endpoint": up.url(scenario), "fallback_weight": 1}
+
+    return proxy_config(
+        [provider("home", "switch"), provider("other", "ok"), provider("third", "backup")],
+        balance="weighted",
+        server={"api_keys_env": "PROXY_KEYS"},
+    )
+
+
+def claude(proxy: Proxy, key: str = KEYS[0]) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=proxy.base, api_key=key, max_retries=0)
+
+
+def turn(client: anthropic.Anthropic, session: str, n: int, **headers: str) -> tuple[str, str]:
+    """Turn `n` of a Claude Code-shaped session: (who answered, the trace)."""
+    messages: list[Any] = []
+    for i in range(n):
+        messages.append({"role": "user", "content": f"step {i}"})
+        if i < n - 1:
+            messages.append({"role": "assistant", "content": f"done {i}"})
+    user_id = json.dumps({"device_id": "d" * 64, "account_uuid": "", "session_id": session})
+    raw = client.messages.with_raw_response.create(
+        model=CLAUDE,
+        max_tokens=64,
+        messages=messages,
+        metadata={"user_id": user_id},
+        extra_headers=headers,
+    )
+    return raw.headers["x-agent-reach-provider"], raw.headers["x-agent-reach-trace"]
+
+
+def test_a_session_keeps_its_home_fails_over_and_comes_back(up: Upstream, tmp_path: Path) -> None:
+    proxy = start(config(up), tmp_path, up, env={"PROXY_KEYS": ",".join(KEYS)})
+    try:
+        client = claude(proxy)
+        # its first turn goes where the route says: that is its home
+        first, _ = turn(client, "s-1", 1, **{"X-Agent-Reach-Route": "home"})
+        answered = [turn(client, "s-1", n)[0] for n in range(2, 7)]
+        up.switch = "server"  # home fails: the turn fails over
+        failed, trace = turn(client, "s-1", 7)
+        up.switch = "ok"  # home is back: the next turn is home again
+        back, _ = turn(client, "s-1", 8)
+        # a session of its own, with no route: wherever its weight sends it, then kept there
+        other = {turn(client, "s-2", n)[0] for n in range(1, 7)}
+    finally:
+        assert stop(proxy) == 0
+    assert first == "home"
+    assert answered == ["home"] * 5  # under weighted 1:1:1, six turns at home
+    assert failed != "home"
+    assert trace.startswith("home:server_error:")
+    assert back == "home"
+    assert len(other) == 1, other
+
+
+def test_two_client_keys_with_one_session_id_have_homes_of_their_own(
+    up: Upstream, tmp_path: Path
+) -> None:
+    proxy = start(config(up), tmp_path, up, env={"PROXY_KEYS": ",".join(KEYS)})
+    try:
+        a, b = claude(proxy, KEYS[0]), claude(proxy, KEYS[1])
+        turn(a, "shared", 1, **{"X-Agent-Reach-Route": "home"})
+        turn(b, "shared", 1, **{"X-Agent-Reach-Route": "other"})
+        homes: Counter[tuple[str, str]] = Counter()
+        for n in range(2, 6):
+            homes[("a", turn(a, "shared", n)[0])] += 1
+            homes[("b", turn(b, "shared", n)[0])] += 1
+    finally:
+        assert stop(proxy) == 0
+    assert homes == {("a", "home"): 4, ("b", "other"): 4}
+
+
+def test_a_conversation_without_a_session_id_is_known_by_its_first_messages(
+    up: Upstream, tmp_path: Path
+) -> None:
+    """A chat client that sends no session id: from its second turn (the first that holds an
+    answer) its turns keep one home; a conversation that begins differently is another."""
+    proxy = start(config(up), tmp_path, up, env={"PROXY_KEYS": ",".join(KEYS)})
+    try:
+        client = proxy.client(KEYS[0])
+        seen: dict[str, set[str]] = {}
+        for opening in ("fix the bug", "write the docs"):
+            history: list[Any] = [{"role": "user", "content": opening}]
+            for n in range(6):
+                history += [{"role": "assistant", "content": f"ok {n}"}]
+                history += [{"role": "user", "content": f"next {n}"}]
+                raw = client.chat.completions.with_raw_response.create(model="m", messages=history)
+                seen.setdefault(opening, set()).add(raw.headers["x-agent-reach-provider"])
+    finally:
+        assert stop(proxy) == 0
+    assert [len(homes) for homes in seen.values()] == [1, 1], seen

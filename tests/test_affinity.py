@@ -1,0 +1,77 @@
+"""Session affinity's pure parts (`engine/affinity.py`, `server/faces/sessions.py`): the home
+after each turn, the order it gives, this process's bounded and expiring homes, and the
+session ids each agent sends."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent_reach.engine.affinity import Home, MemoryHomes, after, first
+from agent_reach.server.faces.sessions import _claude_session, _conversation, affinity_key
+
+
+def test_home_is_the_first_seat_stays_through_a_failover_and_moves_after_enough() -> None:
+    home = after(None, "a", 3)
+    assert home == Home("a")
+    assert after(home, "a", 3) is None  # unchanged: nothing to write
+    away = after(home, "b", 3)
+    assert away == Home("a", 1)  # served elsewhere once: home stays
+    assert after(away, "a", 3) == Home("a")  # back home: the count starts again
+    twice = after(away, "b", 3)
+    assert twice == Home("a", 2)
+    assert after(twice, "b", 3) == Home("b")  # the third turn away in a row moves it
+
+
+def test_the_homes_provider_goes_first_when_it_is_in_the_order() -> None:
+    assert first(("x", "y", "z"), Home("z/KEY_2")) == ("z", "x", "y")
+    assert first(("x", "y"), Home("gone")) == ("x", "y")
+    assert first(("x", "y"), None) == ("x", "y")
+
+
+async def test_memory_homes_expire_and_keep_the_most_recently_used() -> None:
+    homes = MemoryHomes(limit=2)
+    await homes.set("s1", Home("a"), now=0, ttl_s=10)
+    await homes.set("s2", Home("b"), now=0, ttl_s=10)
+    assert await homes.get("s1", now=1) == Home("a")  # s1 used: s2 is the oldest now
+    await homes.set("s3", Home("c"), now=1, ttl_s=10)
+    assert await homes.get("s2", now=1) is None
+    assert await homes.get("s1", now=10.5) is None  # expired
+    await homes.forget("s3")
+    assert await homes.get("s3", now=2) is None
+
+
+@pytest.mark.parametrize(
+    ("user_id", "session"),
+    [
+        (json.dumps({"device_id": "d", "account_uuid": "", "session_id": "abc-1"}), "abc-1"),
+        (
+            "user_0f1e_account__session_5b2c7c1e-0a8d-4f5e-9d3b-6a7c8e9f0a1b",
+            "5b2c7c1e-0a8d-4f5e-9d3b-6a7c8e9f0a1b",
+        ),
+        ("a user of the client's own", None),
+        ("{not json", None),
+    ],
+)
+def test_claude_codes_session_in_its_user_id(user_id: str, session: str | None) -> None:
+    assert _claude_session(user_id) == session
+
+
+def test_a_conversation_is_known_from_its_second_turn_by_its_opening() -> None:
+    opening = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "fix it"}]
+    assert _conversation(opening) is None  # a first turn: nothing to keep a cache for
+    second = [
+        *opening,
+        {"role": "assistant", "content": "done"},
+        {"role": "user", "content": "and?"},
+    ]
+    third = [*second, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}]
+    assert _conversation(second) == _conversation(third) is not None
+    other = [{"role": "user", "content": "other"}, {"role": "assistant", "content": "x"}]
+    assert _conversation(other) != _conversation(second)
+
+
+def test_a_session_is_scoped_by_its_client_key() -> None:
+    assert affinity_key("owner-a", "s") != affinity_key("owner-b", "s")
+    assert affinity_key("owner-a", "s") == affinity_key("owner-a", "s")
