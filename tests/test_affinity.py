@@ -8,8 +8,9 @@ import json
 
 import pytest
 
-from agent_reach.engine.affinity import Home, MemoryHomes, after, first
+from agent_reach.engine.affinity import after, first
 from agent_reach.server.faces.sessions import _claude_session, _conversation, affinity_key
+from agent_reach.state.homes import Home, MemoryHomes
 
 
 def test_home_is_the_first_seat_stays_through_a_failover_and_moves_after_enough() -> None:

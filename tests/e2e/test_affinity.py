@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import pytest
 
 from ..fakes.upstream import Upstream, proxy_config
 from .test_proxy import Proxy, start, stop
@@ -54,8 +55,13 @@ def turn(client: anthropic.Anthropic, session: str, n: int, **headers: str) -> t
     return raw.headers["x-agent-reach-provider"], raw.headers["x-agent-reach-trace"]
 
 
-def test_a_session_keeps_its_home_fails_over_and_comes_back(up: Upstream, tmp_path: Path) -> None:
-    proxy = start(config(up), tmp_path, up, env={"PROXY_KEYS": ",".join(KEYS)})
+@pytest.mark.parametrize("state", ["memory", "sqlite"])
+def test_a_session_keeps_its_home_fails_over_and_comes_back(
+    up: Upstream, tmp_path: Path, state: str
+) -> None:
+    where = "memory://" if state == "memory" else f"sqlite:///{tmp_path}/state.db"
+    cfg = {**config(up), "state": where}
+    proxy = start(cfg, tmp_path, up, env={"PROXY_KEYS": ",".join(KEYS)})
     try:
         client = claude(proxy)
         # its first turn goes where the route says: that is its home
@@ -113,3 +119,23 @@ def test_a_conversation_without_a_session_id_is_known_by_its_first_messages(
     finally:
         assert stop(proxy) == 0
     assert [len(homes) for homes in seen.values()] == [1, 1], seen
+
+
+def test_a_fleet_on_redis_sends_a_sessions_turns_home_from_every_instance(
+    up: Upstream, tmp_path: Path, redis_url: str
+) -> None:
+    """Two instances sharing Redis: the session's first turn on one sets its home, and its
+    later turns, alternating between the instances, all go there."""
+    cfg = {**config(up), "state": redis_url}
+    fleet = []
+    try:
+        for name in ("a", "b"):
+            (tmp_path / name).mkdir()
+            fleet.append(start(cfg, tmp_path / name, up, env={"PROXY_KEYS": ",".join(KEYS)}))
+        clients = [claude(p) for p in fleet]
+        turn(clients[0], "fleet-1", 1, **{"X-Agent-Reach-Route": "home"})
+        answered = [turn(clients[n % 2], "fleet-1", n)[0] for n in range(2, 10)]
+    finally:
+        for proxy in fleet:
+            assert stop(proxy) == 0
+    assert answered == ["home"] * 8

@@ -38,9 +38,9 @@ from ..dialects import Mismatch
 from ..net.transport import new_session
 from ..net.upstream import Client
 from ..state import StateStore, open_store
+from ..state.homes import Homes, homes_for
 from ..state.log import AttemptLog
 from . import affinity, hedge, turns
-from .affinity import Homes, MemoryHomes
 from .facts import Knowledge
 from .health import CheckResult, HealthMonitor, check_provider
 from .ledger import Ledger
@@ -94,7 +94,7 @@ class Engine:
         self._session: Client | None = None
         self.known = Knowledge(config, self.store, self.ledger, self.health, clock, self._emit)
         self.origins = self.known.origins
-        self.homes: Homes = MemoryHomes(config.affinity.max_sessions)
+        self.homes: Homes = homes_for(self.store, config.affinity.max_sessions)
         self._ids = itertools.count(1)
         self._id_prefix = os.urandom(4).hex()
 
