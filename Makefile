@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/rescue.py
 	$(BIN)/python bench/stream.py
 	$(BIN)/python bench/agent_session.py
+	$(BIN)/python bench/cache_affinity.py
 
 # BEFORE=REV: an older commit's agent-reach measured beside this tree's (bench/common.py).
 bench-stream: $(STAMP)
