@@ -44,7 +44,7 @@ def test_only_balanced_orders_are_drawn() -> None:
         routes={"pair": ["a", "b"], "fixed": ["a", "b"]},
         balanced={"pair": "weighted"},
     )
-    signals = Signals(random.Random(5).random, {})
+    signals = Signals(random.Random(5).random, {}, {})
     fixed = {
         attempt_order(table, "ab", provider_route="fixed", signals=signals) for _ in range(100)
     }
@@ -79,7 +79,7 @@ def test_the_config_sets_balance_for_the_default_order_and_each_route() -> None:
 def test_latency_puts_the_fastest_first_and_an_unmeasured_one_before_all() -> None:
     table = RouteTable.build([("a", 3.0), ("b", 2.0), ("c", 1.0)], balanced={"default": "latency"})
     latency = {"a": 600.0, "b": 2.0}
-    signals = Signals(random.Random(1).random, latency)
+    signals = Signals(random.Random(1).random, latency, {})
     assert attempt_order(table, "abc", signals=signals) == ("c", "b", "a")  # c: not measured yet
     latency["c"] = 50.0
     assert attempt_order(table, "abc", signals=signals) == ("b", "c", "a")

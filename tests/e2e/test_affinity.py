@@ -3,12 +3,14 @@ Code-shaped session (`metadata.user_id`'s `session_id`) under `balance: weighted
 provider that answered its first turn, fails over when it fails, and is home again on the next
 turn; two client keys sending the same session id have homes of their own; a conversation with
 no session id is known by its first messages; requests without a session keep their weights
-(tests/e2e/test_balance.py)."""
+(tests/e2e/test_balance.py). And `balance: least_busy` across a fleet on Redis."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -139,3 +141,44 @@ def test_a_fleet_on_redis_sends_a_sessions_turns_home_from_every_instance(
         for proxy in fleet:
             assert stop(proxy) == 0
     assert answered == ["home"] * 8
+
+
+def test_least_busy_sends_more_to_the_fast_one_across_a_fleet(
+    up: Upstream, tmp_path: Path, redis_url: str
+) -> None:
+    """`balance: least_busy` over a slow provider (0.6 s, listed first) and a fast one, two
+    instances on Redis, eight clients at once: the fast one takes most of it (in order, the
+    slow one would take it all)."""
+    cfg = proxy_config(
+        [
+            {"name": "slow", "endpoint": up.url("slow")},
+            {"name": "fast", "endpoint": up.url("ok")},
+        ],
+        balance="least_busy",
+        state=redis_url,
+    )
+    fleet = []
+    try:
+        for name in ("a", "b"):
+            (tmp_path / name).mkdir()
+            fleet.append(start(cfg, tmp_path / name, up))
+        until = time.monotonic() + 3.0
+
+        def client(n: int) -> Counter[str]:
+            seen: Counter[str] = Counter()
+            sdk = fleet[n % 2].client()
+            while time.monotonic() < until:
+                raw = sdk.chat.completions.with_raw_response.create(
+                    model="m", messages=[{"role": "user", "content": "hi"}]
+                )
+                seen[raw.headers["x-agent-reach-provider"]] += 1
+            return seen
+
+        with ThreadPoolExecutor(8) as pool:
+            got = sum(pool.map(client, range(8)), Counter())
+    finally:
+        for proxy in fleet:
+            assert stop(proxy) == 0
+    print(f"least_busy, 8 clients over 2 instances: {dict(got)}")
+    assert got["fast"] >= 3 * got["slow"], got
+    assert got["slow"] >= 1, got  # an idle slow one is first in its order: it had some

@@ -43,8 +43,8 @@ def zone_of(name: str) -> tzinfo:
 OnBlocked = Literal["stop", "failover"]
 # How an order shares traffic (protocol §3): `order`, the first that can answer takes all;
 # `weighted`, each request's order is drawn by `fallback_weight`; `latency`, the fastest of
-# late first.
-Balance = Literal["order", "weighted", "latency"]
+# late first; `least_busy`, the one with the fewest requests in flight (a fleet's, on Redis).
+Balance = Literal["order", "weighted", "latency", "least_busy"]
 
 
 class RouteConfig(Section):

@@ -1,8 +1,9 @@
 """How a balanced order shares traffic (protocol §3 `balance`). Pure.
 
 `weighted` draws each request's order by weight; `latency` puts the fastest of late first, by
-what `Latencies` heard of the engine's own attempts. Either way the order is only the order:
-a failed try moves to the next provider as in any other.
+what `Latencies` heard of the engine's own attempts; `least_busy` the one with the fewest
+requests in flight (`Signals.busy`: this process's and, on Redis, the fleet's). Either way the
+order is only the order: a failed try moves to the next provider as in any other.
 """
 
 from __future__ import annotations
@@ -42,10 +43,12 @@ class Latencies(dict[str, float]):
 
 @dataclass(frozen=True, slots=True)
 class Signals:
-    """What a balanced order is drawn from: `draw` for `weighted`, `latency` for `latency`."""
+    """What a balanced order is drawn from: `draw` for `weighted`, `latency` for `latency`,
+    `busy` (requests in flight by provider) for `least_busy`."""
 
     draw: Draw
     latency: Mapping[str, float]
+    busy: Mapping[str, float]
 
 
 def weighted(order: tuple[str, ...], weights: Mapping[str, float], draw: Draw) -> tuple[str, ...]:
@@ -63,9 +66,11 @@ def weighted(order: tuple[str, ...], weights: Mapping[str, float], draw: Draw) -
 def arranged(
     way: str, order: tuple[str, ...], weights: Mapping[str, float], signals: Signals
 ) -> tuple[str, ...]:
-    """`order` as `way` (`weighted` or `latency`) arranges it for one request: by weight, or
-    fastest first (a provider not yet measured before the rest, so that it is; ties as
-    written)."""
+    """`order` as `way` (`weighted`, `latency` or `least_busy`) arranges it for one request: by
+    weight, fastest first (a provider not yet measured before the rest, so that it is), or
+    least busy first (ties as written)."""
     if way == "latency":
         return tuple(sorted(order, key=lambda n: signals.latency.get(n, 0.0)))
+    if way == "least_busy":
+        return tuple(sorted(order, key=lambda n: signals.busy.get(n, 0.0)))
     return weighted(order, weights, signals.draw)

@@ -38,6 +38,7 @@ from ..dialects import Mismatch
 from ..net.transport import new_session
 from ..net.upstream import Client
 from ..state import StateStore, open_store
+from ..state.busy import busy_for
 from ..state.homes import Homes, homes_for
 from ..state.log import AttemptLog
 from . import affinity, hedge, turns
@@ -73,7 +74,6 @@ class Engine:
     ) -> None:
         self.config = config
         latency = Latencies()  # an observer: recent ms to a good answer, by provider
-        self.signals = Signals(draw, latency)  # what balanced orders are drawn from
         env = os.environ if environ is None else environ
         self.pools = prepare_all(config, env)  # each provider once, or once for each key
         self.prepared = {name: pool[0] for name, pool in self.pools.items()}
@@ -81,6 +81,8 @@ class Engine:
         self.policies = config.policies()
         retention_s = config.retention_days * 86400
         self.store: StateStore = store or open_store(config.state, retention_s=retention_s)
+        self.busy = busy_for(self.store, "least_busy" in self.table.balanced.values())
+        self.signals = Signals(draw, latency, self.busy)  # what balanced orders are drawn from
         self.health = HealthMonitor(config.health.mode, config.health.ttl_s, self.store)
         self.clock = clock
         self.monotonic = monotonic
@@ -109,6 +111,7 @@ class Engine:
 
     async def aclose(self) -> None:
         """Close the HTTP session (the engine can still be used; it opens a new one)."""
+        await self.busy.aclose()
         if self._session is not None:
             await self._session.close()
             self._session = None

@@ -19,6 +19,7 @@ from ..core.trace import EFFECTS, Attempt, Reason
 from ..core.turn import Action, Clamp, Consult, Done, Gather, Send, Skip, Sleep, Turn
 from ..net.upstream import Client
 from ..state import StateStore
+from ..state.busy import Busy
 from .facts import Knowledge
 from .health import HealthMonitor
 from .hedge import HEDGE_LOST
@@ -37,6 +38,8 @@ class Engine(Protocol):
 
     @property
     def pools(self) -> Mapping[str, Pool]: ...
+    @property
+    def busy(self) -> Busy: ...
     @property
     def known(self) -> Knowledge: ...
     @property
@@ -156,6 +159,7 @@ async def _try(
     what it reserved of them, given back when nothing was sent), when `op` is recorded."""
     prepared = target.prepared
     start = engine.monotonic()
+    engine.busy.enter(prepared.name)
     try:
         tried = await op.send(engine.session, target, run.left(start), engine.clock())
     except asyncio.CancelledError as exc:
@@ -163,6 +167,8 @@ async def _try(
             ms = (engine.monotonic() - start) * 1000
             engine.record(run, prepared.attempt(LOST, ms, last_resort, sent=True))
         raise
+    finally:
+        engine.busy.leave(prepared.name)
     ms = (engine.monotonic() - start) * 1000
     outcome = tried.outcome
     note = run.walk.refused(outcome.reason, target.window, run.policy.stop_on_blocked)
