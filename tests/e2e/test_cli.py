@@ -392,6 +392,24 @@ def test_check_says_a_circuit_is_open_and_the_provider_not_usable(
     assert "1 of 2 provider(s) usable" in table.stderr
 
 
+def test_check_says_no_ok_beside_an_open_circuit(up: Upstream, tmp_path: Path) -> None:
+    """A provider whose health check answers but whose circuit is open: the table says it is
+    skipped, not "ok" (a first day's stumble: "ok" beside an open circuit)."""
+    cfg = config_file(
+        tmp_path,
+        p("down", up.url("server")),  # its health check (/models) answers; its chat is a 500
+        p("good", up.url("ok")),
+        circuit={"failures": 1, "cooldown_s": 300},
+    )
+    assert run("chat", "-p", "hi", config=cfg).returncode == 0
+    rows = {r["provider"]: r for r in json.loads(run("check", "--json", config=cfg).stdout)}
+    assert (rows["down"]["health"], rows["down"]["usable"]) == ("ok", False)
+    table = run("check", config=cfg)
+    line = next(x for x in table.stdout.splitlines() if "down" in x)
+    assert "skipped: circuit open after server_error" in line, table.stdout
+    assert "│ ok" not in line
+
+
 def test_check_table_json_and_exit_codes(up: Upstream, tmp_path: Path) -> None:
     cfg = config_file(
         tmp_path,

@@ -79,7 +79,9 @@ def _with_circuit(
 
 
 def _health_text(r: CheckResult) -> str:
-    if r.health == "none":
+    if not r.usable and r.health == "ok":  # its check answered, but a request would skip it
+        text = f"skipped: {r.detail} (its health check answered)"
+    elif r.health == "none":
         text = f"no health check: {r.detail}" if r.detail else "no health check"
     else:
         text = f"{r.health}: {r.detail}" if r.detail else r.health
