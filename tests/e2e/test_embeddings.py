@@ -260,3 +260,12 @@ def test_token_ids_go_only_to_providers_that_take_them(proxy: Proxy) -> None:
     with pytest.raises(openai.BadRequestError) as mixed:
         proxy.client(KEY).embeddings.create(model="bge-m3", input=[[1, 2], "text"])  # type: ignore[list-item]
     assert "input[1]" in str(mixed.value)
+
+
+def test_v1_models_lists_the_embedding_spaces_by_their_names(proxy: Proxy) -> None:
+    """`GET /v1/models` lists each space by its names, which `POST /v1/embeddings` takes (a
+    first day's stumble: it listed chat models only); the SDK's `models.list()` reads them."""
+    listed = [m.id for m in proxy.client(KEY).models.list()]
+    for name in ("bge-m3", "BAAI/bge-m3", "qwen", "lonely"):
+        assert name in listed
+    assert len(listed) == len(set(listed))

@@ -133,16 +133,18 @@ class Gateway:
     # -- the rest ------------------------------------------------------------------------------
 
     def model_names(self) -> list[dict[str, Any]]:
-        """The models of `GET /v1/models`, as OpenAI lists them."""
-        return list(self._models()["data"])
+        """The chat models a request may ask for (`Router.model_names`), as OpenAI lists
+        them (what the Messages and Gemini faces list too)."""
+        return [_listed(n) for n in self.router.model_names()]
 
     def _models(self) -> dict[str, Any]:
-        """`GET /v1/models`: every name a request may ask for (`Router.model_names`)."""
-        data = [
-            {"id": n, "object": "model", "created": 0, "owned_by": "agent-reach"}
-            for n in self.router.model_names()
-        ]
-        return {"object": "list", "data": data}
+        """`GET /v1/models`: the chat models, then each embedding space by its names (its
+        own and its aliases: what `POST /v1/embeddings` takes)."""
+        chat = self.model_names()
+        spaces = self.router.config.embeddings.spaces
+        names = dict.fromkeys(n for name, s in spaces.items() for n in (name, *s.aliases))
+        listed = {m["id"] for m in chat}
+        return {"object": "list", "data": chat + [_listed(n) for n in names if n not in listed]}
 
     async def models(self, request: Request) -> Response:
         """`GET /v1/models`: OpenAI's list, or Anthropic's to a client that names its
@@ -210,3 +212,8 @@ class Gateway:
         while True:
             await self.router.refresh_health()
             await asyncio.sleep(self.config.health.ttl_s)
+
+
+def _listed(name: str) -> dict[str, Any]:
+    """A model as `GET /v1/models` lists it."""
+    return {"id": name, "object": "model", "created": 0, "owned_by": "agent-reach"}
