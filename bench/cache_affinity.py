@@ -123,7 +123,7 @@ async def run_case(
         "circuit": {"failures": 1000, "cooldown_s": 0},
         "defaults": {"retries": 0, "model_map": {"*": ""}},
         "balance": "order" if case in ("steady", "failover") else "weighted",
-        "affinity": {"enabled": affinity},
+        "affinity": affinity,
         "server": {"api_keys_env": None},
         "providers": [
             {"name": f"p{i}", "endpoint": f"http://127.0.0.1:{port}/v1/chat/completions"}

@@ -320,3 +320,60 @@ def test_claude_code_reaches_an_anthropic_provider_natively(
     assert "context_management" in got.body
     assert any("cache_control" in block for block in got.body["system"])
     assert counts[("claude", "ok")] == 1
+
+
+def test_claude_code_keeps_its_home_through_a_failover_and_back(
+    up: Upstream, agent_home: Path, tmp_path: Path
+) -> None:
+    """Issue 55: turns of one Claude Code session (`claude -p`, then `--continue`) under
+    `balance: weighted` over three chat providers: the first turn's provider is its home; the
+    second turn, with home failing, fails over; the next three are home again (by weight
+    alone, their six requests would all go there once in 729 runs)."""
+    up.switch = "toolcall"
+    cfg = proxy_config(
+        [
+            {"name": "home", "endpoint": up.url("switch"), "api_key_env": "PROVIDER_KEY"},
+            {"name": "other", "endpoint": up.url("toolcall"), "api_key_env": "PROVIDER_KEY"},
+            {"name": "third", "endpoint": up.url("toolcall"), "api_key_env": "PROVIDER_KEY"},
+        ],
+        balance="weighted",
+        server={"api_keys_env": "PROXY_KEYS"},
+    )
+    proxy = start(cfg, tmp_path, up, env={"PROXY_KEYS": AGENT_CLIENT_KEY})
+    env = claude_env(agent_home, ANTHROPIC_BASE_URL=proxy.base, ANTHROPIC_API_KEY=AGENT_CLIENT_KEY)
+    claude_bin = str(agent("claude"))
+    allowed = ("--allowedTools", "Bash(echo:*)")
+    try:
+        first_env = {**env, "ANTHROPIC_CUSTOM_HEADERS": "X-Agent-Reach-Route: home"}
+        first = with_json([claude_bin, "-p", PROMPT, *allowed], first_env, agent_home)
+        turns = [_answered(proxy)]
+        up.switch = "server"
+        again = [claude_bin, "-p", "--continue", PROMPT, *allowed]
+        second = with_json(again, env, agent_home)
+        turns.append(_answered(proxy))
+        up.switch = "toolcall"
+        later = []
+        for _ in range(3):
+            later.append(with_json(again, env, agent_home))
+            turns.append(_answered(proxy))
+    finally:
+        stop(proxy)
+    for done in (first, second, *later):
+        assert done.returncode == 0, done.stdout + done.stderr
+    print(f"who answered each turn's requests: {turns}")
+    assert set(turns[0]) == {"home"}
+    assert set(turns[1]) & {"other", "third"}  # home failed: the turn failed over
+    assert [set(t) for t in turns[2:]] == [{"home"}] * 3  # home again, under weighted 1:1:1
+
+
+def _answered(proxy: Proxy) -> list[str]:
+    """The providers that answered the requests logged since the last call (the access log)."""
+    log = Path(proxy.proc.args[2]).parent / "proxy.log"  # type: ignore[index]
+    lines = log.read_text().splitlines()
+    seen = getattr(proxy, "_seen_lines", 0)
+    proxy._seen_lines = len(lines)  # type: ignore[attr-defined]
+    return [
+        m.group(1)
+        for x in lines[seen:]
+        if " /v1/messages 200 " in x and (m := re.search(r" provider=(\S+) ", x))
+    ]

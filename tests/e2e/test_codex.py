@@ -336,3 +336,71 @@ def test_codex_stops_soon_when_every_provider_is_dead(home: dict[str, str], tmp_
     # back from WebSockets to HTTPS transport"), then as over HTTP alone (4): 6 in all
     assert summary == ["agent-reach: 6 requests, 0 failed over, 6 failed"], summary
     assert "Falling back from WebSockets" in result.stderr
+
+
+def test_codex_keeps_its_home_through_a_failover_and_back(
+    upstream: Upstream, home: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 55: turns of one Codex session (`codex exec`, then `exec resume --last`) under
+    `balance: weighted` over three chat providers: the first turn's provider is its home; the
+    second turn, with home failing, fails over; the next three are home again (by weight
+    alone, their six requests would all go there once in 729 runs)."""
+    upstream.clear()
+    upstream.switch = "toolcall"
+    cfg = {
+        "version": "0.3.2",
+        "health": {"mode": "off"},
+        "state": "memory://",
+        "balance": "weighted",
+        "circuit": {"failures": 1000, "cooldown_s": 0},
+        "defaults": {"retries": 0, "model_map": {"*": "deepseek-chat"}},
+        "providers": [
+            {"name": "home", "endpoint": upstream.url("switch"), "api_key_env": "PROVIDER_KEY"},
+            {"name": "other", "endpoint": upstream.url("toolcall"), "api_key_env": "PROVIDER_KEY"},
+            {"name": "third", "endpoint": upstream.url("toolcall"), "api_key_env": "PROVIDER_KEY"},
+        ],
+    }
+    proxy = start(cfg, tmp_path, upstream)
+    env = {**home, "OPENAI_API_KEY": "unused"}
+    work = tmp_path / "work"
+    options = tuple(provider_overrides(proxy.base, False))
+    routed = (
+        *options,
+        "-c",
+        'model_providers.agent_reach.http_headers={"X-Agent-Reach-Route"="home"}',
+    )
+    log = tmp_path / "proxy.log"
+    turns: list[list[str]] = []
+
+    def answered() -> list[str]:
+        lines = log.read_text().splitlines()
+        seen = sum(len(t) for t in turns)
+        posts = [x for x in lines if " /v1/responses 200 " in x]
+        return [re.search(r" provider=(\S+) ", x).group(1) for x in posts[seen:]]  # type: ignore[union-attr]
+
+    try:
+        runs = [codex_exec(env, work, options=routed)]
+        turns.append(answered())
+        upstream.switch = "server"
+        resume = [str(agent("codex")), "exec", "resume", "--last", *options]
+        resume += ["--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", PROMPT]
+
+        def again() -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                resume, check=False, cwd=work, env=env, capture_output=True, text=True, timeout=180
+            )
+
+        runs.append(again())
+        turns.append(answered())
+        upstream.switch = "toolcall"
+        for _ in range(3):
+            runs.append(again())
+            turns.append(answered())
+    finally:
+        stop(proxy)
+    for done in runs:
+        assert done.returncode == 0, done.stderr[-3000:]
+    print(f"who answered each turn's requests: {turns}")
+    assert set(turns[0]) == {"home"}
+    assert set(turns[1]) & {"other", "third"}  # home failed: the turn failed over
+    assert [set(t) for t in turns[2:]] == [{"home"}] * 3

@@ -93,18 +93,6 @@ class CircuitConfig(Section):
     quota_cooldown_s: Annotated[float, Field(ge=0)] = 3600.0  # a used-up plan that names no reset
 
 
-class AffinityConfig(Section):
-    """Sessions keep their provider's prompt cache (protocol §3.1): a session's later turns
-    try its home first (the seat that answered its first turn); `move_after` turns served
-    elsewhere in a row move the home; a home unused for `ttl_s` is forgotten; at most
-    `max_sessions` homes are kept (the least recently used go first)."""
-
-    enabled: bool = True
-    ttl_s: Annotated[float, Field(gt=0)] = 86400.0  # OpenAI's extended cache retention: 24 h
-    move_after: Annotated[int, Field(ge=1)] = 5
-    max_sessions: Annotated[int, Field(ge=1)] = 100_000
-
-
 Threshold = Annotated[float, Field(gt=0, le=1)]
 
 
@@ -197,7 +185,14 @@ class Config(Section):
     routes: dict[RouteName, RouteConfig] = {}
     health: HealthConfig = HealthConfig()
     circuit: CircuitConfig = CircuitConfig()
-    affinity: AffinityConfig = AffinityConfig()
+    # Sessions keep their provider's prompt cache (protocol §3.1): a session's turns try its home
+    # first; `affinity_move_after` turns in a row served elsewhere move it; a home unchanged for
+    # `affinity_ttl_s` (OpenAI's extended cache retention, the longest the catalog's providers
+    # document) is forgotten; at most `affinity_max_sessions` are kept.
+    affinity: bool = True
+    affinity_ttl_s: Annotated[float, Field(gt=0)] = 86400.0
+    affinity_move_after: Annotated[int, Field(ge=1)] = 5
+    affinity_max_sessions: Annotated[int, Field(ge=1)] = 100_000
     deadline_ms: Ms = 60000
     on_content_blocked: OnBlocked = "stop"  # or failover (protocol §5.1); also per route
     continue_on_cut: bool = True  # finish a cut stream with the next provider (protocol §10)

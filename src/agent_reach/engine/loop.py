@@ -96,7 +96,7 @@ class Engine:
         self._session: Client | None = None
         self.known = Knowledge(config, self.store, self.ledger, self.health, clock, self._emit)
         self.origins = self.known.origins
-        self.homes: Homes = homes_for(self.store, config.affinity.max_sessions)
+        self.homes: Homes = homes_for(self.store, config.affinity_max_sessions)
         self._ids = itertools.count(1)
         self._id_prefix = os.urandom(4).hex()
 
@@ -273,17 +273,17 @@ class Engine:
         payload, name = found
         self._ended(run, op, name, payload)
         if key is not None:
-            settings = self.config.affinity
-            moved = affinity.after(home, run.answered[name].seat, settings.move_after)
+            config = self.config
+            moved = affinity.after(home, run.answered[name].seat, config.affinity_move_after)
             if moved is not None:
-                await self.homes.set(key, moved, self.clock(), settings.ttl_s)
+                await self.homes.set(key, moved, self.clock(), config.affinity_ttl_s)
         return payload, name, run
 
     def _session_key(self, run: Run, op: Operation[Any]) -> str | None:
         """The key of the request's session's home, when affinity orders it: a chat request
         (whole or streamed) of a session, on an order the client did not fix."""
         req = run.req
-        if req.affinity is None or req.fallback_order or not self.config.affinity.enabled:
+        if req.affinity is None or req.fallback_order or not self.config.affinity:
             return None
         return req.affinity if op is ANSWER or op is STREAM else None
 
