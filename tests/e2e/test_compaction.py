@@ -222,7 +222,8 @@ def test_the_real_codex_compacts_its_context_behind_a_chat_only_provider(
     upstream: Upstream, tmp_path: Path
 ) -> None:
     """Codex 0.171 (its built-in OpenAI provider pointed at agent-reach, over WebSocket) with a
-    compaction limit the tool turn passes: it asks agent-reach for remote compaction, gets one
+    context window of 64 tokens (`model_context_window`: 95 % of it effective, which the tool
+    turn's 60 tokens pass): it asks agent-reach for remote compaction, gets one
     `compaction` item (the chat-only provider wrote the summary), says "context compacted" and
     finishes the turn from the summary, which the provider received in the conversation."""
     upstream.clear()
@@ -238,7 +239,7 @@ def test_the_real_codex_compacts_its_context_behind_a_chat_only_provider(
         env.update(HOME=str(tmp_path / "home"), CODEX_HOME=str(tmp_path / "codex"))
         env["OPENAI_API_KEY"] = "unused"
         (tmp_path / "codex" / "config.toml").write_text(
-            f'openai_base_url = "{p.base}/v1"\nmodel_auto_compact_token_limit = 60\n'
+            f'openai_base_url = "{p.base}/v1"\nmodel_context_window = 64\n'
         )
         result = codex_exec(env, tmp_path / "work")
     finally:
