@@ -63,6 +63,8 @@ def test_chromium_renders_providers_circuits_and_failovers(up: Upstream, tmp_pat
         until = datetime.fromtimestamp(up.reopens_at, UTC)
         assert f"out until {until:%H:%M} (usage limit)" in dom
         assert 'data-from="dead-one" data-to="good-one"' in dom
+        assert re.search(r'<p id="no-failovers"[^>]*hidden', dom)  # there is one
+        assert "3 attempts by this process" in dom
         assert "100req/day: 3/100" in dom
         assert ">800<" in dom  # the declared p95 beside the measured one
         updated = int(re.search(r'data-updated="(\d+)"', dom).group(1))  # type: ignore[union-attr]
@@ -86,6 +88,27 @@ def test_chromium_renders_providers_circuits_and_failovers(up: Upstream, tmp_pat
         assert shot.stat().st_size > 5 * blank_shot.stat().st_size  # far from blank
     finally:
         stop(proxy)
+
+
+def test_an_empty_page_says_so_without_a_numbered_none(up: Upstream, tmp_path: Path) -> None:
+    """Before any request (a first day's stumble: "1. none yet" under latest failovers, and
+    "N in a row" beside "0 attempts"): the failovers list is empty and a line says there is
+    none; each provider says this process has made no attempt yet."""
+    proxy = start(config(up), tmp_path, up)
+    try:
+        dom = subprocess.run(
+            [*chromium_flags(tmp_path, 4500), "--dump-dom", proxy.base + "/agent-reach/"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    finally:
+        stop(proxy)
+    assert '<ol id="failovers"></ol>' in dom
+    assert re.search(r'<p id="no-failovers" class="detail">No failover yet.</p>', dom)
+    assert dom.count('<div class="detail">no attempt by this process yet</div>') == 3
+    assert "none yet" not in dom
 
 
 def _open(req: urllib.request.Request) -> tuple[int, dict[str, str], str]:
