@@ -126,12 +126,18 @@ def test_init_keeps_set_keys_and_a_local_ollama(srv: DialectServer, home: Path) 
     assert "minimax-v2: kept (MINIMAX_API_KEY is set)" in lines
     assert "minimax-v1: skipped (MINIMAX_API_KEY is already used by minimax-v2)" in lines
     assert "anthropic: kept (ANTHROPIC_API_KEY is set)" in lines
+    # each key's Anthropic-compatible endpoint too: Claude Code's requests go there first
+    for name, var in (("deepseek", "DEEPSEEK"), ("minimax", "MINIMAX"), ("dashscope", "DASHSCOPE")):
+        assert (
+            f"{name}-anthropic: kept ({var}_API_KEY is set; route claude-* sends Claude Code"
+            " here first)"
+        ) in lines
     assert f"ollama: kept (Ollama answers at {srv.url('/api/tags')}, 3 model(s))" in lines
     assert any(line.startswith("vllm: skipped (a local server") for line in lines)
     assert len([line for line in lines if ": kept (" in line or ": skipped (" in line]) == len(
         catalog.load()
     )
-    assert f"wrote {target} with 5 provider(s)" in result.stdout
+    assert f"wrote {target} with 8 provider(s)" in result.stdout
 
     text = target.read_text()
     for value in INIT_KEYS.values():
@@ -140,11 +146,15 @@ def test_init_keeps_set_keys_and_a_local_ollama(srv: DialectServer, home: Path) 
     no_secrets(result, *(v for v in INIT_KEYS.values() if v))
     config = load_config(target)
     names = [p.name for p in config.providers]
-    assert names == ["deepseek", "dashscope-compatible", "minimax-v2", "anthropic", "ollama"]
+    messages = ["deepseek-anthropic", "minimax-anthropic", "dashscope-anthropic"]
+    chats = ["deepseek", "dashscope-compatible", "minimax-v2"]
+    assert names == [*chats, "anthropic", *messages, "ollama"]
+    # Claude Code's model names (claude-…) take the Anthropic endpoints first, untranslated
+    assert config.routes["claude-*"].providers == ["anthropic", *messages, *chats, "ollama"]
     ollama = config.provider("ollama")
     assert ollama.endpoint == srv.url("/api/chat")
-    chats = sorted(OLLAMA_MODELS[:2])  # bge-m3 embeds: it is no chat model
-    assert ollama.models == chats
+    ollama_chats = sorted(OLLAMA_MODELS[:2])  # bge-m3 embeds: it is no chat model
+    assert ollama.models == ollama_chats
     # The embedding models of the kept providers, each its own space at its width; Ollama's
     # only where it has pulled one.
     assert ollama.embeddings is not None
@@ -166,11 +176,13 @@ def test_init_keeps_set_keys_and_a_local_ollama(srv: DialectServer, home: Path) 
         "dashscope-compatible": {"*": "qwen-plus"},
         "minimax-v2": {"*": catalog.get("minimax-v2").models[0]},
         "anthropic": {},
-        "ollama": {"*": chats[0]},
+        **{m: {"*": catalog.get(m).models[0]} for m in messages},
+        "ollama": {"*": ollama_chats[0]},
     }
     assert (
         "Codex CLI and Claude Code can use it: deepseek, dashscope-compatible, minimax-v2, "
-        'ollama map any model name to their first model (model_map "*")'
+        "deepseek-anthropic, minimax-anthropic, dashscope-anthropic, ollama map any model name"
+        ' to their first model (model_map "*")'
     ) in lines
 
     # The written config works: the local Ollama answers through it.
@@ -202,14 +214,14 @@ def test_init_writes_to_the_config_path_and_path(srv: DialectServer, home: Path)
     given = home / "given.yaml"
     result = run("--config", str(given), "init", home=home, env=env)
     assert result.returncode == 0, result.stderr
-    assert [p.name for p in load_config(given).providers] == ["moonshot"]
+    assert [p.name for p in load_config(given).providers] == ["moonshot", "moonshot-anthropic"]
     assert "ollama: skipped (no Ollama answers at" in result.stdout
     assert "connect_failed" in result.stdout
     other = home / "sub" / "other.json"
     result = run("--config", str(given), "init", "--path", str(other), home=home, env=env)
     assert result.returncode == 0, result.stderr
     assert json.loads(other.read_text())["providers"][0]["name"] == "moonshot"
-    assert [p.name for p in load_config(other).providers] == ["moonshot"]
+    assert [p.name for p in load_config(other).providers] == ["moonshot", "moonshot-anthropic"]
     via_env = home / "env.yaml"
     result = run("init", home=home, env={**env, "AGENT_REACH_CONFIG": str(via_env)})
     assert result.returncode == 0, result.stderr

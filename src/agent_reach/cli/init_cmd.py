@@ -1,6 +1,7 @@
 """`agent-reach init`: a starter config from the catalog (protocol §11).
 
-It keeps the catalog providers whose key variables are set (the first entry of each variable),
+It keeps the catalog providers whose key variables are set (the first entry of each variable,
+and its Anthropic-compatible endpoint, which the route `claude-*` puts first for Claude Code),
 and a local Ollama, in its native format, if `$OLLAMA_HOST` (default
 `http://127.0.0.1:11434`) answers its health check `/api/tags`. It never writes a key, only the
 names of the variables; it never overwrites a file without `--force`; and when nothing is
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     from ..catalog import Entry
 
 READ_TIMEOUT_MS = 30000  # a whole LLM answer; the protocol's 3 s default suits health checks
+# The route Claude Code's model names take: the kept Anthropic-compatible endpoints first (no
+# translation: thinking, tools and cache_control as Claude Code sends them), then the rest.
+CLAUDE_ROUTE = "claude-*"
 
 
 @dataclass(frozen=True)
@@ -118,16 +122,23 @@ def init(obj: dict[str, Any], force: bool, path: str | None, as_json: bool) -> N
 async def choose(entries: tuple[Entry, ...], environ: Mapping[str, str]) -> list[Choice]:
     """Keep or skip each catalog entry, in catalog order."""
     used: dict[str, str] = {}  # key variable -> the entry that has it
+    messages: set[str] = set()  # key variables whose Anthropic-compatible endpoint is kept
     out: list[Choice] = []
     for e in entries:
         if e.key_env:
             missing = [v for v in (e.key_env, *e.requires) if not environ.get(v)]
-            if e.key_env in used:
+            if e.key_env in used and e.format == "anthropic" and e.key_env not in messages:
+                messages.add(e.key_env)  # the chat entry's Messages endpoint: Claude Code's
+                provider = agent_ready(e, e.provider())
+                why = f"{e.key_env} is set; route {CLAUDE_ROUTE} sends Claude Code here first"
+                out.append(Choice(e, True, why, provider))
+            elif e.key_env in used:
                 out.append(Choice(e, False, f"{e.key_env} is already used by {used[e.key_env]}"))
             elif missing:
                 out.append(Choice(e, False, f"{missing[0]} is not set"))
             else:
                 used[e.key_env] = e.name
+                messages.update([e.key_env] if e.format == "anthropic" else [])
                 provider = with_embeddings(e, agent_ready(e, e.provider()))
                 out.append(Choice(e, True, f"{e.key_env} is set", provider))
         elif e.format == "ollama":
@@ -210,7 +221,11 @@ def render(kept: list[Choice], json_file: bool = False) -> str:
     used = {m for c in kept for m in c.provider.get("embeddings", {}).get("models", {})}
     known = catalog_spaces(c.entry for c in kept)
     spaces = {m: space for m, space in known.items() if m in used}
-    top = {"embeddings": {"spaces": spaces}} if spaces else {}
+    top: dict[str, Any] = {"embeddings": {"spaces": spaces}} if spaces else {}
+    names = [c.provider["name"] for c in kept]
+    first = [c.provider["name"] for c in kept if c.entry.format == "anthropic"]
+    if first and len(first) < len(names):
+        top["routes"] = {CLAUDE_ROUTE: [*first, *(n for n in names if n not in first)]}
     return render_config(providers, defaults, HEADER, json_file=json_file, top=top)
 
 
