@@ -5,6 +5,7 @@ commands it prints, run as printed with the real Codex CLI and Claude Code; `ini
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import stat
@@ -130,6 +131,21 @@ def test_the_printed_commands_complete_a_tool_turn_and_ctrl_c_stops_it(
     assert out.endswith("agent-reach demo: stopped\n")
     assert "Traceback" not in err
     assert re.fullmatch(r"ready in \d\.\d\d s\n", err)
+
+
+def test_the_printed_embed_line_embeds_offline(demo: Demo, tmp_path: Path) -> None:
+    """`demo --serve` serves an embedding space too (a first day's stumble: nothing let a
+    newcomer try embeddings offline): its printed `embed` line prints a unit vector of the
+    space's width, the same for the same text."""
+    line = next(x.strip() for x in demo.lines if " embed -m demo-embed " in x)
+    work = tmp_path / "work"
+    work.mkdir()
+    first, again = demo.shell(line, work), demo.shell(line, work)
+    assert first.returncode == 0, first.stderr
+    vector = json.loads(first.stdout)
+    assert len(vector) == 64
+    assert abs(sum(v * v for v in vector) - 1.0) < 1e-3
+    assert first.stdout == again.stdout
 
 
 def test_init_and_examples_agents_yaml_serve_the_agents_with_no_edit(

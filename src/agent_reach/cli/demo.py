@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .exits import expected_errors
+from .simulated import EMBED_MODEL, EMBED_WIDTH
 
 if TYPE_CHECKING:
     from ..core.events import Event
@@ -97,12 +98,14 @@ def command() -> str:
 
 def agents_config(port: int, refused: int) -> dict[str, Any]:
     """The config `demo --serve` writes: a dead provider, a 401 one, the simulated model over
-    Chat Completions, then over native Ollama; any model an agent asks for maps to it."""
+    Chat Completions (and its embedding space), then over native Ollama; any model an agent
+    asks for maps to it."""
     base = f"http://127.0.0.1:{port}"
     return {
         "version": "0.3.2",
         "state": "memory://",
         "health": {"mode": "off"},
+        "embeddings": {"spaces": {EMBED_MODEL: {"dimensions": EMBED_WIDTH}}},
         "providers": [
             {
                 "name": "deepseek-official",
@@ -121,6 +124,7 @@ def agents_config(port: int, refused: int) -> dict[str, Any]:
                 "endpoint": f"{base}/v1/chat/completions",
                 "auth_header": "",
                 "model_map": {"*": "qwen2.5-coder:7b"},
+                "embeddings": {"models": {EMBED_MODEL: EMBED_MODEL}},
             },
             {
                 "name": "local-ollama",
@@ -165,13 +169,15 @@ async def _serve(port: int) -> None:
     echo("agent-reach demo: simulated providers on 127.0.0.1 until Ctrl-C")
     echo(f"  deepseek-official  http://127.0.0.1:{refused}  nothing listens: connection refused")
     echo(f"  zhipu-api          {base}/cloud/v1  answers 401 to any key")
-    echo(f"  local-model        {base}/v1  a chat model: runs `echo` with the agent's shell tool")
+    echo(f"  local-model        {base}/v1  a chat model: runs `echo` with the agent's shell tool;")
+    echo(f"                     and {EMBED_MODEL}, an embedding model ({EMBED_WIDTH} wide)")
     echo(f"  local-ollama       {base}/api/chat  the same model, native Ollama")
     echo(f"config: {target}")
     echo("try, in another terminal:")
     echo(f'  {run} codex exec --skip-git-repo-check "{AGENT_PROMPT}"')
     echo(f'  {run} claude -p "{AGENT_PROMPT}" --allowedTools "Bash(echo:*)"')
     echo(f'  {run} gemini --skip-trust --yolo -p "{AGENT_PROMPT}"')
+    echo(f'  {me} --config {target} embed -m {EMBED_MODEL} "a line to embed"')
     echo(f"  OLLAMA_HOST={base} {me} init    # your own config, from what answers")
     echo(f"ready in {time.perf_counter() - started:.2f} s", err=True)
     try:

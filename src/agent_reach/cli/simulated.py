@@ -6,7 +6,8 @@
   `exec_command`/`shell` or its JavaScript `exec`, Claude Code's `Bash`), it asks to run
   `echo agent-reach-demo`, then answers with what the command printed; asked for JSON of a
   schema (Gemini CLI's routing classifier), it answers JSON of that shape; otherwise it
-  explains quantum annealing.
+  explains quantum annealing;
+- `/v1/embeddings` (OpenAI): `demo-embed`, the same unit vector for the same text.
 
 A connection-refused provider needs no server: a free port nothing listens on.
 """
@@ -114,7 +115,39 @@ def app() -> web.Application:
     app.router.add_post("/api/chat", _ollama)
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", _openai)
+    app.router.add_post("/v1/embeddings", _embeddings)
     return app
+
+
+EMBED_MODEL, EMBED_WIDTH = "demo-embed", 64  # the simulated embedding model and its width
+
+
+async def _embeddings(request: web.Request) -> web.Response:
+    """OpenAI's embeddings API: each input's vector, the same for the same text (a hash of it),
+    unit length, `dimensions` wide (default `EMBED_WIDTH`)."""
+    from aiohttp import web
+
+    body = await request.json()
+    given = body.get("input")
+    texts = [given] if isinstance(given, str) else list(given or [])
+    width = int(body.get("dimensions") or EMBED_WIDTH)
+    data = [
+        {"object": "embedding", "index": i, "embedding": _vector(str(text), width)}
+        for i, text in enumerate(texts)
+    ]
+    tokens = sum(len(str(t).split()) for t in texts)
+    usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+    return web.json_response({"object": "list", "data": data, "model": EMBED_MODEL, "usage": usage})
+
+
+def _vector(text: str, width: int) -> list[float]:
+    import hashlib
+    import math
+
+    raw = hashlib.shake_256(text.encode()).digest(width)
+    values = [b / 127.5 - 1.0 for b in raw]
+    norm = math.sqrt(sum(v * v for v in values)) or 1.0
+    return [round(v / norm, 6) for v in values]
 
 
 async def _ollama(request: web.Request) -> web.StreamResponse:
