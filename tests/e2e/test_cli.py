@@ -535,3 +535,17 @@ def test_a_base_url_as_endpoint_is_a_config_error_naming_the_endpoint(
         f"agent-reach: config error: {cfg}: provider 'local' (providers[0]): endpoint"
         f" 'http://127.0.0.1:8001/v1' is a base URL; did you mean '{meant}'?\n"
     )
+
+
+def test_embed_with_no_space_configured_says_how_to_configure_one(
+    up: Upstream, tmp_path: Path
+) -> None:
+    """A first day's stumble: with no embedding space, `embed` said "none is configured" (and a
+    chat request's `model_map` hint elsewhere); it says what to write, in both places."""
+    cfg = config_file(tmp_path, p("good", up.url("ok")))
+    for args in (("embed", "x"), ("embed", "-m", "text-embedding-3-small", "x")):
+        done = run(*args, config=cfg)
+        assert done.returncode == 2, done.stderr
+        assert "embeddings: {spaces: {NAME: {dimensions: WIDTH}}}" in done.stderr
+        assert "model_map" not in done.stderr
+        assert "Traceback" not in done.stderr

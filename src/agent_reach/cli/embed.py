@@ -37,11 +37,12 @@ def embed(
 
     router = Router.from_config(obj["config_path"])
     if model is None:
-        spaces = sorted(router.config.embeddings.spaces)
+        from ..config.embeddings import known_spaces
+
+        spaces = router.config.embeddings.spaces
         if len(spaces) != 1:
-            known = ", ".join(spaces) or "none is configured"
-            fail(f"name the embedding space with --model (spaces: {known})", 2)
-        model = spaces[0]
+            fail(f"name the embedding space with --model (spaces: {known_spaces(spaces)})", 2)
+        model = next(iter(spaces))
     if verbose:
         from .chat import Narrator
 

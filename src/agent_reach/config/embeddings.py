@@ -42,6 +42,20 @@ class EmbeddingsConfig(Section):
     max_values: Annotated[int, Field(gt=0)] = 2048 * 4096
 
 
+# What a config with no embedding space is told, where a space is asked for (the chat hint,
+# `model_map`, does not apply: a space is one model's vectors, never mapped to another's).
+NO_SPACES = (
+    "none is configured: add `embeddings: {spaces: {NAME: {dimensions: WIDTH}}}` and, to a "
+    "provider that serves it, `embeddings: {models: {NAME: <its model>}}` "
+    '(docs/providers.md, "Embeddings endpoints")'
+)
+
+
+def known_spaces(spaces: Mapping[str, Space]) -> str:
+    """The configured spaces' names, or how to configure one."""
+    return ", ".join(sorted(spaces)) or NO_SPACES
+
+
 def names_of(spaces: Mapping[str, Space], providers: Iterable[Provider]) -> dict[str, str]:
     """Each name a request may give a space (its own and its aliases) and that space;
     ValueError when a name names two, a fallback or a provider's space is no space, or a

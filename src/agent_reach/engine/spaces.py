@@ -10,6 +10,7 @@ from dataclasses import replace
 from ..chat.embedding import EmbeddingAsk
 from ..chat.request import ChatRequest
 from ..config import Config
+from ..config.embeddings import known_spaces
 from ..core.errors import AllProvidersFailed, RequestError
 from ..core.trace import Attempt, Result
 from ..dialects.embeddings import unit
@@ -21,7 +22,7 @@ def request_of(config: Config, ask: EmbeddingAsk) -> ChatRequest:
     (`RequestError`: no such space, or another width asked for)."""
     space = config.space_of(ask.model)
     if space is None:
-        known = ", ".join(sorted(config.embeddings.spaces)) or "none is configured"
+        known = known_spaces(config.embeddings.spaces)
         raise RequestError(
             f"model {ask.model!r} is no embedding space of this proxy (spaces: {known})",
             status=404,
