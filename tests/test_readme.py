@@ -108,3 +108,24 @@ def test_the_chinese_readme_keeps_one_term_per_concept() -> None:
         assert dropped not in text, dropped
     assert "单步模式" in text
     assert "客户端鉴权" in text
+
+
+def test_each_readmes_provider_table_is_the_catalog() -> None:
+    """The provider table of both READMEs is the catalog's, row for row (a first day's
+    stumble: it listed 22 of the 32 providers `agent-reach providers` lists)."""
+    from agent_reach import catalog
+
+    expected = [
+        f"| `{e.name}` | {e.format} | {e.level} | "
+        f"{f'`{e.key_env}`' if e.key_env else 'none'} | `{e.endpoint}` |"
+        for e in catalog.load()
+    ]
+    for readme in (README, README_ZH):
+        lines = readme.read_text().splitlines()
+        start = next(i for i, x in enumerate(lines) if x.startswith("| name | format | level |"))
+        table = []
+        for x in lines[start + 2 :]:
+            if not x.startswith("|"):
+                break
+            table.append(x)
+        assert table == expected, readme
