@@ -139,8 +139,13 @@ def test_an_unserved_model_is_named_with_the_fix(proxy: Proxy) -> None:
     assert answer["error"]["message"] == (
         "no provider serves the requested model 'gpt-6.2-sol'; to send it to a provider, add to"
         ' that provider `model_map: {"*": <a model it serves>}`, or add a route named after it:'
-        " `routes: {'gpt-6.2-sol': [<providers>]}`"
+        " `routes: {'gpt-*': [<providers>]}` (every one of Codex's model names)"
     )
+    # Claude Code's names take a route of the family too; another name, one of its own
+    for model, route in (("claude-sonnet-4-6", "'claude-*'"), ("my-model", "'my-model'")):
+        status, answer = proxy.post("/v1/chat/completions", {**body, "model": model}, headers)
+        assert status == 404
+        assert f"`routes: {{{route}: [<providers>]}}`" in answer["error"]["message"]
 
 
 def test_no_model_and_no_default_is_a_400_on_model(proxy: Proxy) -> None:

@@ -78,14 +78,25 @@ def _later(reason: Reason) -> bool:
     return EFFECTS[reason].status == 429
 
 
+# The coding agents' model names, by their prefix: a route for the whole family serves every
+# version the agent sends (`claude-sonnet-…`, `claude-haiku-…`), where one named after a
+# single name would miss the next.
+_FAMILIES = (("claude-", "Claude Code's"), ("gpt-", "Codex's"), ("gemini-", "Gemini CLI's"))
+
+
 def _unserved(model: str | None) -> str:
-    """No provider serves `model`: which one, and the two lines of config that fix it."""
+    """No provider serves `model` (as quoted): which one, and the two lines of config that
+    fix it; for an agent's model name, a route for every name of its family."""
     if model is None:
         return "no provider serves the requested model"
+    name = model.strip("'\"")
+    family = next(((p, who) for p, who in _FAMILIES if name.startswith(p)), None)
+    route = model if family is None else f"'{family[0]}*'"
+    every = "" if family is None else f" (every one of {family[1]} model names)"
     return (
         f"no provider serves the requested model {model}; to send it to a provider, add to"
         ' that provider `model_map: {"*": <a model it serves>}`, or add a route named after'
-        f" it: `routes: {{{model}: [<providers>]}}`"
+        f" it: `routes: {{{route}: [<providers>]}}`{every}"
     )
 
 
