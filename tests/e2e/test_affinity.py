@@ -182,3 +182,27 @@ def test_least_busy_sends_more_to_the_fast_one_across_a_fleet(
     print(f"least_busy, 8 clients over 2 instances: {dict(got)}")
     assert got["fast"] >= 3 * got["slow"], got
     assert got["slow"] >= 1, got  # an idle slow one is first in its order: it had some
+
+
+def test_a_sessions_home_is_a_seat_down_to_the_key(up: Upstream, tmp_path: Path) -> None:
+    """A provider with two keys shared by weight: a session's turns keep the key its first
+    turn went out with (its cache may be the key's or its account's), and `X-Agent-Reach-Session`
+    names the session of a client that sends no id of its own."""
+    keys = {"SEAT_KEY_A": "sk-seat-a-9a8b7c", "SEAT_KEY_B": "sk-seat-b-6d5e4f"}
+    cfg = proxy_config(
+        [{"name": "pool", "endpoint": up.url("ok"), "keys": [{"env": k} for k in keys]}],
+        balance="weighted",
+    )
+    proxy = start(cfg, tmp_path, up, env=keys)
+    try:
+        client = proxy.client()
+        for n in range(8):
+            client.chat.completions.create(
+                model="m",
+                messages=[{"role": "user", "content": f"turn {n}"}],
+                extra_headers={"X-Agent-Reach-Session": "my-session"},
+            )
+    finally:
+        assert stop(proxy) == 0
+    sent = {r.headers["Authorization"] for r in up.received if r.scenario == "ok"}
+    assert len(sent) == 1, sent  # by weight alone, eight turns on one key: once in 128 runs
