@@ -9,7 +9,12 @@ import json
 import pytest
 
 from agent_reach.engine.affinity import after, first
-from agent_reach.server.faces.sessions import _claude_session, _conversation, affinity_key
+from agent_reach.server.faces.sessions import (
+    _claude_session,
+    _conversation,
+    _subagent,
+    affinity_key,
+)
 from agent_reach.state.homes import Home, MemoryHomes
 
 
@@ -76,3 +81,19 @@ def test_a_conversation_is_known_from_its_second_turn_by_its_opening() -> None:
 def test_a_session_is_scoped_by_its_client_key() -> None:
     assert affinity_key("owner-a", "s") != affinity_key("owner-b", "s")
     assert affinity_key("owner-a", "s") == affinity_key("owner-a", "s")
+
+
+def test_a_claude_code_subagent_is_a_session_of_its_own() -> None:
+    billing = (
+        "x-anthropic-billing-header: cc_version=2.1.332; cc_entrypoint=cli; cc_is_subagent=true;"
+    )
+    explorer = [{"type": "text", "text": billing}, {"type": "text", "text": "You explore code."}]
+    planner = [{"type": "text", "text": billing}, {"type": "text", "text": "You plan work."}]
+    main = [{"type": "text", "text": billing.replace(" cc_is_subagent=true;", "")}]
+    assert _subagent({"system": main}) is None
+    assert _subagent({"system": "You are Claude Code."}) is None
+    a, b = _subagent({"system": explorer}), _subagent({"system": planner})
+    assert a is not None
+    assert b is not None
+    assert a != b
+    assert _subagent({"system": explorer}) == a  # the same kind of subagent, the same key

@@ -3,7 +3,8 @@ that its turns keep their provider's prompt cache (`engine.affinity`): an explic
 `X-Agent-Reach-Session`; Claude Code's `X-Claude-Code-Session-Id` or its `metadata.user_id`'s
 session; Codex's `session-id`; OpenCode's `x-opencode-session` or `x-session-affinity`; a
 `prompt_cache_key` (Codex, Qwen Code); else, for a conversation past its first turn, a hash of
-its first messages. A subagent (`x-claude-code-agent-id`) is a session of its own. The key of
+its first messages. A subagent (`x-claude-code-agent-id`, or `cc_is_subagent=true` in Claude
+Code's billing line) is a session of its own. The key of
 its home is scoped by the client key (`affinity_key`): a session id is the client's to choose,
 and must never steer another key's traffic.
 """
@@ -27,6 +28,7 @@ HEADERS = (
     "x-session-affinity",
 )
 SUBAGENT = "x-claude-code-agent-id"
+SUBAGENT_MARK = "cc_is_subagent=true"  # in Claude Code's billing line, a subagent's
 _SESSION_IN_USER_ID = re.compile(r"_session_([0-9A-Za-z-]+)")
 
 
@@ -38,7 +40,7 @@ def session_of(request: Request, req: ChatRequest) -> str | None:
         found = _in_body(req.native if isinstance(req.native, dict) else req.body, req.body)
     if found is None:
         return None
-    agent = headers.get(SUBAGENT)
+    agent = headers.get(SUBAGENT) or _subagent(req.native)
     return f"{found}\0{agent}" if agent else found
 
 
@@ -57,6 +59,23 @@ def _in_body(native: dict[str, Any], chat: dict[str, Any]) -> str | None:
     if isinstance(user, str) and user:
         return _claude_session(user)
     return _conversation(chat.get("messages"))
+
+
+def _subagent(native: Any) -> str | None:
+    """A Claude Code subagent's own key, from its Messages body when it sends no agent id: its
+    billing line says `cc_is_subagent=true`, and the rest of its system prompt (its agent's
+    instructions) tells one kind of subagent from another."""
+    system = native.get("system") if isinstance(native, dict) else None
+    if isinstance(system, str):
+        texts = [system]
+    elif isinstance(system, list):
+        texts = [str(b.get("text", "")) for b in system if isinstance(b, dict)]
+    else:
+        return None
+    if not any(SUBAGENT_MARK in t for t in texts):
+        return None
+    own = "\n".join(t for t in texts if SUBAGENT_MARK not in t)
+    return "subagent:" + hashlib.blake2b(own.encode(), digest_size=8).hexdigest()
 
 
 def _claude_session(user_id: str) -> str | None:
