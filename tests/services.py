@@ -87,3 +87,15 @@ def chromium_flags(tmp_path: Path, budget_ms: int) -> list[str]:
         f"--user-data-dir={tmp_path / 'chromium'}",
         f"--virtual-time-budget={budget_ms}",
     ]
+
+
+def dumped_dom(tmp_path: Path, url: str, budget_ms: int = 4500) -> str:
+    """The DOM of `url` once its scripts have had `budget_ms` of virtual time (headless
+    Chromium's `--dump-dom`)."""
+    return subprocess.run(
+        [*chromium_flags(tmp_path, budget_ms), "--dump-dom", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout

@@ -11,7 +11,6 @@ import asyncio
 import json
 import math
 import re
-import subprocess
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +25,7 @@ from aiohttp import web
 from ..fakes.serving import Threaded
 from ..fakes.shapes import completion
 from ..fakes.upstream import Upstream
-from ..services import chromium_flags
+from ..services import dumped_dom
 from .test_cli import run
 from .test_proxy import MSG, Proxy, start, stop
 
@@ -167,13 +166,7 @@ def test_three_keys_one_revoked_one_limited(up: Upstream, tmp_path: Path, plan: 
         statuses, traces = send(proxy, pool.reopens_at + 3.0)
         _, view = proxy.get("/agent-reach/v1/status")
         _, metrics = proxy.get("/metrics")
-        dom = subprocess.run(
-            [*chromium_flags(tmp_path, 4500), "--dump-dom", proxy.base + "/agent-reach/"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout
+        dom = dumped_dom(tmp_path, proxy.base + "/agent-reach/")
     finally:
         assert stop(proxy) == 0
         pool.threads.stop()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ..fakes.upstream import Upstream
-from ..services import chromium_flags
+from ..services import chromium_flags, dumped_dom
 from .test_proxy import MSG, start, stop
 
 
@@ -51,13 +51,7 @@ def test_chromium_renders_providers_circuits_and_failovers(up: Upstream, tmp_pat
         assert status == 200
         assert "http://" not in text  # self-contained: no CDN
         assert "https://" not in text
-        dom = subprocess.run(
-            [*chromium_flags(tmp_path, 4500), "--dump-dom", url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout
+        dom = dumped_dom(tmp_path, url)
         rows = dict(re.findall(r'<tr data-provider="([^"]+)" data-circuit="([^"]+)"', dom))
         assert rows == {"plan-one": "open", "dead-one": "open", "good-one": "closed"}
         until = datetime.fromtimestamp(up.reopens_at, UTC)
@@ -96,13 +90,7 @@ def test_an_empty_page_says_so_without_a_numbered_none(up: Upstream, tmp_path: P
     none; each provider says this process has made no attempt yet."""
     proxy = start(config(up), tmp_path, up)
     try:
-        dom = subprocess.run(
-            [*chromium_flags(tmp_path, 4500), "--dump-dom", proxy.base + "/agent-reach/"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout
+        dom = dumped_dom(tmp_path, proxy.base + "/agent-reach/")
     finally:
         stop(proxy)
     assert '<ol id="failovers"></ol>' in dom
