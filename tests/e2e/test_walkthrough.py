@@ -86,6 +86,8 @@ class Newcomer:
             "--route": "deepseek",
             "--base-url": f"http://127.0.0.1:{free_port()}/v1",
             "--log": str(self.home / "run.log"),
+            "--shutdown-timeout": "5",
+            "--drain-delay": "0",
         }
         argv: list[str] = []
         for i, word in enumerate(words):

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .exits import expected_errors
-from .simulated import EMBED_MODEL, EMBED_WIDTH
 
 if TYPE_CHECKING:
     from ..core.events import Event
@@ -100,6 +99,8 @@ def agents_config(port: int, refused: int) -> dict[str, Any]:
     """The config `demo --serve` writes: a dead provider, a 401 one, the simulated model over
     Chat Completions (and its embedding space), then over native Ollama; any model an agent
     asks for maps to it."""
+    from .simulated import EMBED_MODEL, EMBED_WIDTH
+
     base = f"http://127.0.0.1:{port}"
     return {
         "version": "0.3.2",
@@ -146,7 +147,7 @@ async def _serve(port: int) -> None:
 
     from ..config.write import to_yaml, write_private
     from ..net.ports import free_port
-    from .simulated import app
+    from .simulated import EMBED_MODEL, EMBED_WIDTH, app
 
     started = time.perf_counter()
     stop = asyncio.Event()  # Ctrl-C stops it cleanly from here on, before anything is printed
