@@ -12,6 +12,12 @@ from agent_reach.state import busy
 from agent_reach.state.busy import Busy
 
 
+async def settled(counts: Busy) -> None:
+    """Wait for `counts`' swap with the fleet under way, if any, to end."""
+    if counts._task is not None:
+        await asyncio.wait_for(counts._task, 10)
+
+
 async def test_an_instance_sees_what_the_others_have_in_flight(redis_url: str) -> None:
     a_redis = aioredis.from_url(redis_url, decode_responses=True)
     b_redis = aioredis.from_url(redis_url, decode_responses=True)
@@ -19,11 +25,11 @@ async def test_an_instance_sees_what_the_others_have_in_flight(redis_url: str) -
     try:
         for _ in range(3):
             a.enter("slow")
-        await asyncio.sleep(0.05)  # a's swap sent its counts
+        await settled(a)  # a's swap sent its counts
         b._at = 0.0
         b.enter("fast")
         b.leave("fast")
-        await asyncio.sleep(0.05)  # b's swap read them
+        await settled(b)  # b's swap read them
         assert b["slow"] == 3
         assert b["fast"] == 0
         order = arranged("least_busy", ("slow", "fast"), {}, Signals(lambda: 0.5, {}, b))
@@ -31,7 +37,7 @@ async def test_an_instance_sees_what_the_others_have_in_flight(redis_url: str) -
         await a_redis.delete(f"{busy.PREFIX}busy:a")  # a stopped: its counts are gone
         b._at = 0.0
         b.enter("fast")
-        await asyncio.sleep(0.05)
+        await settled(b)
         assert b.get("slow", 0) == 0
     finally:
         await a.aclose()

@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -367,13 +368,15 @@ def test_claude_code_keeps_its_home_through_a_failover_and_back(
 
 
 def _answered(proxy: Proxy) -> list[str]:
-    """The providers that answered the requests logged since the last call (the access log)."""
+    """The providers that answered the Messages requests logged since the last call (the
+    access log; a turn's two requests, the tool call and its answer, waited for)."""
     log = Path(proxy.proc.args[2]).parent / "proxy.log"  # type: ignore[index]
-    lines = log.read_text().splitlines()
-    seen = getattr(proxy, "_seen_lines", 0)
-    proxy._seen_lines = len(lines)  # type: ignore[attr-defined]
-    return [
-        m.group(1)
-        for x in lines[seen:]
-        if " /v1/messages 200 " in x and (m := re.search(r" provider=(\S+) ", x))
-    ]
+    seen = getattr(proxy, "_seen", 0)
+    deadline = time.monotonic() + 10
+    while True:
+        lines = [x for x in log.read_text().splitlines() if " /v1/messages 200 " in x]
+        if len(lines) >= seen + 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    proxy._seen = len(lines)  # type: ignore[attr-defined]
+    return [m.group(1) for x in lines[seen:] if (m := re.search(r" provider=(\S+) ", x))]

@@ -373,9 +373,15 @@ def test_codex_keeps_its_home_through_a_failover_and_back(
     turns: list[list[str]] = []
 
     def answered() -> list[str]:
-        lines = log.read_text().splitlines()
+        """Who answered the turn's requests (its two, the tool call and its answer, waited
+        for in the access log)."""
         seen = sum(len(t) for t in turns)
-        posts = [x for x in lines if " /v1/responses 200 " in x]
+        deadline = time.monotonic() + 10
+        while True:
+            posts = [x for x in log.read_text().splitlines() if " /v1/responses 200 " in x]
+            if len(posts) >= seen + 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         return [re.search(r" provider=(\S+) ", x).group(1) for x in posts[seen:]]  # type: ignore[union-attr]
 
     try:
