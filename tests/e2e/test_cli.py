@@ -549,3 +549,22 @@ def test_embed_with_no_space_configured_says_how_to_configure_one(
         assert "embeddings: {spaces: {NAME: {dimensions: WIDTH}}}" in done.stderr
         assert "model_map" not in done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_check_and_status_agree_about_a_used_up_budget(up: Upstream, tmp_path: Path) -> None:
+    """A first day's stumble: `status` showed a budget used up while `check` called the
+    provider usable; a request would skip it (`quota_exhausted`), and `check` now says so."""
+    cfg = config_file(
+        tmp_path,
+        p("capped", up.url("ok"), metadata={"rate_limit": "1req/day"}),
+        p("good", up.url("ok")),
+    )
+    assert run("chat", "-p", "hi", config=cfg).returncode == 0  # capped's one request today
+    status = {r["provider"]: r for r in json.loads(run("status", "--json", config=cfg).stdout)}
+    assert [q["ratio"] for q in status["capped"]["quota"]] == [1.0]
+    rows = {r["provider"]: r for r in json.loads(run("check", "--json", config=cfg).stdout)}
+    assert (rows["capped"]["usable"], rows["good"]["usable"]) == (False, True)
+    assert "budget 1req/day used up (1/1)" in rows["capped"]["detail"]
+    table = run("check", config=cfg)
+    line = next(x for x in table.stdout.splitlines() if "capped" in x)
+    assert "skipped: budget 1req/day used up" in line, table.stdout

@@ -27,8 +27,8 @@ def check(obj: dict[str, Any], model: str | None, as_json: bool) -> None:
     from ..config import load_config
 
     cfg = load_config(obj["config_path"])
-    checked, circuits = asyncio.run(_check_all(cfg, model))
-    rows = [_with_circuit(r, circuits.get(r.provider)) for r in checked]
+    checked, remembered = asyncio.run(_check_all(cfg, model))
+    rows = [_with_circuit(r, remembered.get(r.provider, {})) for r in checked]
     if as_json:
         from .render import print_json
 
@@ -45,7 +45,8 @@ def check(obj: dict[str, Any], model: str | None, as_json: bool) -> None:
 async def _check_all(
     cfg: Config, model: str | None
 ) -> tuple[list[CheckResult], dict[str, dict[str, Any]]]:
-    """Each provider's check, and its circuit as the config's state store remembers it."""
+    """Each provider's check, and its status row as the config's state store remembers it
+    (its circuit, and its budgets' use)."""
     import asyncio
 
     from ..router import Router
@@ -55,26 +56,32 @@ async def _check_all(
     remembered = Router(cfg)  # what the proxy and earlier runs left in the store, read only
     try:
         checked = await asyncio.gather(*(router.check(n, model) for n in router.providers))
-        circuits = {row["provider"]: row["circuit"] for row in await remembered.status()}
+        rows = {row["provider"]: row for row in await remembered.status()}
     finally:
         await router.aclose()
         await remembered.aclose()
-    return list(checked), circuits
+    return list(checked), rows
 
 
-def _with_circuit(
-    r: CheckResult, circuit: dict[str, Any] | None
-) -> tuple[CheckResult, dict[str, Any] | None]:
-    """`r` as its open circuit leaves it: not usable (a request would skip it), and why; and
-    for a provider without a health check, that its key was not tried."""
+def _with_circuit(r: CheckResult, row: dict[str, Any]) -> tuple[CheckResult, dict[str, Any] | None]:
+    """`r` as its status `row` leaves it: not usable (a request would skip it) when its circuit
+    is open or one of its budgets is used up, and why (as `status` says it); and for a
+    provider without a health check, that its key was not tried."""
     from dataclasses import replace
 
     if r.health == "none" and r.reachable and not r.detail:
         r = replace(r, detail="a TCP connect only, its key not tried")
-    if circuit is None or circuit["state"] != "open":
+    circuit = row.get("circuit")
+    why = [
+        f"budget {q['budget']} used up ({q['used']}/{q['limit']})"
+        for q in row.get("quota", ())
+        if q["ratio"] >= 1
+    ]
+    if circuit is not None and circuit["state"] == "open":
+        why.insert(0, f"circuit open after {circuit['cause']}, {circuit['open_for_s']:.0f} s left")
+    if not why:
         return r, circuit
-    why = f"circuit open after {circuit['cause']}, {circuit['open_for_s']:.0f} s left"
-    detail = f"{r.detail}; {why}" if r.detail else why
+    detail = "; ".join([r.detail, *why] if r.detail else why)
     return replace(r, usable=False, detail=detail), circuit
 
 
