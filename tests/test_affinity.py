@@ -5,6 +5,7 @@ session ids each agent sends."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +16,8 @@ from agent_reach.server.faces.sessions import (
     _subagent,
     affinity_key,
 )
-from agent_reach.state.homes import Home, MemoryHomes
+from agent_reach.state.homes import FRESH_S, Home, MemoryHomes, Shared, SQLiteHomes
+from agent_reach.state.sqlite import SQLiteStore
 
 
 def test_home_is_the_first_seat_stays_through_a_failover_and_moves_after_enough() -> None:
@@ -97,3 +99,23 @@ def test_a_claude_code_subagent_is_a_session_of_its_own() -> None:
     assert b is not None
     assert a != b
     assert _subagent({"system": explorer}) == a  # the same kind of subagent, the same key
+
+
+async def test_two_processes_share_homes_through_sqlite_each_with_a_fresh_view(
+    tmp_path: Path,
+) -> None:
+    """Two processes' homes over one SQLite file: what one sets the other reads; a read
+    within `FRESH_S` is this process's view (no round trip), after it the file again."""
+    stores = [SQLiteStore(str(tmp_path / "state.db")) for _ in range(2)]
+    try:
+        a, b = (Shared(SQLiteHomes(s, 100), 100) for s in stores)
+        await a.set("s", Home("p1"), now=0, ttl_s=100)
+        assert await b.get("s", now=1) == Home("p1")
+        await a.set("s", Home("p2"), now=1.5, ttl_s=100)
+        assert await b.get("s", now=2) == Home("p1")  # its view, read at 1: fresh still
+        assert await b.get("s", now=1 + FRESH_S) == Home("p2")  # stale: read again
+        await b.forget("s")
+        assert await a.get("s", now=10) is None
+    finally:
+        for store in stores:
+            await store.aclose()

@@ -1,8 +1,9 @@
-"""Where sessions' homes live (`engine.affinity.Homes`: get, set, forget), beside the config's
-state, so that every process sharing it (a fleet on Redis, CLI runs and a proxy on SQLite) sends
-a session's turns to the same home: `homes_for(store, limit)`. Each is bounded in number (the
-least recently set go first) and expiring. A backend that fails answers from this process's
-own homes instead: affinity only orders, so a lost home costs a cache, never a request.
+"""Where sessions' homes live (`Homes`: get, set, forget; `engine.affinity` decides them),
+beside the config's state, so that every process sharing it (a fleet on Redis, CLI runs and a
+proxy on SQLite) sends a session's turns to the same home: `homes_for(store, limit)`. Each is
+bounded in number (the least recently set go first) and expiring. This process's view of them
+(`Shared`) answers a request's read when it is fresh, and when the backend fails: affinity only
+orders, so a stale or lost home costs a cache, never a request.
 """
 
 from __future__ import annotations
@@ -10,13 +11,20 @@ from __future__ import annotations
 import contextlib
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .redis_layout import PREFIX
 from .store import StateStore
 
+if TYPE_CHECKING:
+    import sqlite3
+
+    from .sqlite import SQLiteStore
+
 _INDEX = f"{PREFIX}homes"  # Redis: every home's key, scored by when it was last set
 _PRUNE_EVERY = 64  # SQLite: sets between two prunes to `limit`
+FRESH_S = 2.0  # how long a home read from the shared backend is taken from this process's view
+_KEPT_S = 86400.0  # how long this process keeps a home it read, for when the backend fails
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +82,9 @@ def homes_for(store: StateStore, limit: int) -> Homes:
     from .sqlite import SQLiteStore
 
     if isinstance(store, RedisStore):
-        return _Fallback(RedisHomes(store.redis, limit), limit)
+        return Shared(RedisHomes(store.redis, limit), limit)
     if isinstance(store, SQLiteStore):
-        return _Fallback(SQLiteHomes(store, limit), limit)
+        return Shared(SQLiteHomes(store, limit), limit)
     return MemoryHomes(limit)
 
 
@@ -122,14 +130,13 @@ class RedisHomes:
 class SQLiteHomes:
     """Homes in the state's SQLite file (table `homes`), pruned to `limit` now and then."""
 
-    def __init__(self, store: Any, limit: int) -> None:
-        self._store = store  # a `SQLiteStore`: its worker thread and connection
+    def __init__(self, store: SQLiteStore, limit: int) -> None:
+        self._store = store
         self._limit = limit
         self._sets = 0
         self._made = False
 
-    def _db(self) -> Any:
-        db = self._store._db()
+    def _table(self, db: sqlite3.Connection) -> sqlite3.Connection:
         if not self._made:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS homes (key TEXT PRIMARY KEY, home TEXT NOT NULL,"
@@ -139,23 +146,22 @@ class SQLiteHomes:
         return db
 
     async def get(self, key: str, now: float) -> Home | None:
-        def get() -> Any:
+        def get(db: sqlite3.Connection) -> Any:
             row = (
-                self._db()
+                self._table(db)
                 .execute("SELECT home FROM homes WHERE key = ? AND expires > ?", (key, now))
                 .fetchone()
             )
             return None if row is None else row[0]
 
-        return _decoded(await self._store._run(get))
+        return _decoded(await self._store.with_db(get))
 
     async def set(self, key: str, home: Home, now: float, ttl_s: float) -> None:
         self._sets += 1
         prune = self._sets % _PRUNE_EVERY == 0
 
-        def put() -> None:
-            db = self._db()
-            db.execute(
+        def put(db: sqlite3.Connection) -> None:
+            self._table(db).execute(
                 "INSERT OR REPLACE INTO homes VALUES (?, ?, ?, ?)",
                 (key, _encoded(home), now + ttl_s, now),
             )
@@ -167,33 +173,57 @@ class SQLiteHomes:
                     (self._limit,),
                 )
 
-        await self._store._run(put)
+        await self._store.with_db(put)
 
     async def forget(self, key: str) -> None:
-        await self._store._run(
-            lambda: self._db().execute("DELETE FROM homes WHERE key = ?", (key,))
-        )
+        def drop(db: sqlite3.Connection) -> None:
+            self._table(db).execute("DELETE FROM homes WHERE key = ?", (key,))
+
+        await self._store.with_db(drop)
 
 
-class _Fallback:
-    """A shared backend's homes, with this process's own answering while the backend fails."""
+class Shared:
+    """A shared backend's homes behind this process's view of them: a session's home read or
+    set here in the last `FRESH_S` is taken from the view (most turns of a session come
+    seconds apart: a round trip to the backend each, 150 µs on SQLite, is saved), and the view
+    answers while the backend fails. Another process's move of a home is seen within
+    `FRESH_S`; until then the turn tries the old one first, which only orders it."""
 
     def __init__(self, shared: Homes, limit: int) -> None:
         self._shared = shared
         self._own = MemoryHomes(limit)
+        self._read: OrderedDict[str, float] = OrderedDict()  # when each was last read here
+        self._limit = limit
 
     async def get(self, key: str, now: float) -> Home | None:
-        try:
-            return await self._shared.get(key, now)
-        except Exception:
+        at = self._read.get(key)
+        if at is not None and now - at < FRESH_S:
             return await self._own.get(key, now)
+        try:
+            home = await self._shared.get(key, now)
+        except Exception:  # the store's trouble is said by the store
+            return await self._own.get(key, now)
+        if home is None:
+            await self._own.forget(key)
+        else:
+            await self._own.set(key, home, now, _KEPT_S)
+        self._fresh(key, now)
+        return home
 
     async def set(self, key: str, home: Home, now: float, ttl_s: float) -> None:
         await self._own.set(key, home, now, ttl_s)
+        self._fresh(key, now)
         with contextlib.suppress(Exception):
             await self._shared.set(key, home, now, ttl_s)
 
     async def forget(self, key: str) -> None:
         await self._own.forget(key)
+        self._read.pop(key, None)
         with contextlib.suppress(Exception):
             await self._shared.forget(key)
+
+    def _fresh(self, key: str, now: float) -> None:
+        self._read[key] = now
+        self._read.move_to_end(key)
+        while len(self._read) > self._limit:
+            self._read.popitem(last=False)

@@ -77,6 +77,11 @@ class SQLiteStore(CachedStore):
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.wrap_future(self._executor.submit(fn, *args))
 
+    async def with_db(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn` of the connection, on the store's one worker thread (what keeps data of its
+        own in the file, beside the store's: `homes.SQLiteHomes`)."""
+        return await self._run(lambda: fn(self._db()))
+
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
             _private(self.path)
