@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,3 +49,16 @@ def gemini_env(home: Path, **extra: str) -> dict[str, str]:
         "NO_COLOR": "1",
         **extra,
     }
+
+
+def answered_since(log: Path, path: str, seen: int, at_least: int = 2) -> list[str]:
+    """Who answered each request on `path` the proxy's access `log` holds after its first
+    `seen`: waited for until there are `at_least` of them (an agent's turn makes two, the tool
+    call and its answer), 10 s at most."""
+    deadline = time.monotonic() + 10
+    while True:
+        lines = [x for x in log.read_text().splitlines() if f" {path} 200 " in x]
+        if len(lines) >= seen + at_least or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    return [m.group(1) for x in lines[seen:] if (m := re.search(r" provider=(\S+) ", x))]

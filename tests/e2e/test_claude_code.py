@@ -10,7 +10,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from ..agents import AGENT_CLIENT_KEY, agent, claude_env
+from ..agents import AGENT_CLIENT_KEY, agent, answered_since, claude_env
 from ..fakes.upstream import (
     CLAUDE_TEXT,
     DEEPSEEK_MAX_TOKENS,
@@ -368,15 +367,9 @@ def test_claude_code_keeps_its_home_through_a_failover_and_back(
 
 
 def _answered(proxy: Proxy) -> list[str]:
-    """The providers that answered the Messages requests logged since the last call (the
-    access log; a turn's two requests, the tool call and its answer, waited for)."""
+    """The providers that answered the Messages requests of the turn since the last call."""
     log = Path(proxy.proc.args[2]).parent / "proxy.log"  # type: ignore[index]
     seen = getattr(proxy, "_seen", 0)
-    deadline = time.monotonic() + 10
-    while True:
-        lines = [x for x in log.read_text().splitlines() if " /v1/messages 200 " in x]
-        if len(lines) >= seen + 2 or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    proxy._seen = len(lines)  # type: ignore[attr-defined]
-    return [m.group(1) for x in lines[seen:] if (m := re.search(r" provider=(\S+) ", x))]
+    got = answered_since(log, "/v1/messages", seen)
+    proxy._seen = seen + len(got)  # type: ignore[attr-defined]
+    return got

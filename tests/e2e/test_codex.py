@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ..agents import agent
+from ..agents import agent, answered_since
 from ..fakes.upstream import TOOL_WORD, Upstream, cached_share, cut_in_a_tool_call, refused_url
 from .test_proxy import PROVIDER_KEY, Proxy, start, stop
 
@@ -373,16 +373,7 @@ def test_codex_keeps_its_home_through_a_failover_and_back(
     turns: list[list[str]] = []
 
     def answered() -> list[str]:
-        """Who answered the turn's requests (its two, the tool call and its answer, waited
-        for in the access log)."""
-        seen = sum(len(t) for t in turns)
-        deadline = time.monotonic() + 10
-        while True:
-            posts = [x for x in log.read_text().splitlines() if " /v1/responses 200 " in x]
-            if len(posts) >= seen + 2 or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        return [re.search(r" provider=(\S+) ", x).group(1) for x in posts[seen:]]  # type: ignore[union-attr]
+        return answered_since(log, "/v1/responses", sum(len(t) for t in turns))
 
     try:
         runs = [codex_exec(env, work, options=routed)]
