@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_reach.engine.affinity import after, first
+from agent_reach.core.routing import Walk
+from agent_reach.engine.affinity import after
 from agent_reach.server.faces.sessions import (
     _claude_session,
     _conversation,
@@ -33,9 +34,15 @@ def test_home_is_the_first_seat_stays_through_a_failover_and_moves_after_enough(
 
 
 def test_the_homes_provider_goes_first_when_it_is_in_the_order() -> None:
-    assert first(("x", "y", "z"), Home("z/KEY_2")) == ("z", "x", "y")
-    assert first(("x", "y"), Home("gone")) == ("x", "y")
-    assert first(("x", "y"), None) == ("x", "y")
+    def handed(order: tuple[str, ...], home: Home | None) -> list[str]:
+        walk = Walk(order)
+        if home is not None:
+            walk.prefer(home.provider)
+        return [pick[0] for pick in iter(lambda: walk.next(1.0), None)]  # type: ignore[index]
+
+    assert handed(("x", "y", "z"), Home("z/KEY_2")) == ["z", "x", "y"]
+    assert handed(("x", "y"), Home("gone")) == ["x", "y"]
+    assert handed(("x", "y"), None) == ["x", "y"]
 
 
 async def test_memory_homes_expire_and_keep_the_most_recently_used() -> None:

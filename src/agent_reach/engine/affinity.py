@@ -1,8 +1,8 @@
 """Session affinity (protocol §3.1): a session's later turns try its home first, so that they
 reach the provider (and key) whose prompt cache holds their prefix. Affinity only orders: a
 home that fails is failed over as any provider, and does not move; it is first again on the
-next turn. `move_after` turns in a row answered elsewhere move it (that cache is now the warmer
-one).
+next turn (`Walk.prefer`). `affinity_move_after` turns in a row answered elsewhere move it
+(that cache is now the warmer one).
 
 A home is a seat (`PreparedProvider.seat`: `provider` or `provider/KEY_VAR`), kept by the
 session's key (`ChatRequest.affinity`, already scoped by the client key) in `state.homes`:
@@ -12,13 +12,6 @@ the state store's, for every process sharing it. Pure.
 from __future__ import annotations
 
 from ..state.homes import Home
-
-
-def first(order: tuple[str, ...], home: Home | None) -> tuple[str, ...]:
-    """`order` with the home's provider first, when it is in it."""
-    if home is None or home.provider not in order or order[0] == home.provider:
-        return order
-    return (home.provider, *(n for n in order if n != home.provider))
 
 
 def after(home: Home | None, answered: str, move_after: int) -> Home | None:

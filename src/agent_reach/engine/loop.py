@@ -89,7 +89,6 @@ class Engine:
         self.seats = {m.seat: m for pool in self.pools.values() for m in pool}
         keys = {seat: m.state_key for seat, m in self.seats.items()}
         self.observers: list[Observer] = [AttemptLog(self.store, keys, clock), latency]
-        self.names = {m.state_key: m.name for m in self.seats.values()}
         self.ledger = Ledger(self.store, config, clock, self.pools)
         self.ledger.observers = self.observers
         self.store.follow(config.circuit, self.ledger.changed)
@@ -136,7 +135,9 @@ class Engine:
         identity, so an unchanged provider keeps them and an edited one starts fresh."""
         self._session = old._session
         self.health.results.update(
-            (key, result) for key, result in old.health.results.items() if key in self.names
+            (key, result)
+            for key, result in old.health.results.items()
+            if key in self.ledger.members
         )
 
     def arranged(self, run: Run, pool: Pool) -> Pool:
