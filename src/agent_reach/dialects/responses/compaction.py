@@ -68,11 +68,9 @@ def seal(summary: str, replaced: int, key: bytes) -> dict[str, Any]:
     return {"type": "compaction", "id": new_id("cmp"), "encrypted_content": content}
 
 
-def opened(content: Any, key: bytes, where: str) -> str:
-    """The summary sealed in one of our items' `encrypted_content`; a 400 naming `where` (the
-    item's place in `input`) for content that is not ours or not sealed with `key`."""
-    if not isinstance(content, str) or not content.startswith(MARK):
-        raise RequestError(f"{where} is a compaction item agent-reach did not make", param="input")
+def opened(content: str, key: bytes, where: str) -> str:
+    """The summary sealed in one of our items' `encrypted_content` (it begins with `MARK`); a
+    400 naming `where` (the item's place in `input`) when it is not sealed with `key`."""
     packed, _, mac = content[len(MARK) :].rpartition(".")
     try:
         payload, given = _unb64(packed), _unb64(mac)

@@ -138,6 +138,11 @@ class Face:
         return Response(status=status, body=orjson.dumps(body), content_type=JSON, headers=headers)
 
     def all_failed(self, exc: AllProvidersFailed) -> Response:
+        """No provider answered: `failure`'s error as a response."""
+        status, body, headers = self.failure(exc)
+        return Response(status=status, body=orjson.dumps(body), content_type=JSON, headers=headers)
+
+    def failure(self, exc: AllProvidersFailed) -> tuple[int, dict[str, Any], dict[str, str] | None]:
         """No provider answered: the status of protocol §5.1 (whose fault it is: `exc.fault`),
         with every attempt inside `error` and, for a 429, `Retry-After` (for a 5xx,
         `x-should-retry: false`: every provider was tried just now, the SDKs' retries would
@@ -159,16 +164,16 @@ class Face:
                 wait = math.ceil(fault.retry_after)
                 extra["resets_at"] = int(time.time()) + wait
                 extra["resets_in_seconds"] = wait
-        return self.error_response(
+        body = self.error_body(
             fault.status,
             message,
-            kind,
-            fault.code,
-            headers=headers,
+            type=kind,
+            code=fault.code,
             param=fault.param,
             attempts=[a.to_dict() for a in exc.attempts],
             **extra,
         )
+        return fault.status, body, headers
 
 
 def owner(request: Request) -> str:

@@ -235,13 +235,13 @@ class Session:
             await _refuse(ws, Refused(exc.status, str(exc), param=exc.param))
             return exc.status
         except AllProvidersFailed as exc:
-            answer = HTTP.all_failed(exc)
-            error = orjson.loads(answer.body)["error"]
-            headers = {k.lower(): v for k, v in answer.headers.items() if k != "Content-Type"}
-            event = error_event(answer.status, str(error.get("message") or ""), headers=headers)
+            status, body, headers = HTTP.failure(exc)
+            error = body["error"]
+            said = {k.lower(): v for k, v in (headers or {}).items()}
+            event = error_event(status, str(error.get("message") or ""), headers=said)
             event |= {"error": error, "code": error.get("code"), "param": error.get("param")}
             await ws.send(orjson.dumps(event).decode())
-            return answer.status
+            return status
         return 200
 
     async def _create(self, ws: WebSocket, frame: dict[str, Any]) -> None:
