@@ -37,6 +37,7 @@ from agent_reach.net.ports import free_port
 from common import AGENT_REACH, Processes, publish
 from fleet import start_redis
 from tests.fakes.shapes import completion
+from tests.fakes.upstream import shared_prefix
 
 ANSWER = "I looked at the file and changed what the failing test needed. " * 16  # ~1 KB
 RESULT = "test_module.py::test_case PASSED\n" * 62  # ~2 KB
@@ -57,21 +58,13 @@ class Caching:
         if self.failing:
             return web.json_response({"error": {"message": "overloaded"}}, status=500)
         sent = orjson.dumps(body["messages"])
-        cached = max((_shared(sent, s) for s in self.seen), default=0)
+        cached = max((shared_prefix(sent, s) for s in self.seen), default=0)
         self.seen.append(sent)
         first = next(m for m in body["messages"] if m["role"] == "user")
         session = str(first["content"]).split()[1]
         turn = sum(1 for m in body["messages"] if m["role"] == "user")
         self.log.append((session, turn, len(sent) // 4, cached // 4))
         return web.json_response(completion(ANSWER, "m"))
-
-
-def _shared(a: bytes, b: bytes) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 def messages(session: str, turns: int) -> list[dict[str, Any]]:

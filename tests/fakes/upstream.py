@@ -1040,7 +1040,7 @@ class Upstream:
         seen before counts as cached, reported in DeepSeek's words. It asks for a tool call
         until the conversation has 9 messages, then answers with a text."""
         raw = await request.read()
-        hit = max((_shared(raw, seen) for seen in self.cached), default=0) // 4
+        hit = max((shared_prefix(raw, seen) for seen in self.cached), default=0) // 4
         self.cached.append(raw)
         prompt = len(raw) // 4
         usage = {
@@ -1486,7 +1486,7 @@ def cached_share(before: dict[str, Any], after: dict[str, Any]) -> float:
     return len(shared) / len(second) if second.startswith(shared) else 0.0
 
 
-def _shared(a: bytes, b: bytes) -> int:
+def shared_prefix(a: bytes, b: bytes) -> int:
     """How many bytes `a` and `b` share from the start."""
     n = min(len(a), len(b))
     return next((i for i in range(n) if a[i] != b[i]), n)
