@@ -34,6 +34,7 @@ import yaml
 from aiohttp import web
 
 from agent_reach.net.ports import free_port
+from agent_session import up_by
 from common import AGENT_REACH, Processes, publish
 from fleet import start_redis
 from tests.fakes.shapes import completion
@@ -136,7 +137,7 @@ async def run_case(
         bases.append(f"http://127.0.0.1:{port}")
     async with httpx.AsyncClient(timeout=30) as client:
         for base in bases:
-            await _up(client, base)
+            await up_by(base + "/healthz", 20)
         for kind in ("claude", "codex"):
             for s in range(args.sessions):
                 session = f"{kind}{s}-{case}-{affinity}"
@@ -147,17 +148,6 @@ async def run_case(
         procs.stop(proc)
     log = [row for up in ups for row in up.log]
     return {"all": _share(log, 1), "from_12": _share(log, 12), "cost": _cost(log)}
-
-
-async def _up(client: httpx.AsyncClient, base: str) -> None:
-    for _ in range(200):
-        try:
-            if (await client.get(base + "/healthz")).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        await asyncio.sleep(0.05)
-    raise SystemExit(f"{base} did not start")
 
 
 def _share(log: list[tuple[str, int, int, int]], since: int) -> float:
