@@ -241,7 +241,9 @@ def _matches(shown: Any, got: Any, where: str = "") -> None:
 
 def test_the_readme_step_mode_flow_reproduces(up: Upstream, tmp_path: Path) -> None:
     (block,) = [
-        b for lang, b in code_blocks(section(README.read_text(), "Step mode")) if lang == "sh"
+        b
+        for lang, b in code_blocks(section((ROOT / "docs" / "proxy.md").read_text(), "Step mode"))
+        if lang == "sh"
     ]
     steps = re.split(r"^\$ ", block, flags=re.M)[1:]
     assert len(steps) == 2
