@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # suite 508 s with one process, 242 s with two.
 WORKERS ?= 2
 
-.PHONY: install demo test check lint fmt bench bench-stream chaos image clean
+.PHONY: install demo test check lint fmt bench bench-stream chaos image clean docs site reference
 
 install: $(STAMP)
 
@@ -33,14 +33,26 @@ test: $(STAMP)
 check: lint
 	$(BIN)/pytest -q -n $(WORKERS) --dist loadfile -m "not (e2e or agents or container or redis or browser)"
 
+# The documentation site (mkdocs.yml): `make docs` serves it on http://127.0.0.1:8001 as you
+# edit, `make site` builds it into site/ as the suite does, `make reference` rewrites the pages
+# generated from the code (docs/reference/).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8001
+
+site: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --clean
+
+reference: $(STAMP)
+	$(BIN)/python scripts/reference.py
+
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench examples deploy
-	$(BIN)/ruff format --check src tests bench examples deploy
+	$(BIN)/ruff check src tests bench examples deploy scripts
+	$(BIN)/ruff format --check src tests bench examples deploy scripts
 	$(BIN)/mypy
 
 fmt: $(STAMP)
-	$(BIN)/ruff format src tests bench examples deploy
-	$(BIN)/ruff check --fix src tests bench examples deploy
+	$(BIN)/ruff format src tests bench examples deploy scripts
+	$(BIN)/ruff check --fix src tests bench examples deploy scripts
 
 bench: $(STAMP)
 	$(BIN)/python bench/failover.py
@@ -72,4 +84,4 @@ image: $(STAMP)
 	$(BIN)/python deploy/image/build.py
 
 clean:
-	rm -rf $(VENV) build dist .cache .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist site .cache .pytest_cache .mypy_cache .ruff_cache

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The system programs the tests start themselves, installed with apt-get when missing (as root,
-# or with sudo): redis-server (shared state), chromium (the HTML report's charts) and the
+# or with sudo): redis-server (shared state), chromium (the HTML report's charts, the
+# documentation site's screenshots) with a font for Chinese (fonts-wqy-microhei), and the
 # container tools (`make image` and tests/e2e/test_image.py: mmdebstrap builds the rootfs,
 # skopeo exports the image, podman and runc run it; uidmap, fuse-overlayfs and slirp4netns for
 # podman without root). `ensure-services.sh image` installs only the container tools.
@@ -11,6 +12,7 @@ need=()
 if [ "$group" = all ]; then
   have redis-server || need+=(redis-server)
   have chromium || need+=(chromium)
+  { have fc-list && [ -n "$(fc-list :lang=zh family)" ]; } || need+=(fonts-wqy-microhei)
 fi
 have mmdebstrap || need+=(mmdebstrap)
 have skopeo || need+=(skopeo)

@@ -35,7 +35,8 @@ def run_script(
     _tool(bin_dir / "apt-get", BUSY_APT.format(log=log))
     _tool(bin_dir / "id", f"#!/bin/bash\necho {uid}\n")
     _tool(bin_dir / "sudo", '#!/bin/bash\nexec "$@"\n')
-    # Only the stand-ins on PATH: redis-server, chromium and the container tools look missing.
+    # Only the stand-ins on PATH: redis-server, chromium, a Chinese font (no fc-list) and the
+    # container tools look missing.
     env = {"PATH": str(bin_dir), "HOME": str(tmp_path)}
     bash = next(p for p in ("/bin/bash", "/usr/bin/bash") if os.path.exists(p))
     result = subprocess.run(
@@ -48,7 +49,7 @@ def run_script(
 def test_apt_waits_for_the_dpkg_lock(tmp_path: Path) -> None:
     result, calls = run_script(tmp_path, uid=0)
     assert result.returncode == 0, result.stderr
-    wanted = f"redis-server chromium {CONTAINER_TOOLS}"
+    wanted = f"redis-server chromium fonts-wqy-microhei {CONTAINER_TOOLS}"
     assert f"installing {wanted} for the tests" in result.stderr
     assert calls == [
         "-o DPkg::Lock::Timeout=300 update -q",

@@ -23,7 +23,6 @@ from .readme import (
     subcommands,
 )
 
-DOCS = Path(__file__).parents[1] / "docs"
 BIN = str(Path(sys.executable).parent / "agent-reach")
 
 
@@ -125,31 +124,3 @@ def test_the_chinese_readme_keeps_one_term_per_concept() -> None:
         assert dropped not in text, dropped
     assert "单步模式" in text
     assert "客户端鉴权" in text
-
-
-def test_the_provider_pages_list_the_catalog() -> None:
-    """The catalog tables of the provider pages are the catalog's, row for row (a first day's
-    stumble: a hand-written table listed 22 of the 32 providers `agent-reach providers`
-    lists)."""
-    from agent_reach import catalog
-
-    entries = catalog.load()
-    expected = [
-        f"| `{e.name}` | {e.format} | {e.level} | "
-        f"{f'`{e.key_env}`' if e.key_env else 'none'} | `{e.endpoint}` |"
-        for e in entries
-    ]
-    assert _table(DOCS / "providers.zh.md", "| name | format | level |") == expected
-    rows = _table(DOCS / "providers.md", "| name | provider | format |")
-    assert [row.split("|")[1].strip() for row in rows] == [f"`{e.name}`" for e in entries]
-
-
-def _table(page: Path, header: str) -> list[str]:
-    lines = page.read_text().splitlines()
-    start = next(i for i, x in enumerate(lines) if x.startswith(header))
-    table = []
-    for x in lines[start + 2 :]:
-        if not x.startswith("|"):
-            break
-        table.append(x)
-    return table

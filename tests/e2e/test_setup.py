@@ -11,7 +11,9 @@ from ..readme import README, ROOT, code_blocks, section
 
 
 def test_make_demo_in_a_fresh_clone_as_written(tmp_path: Path) -> None:
-    block = next(b for lang, b in code_blocks(section(README.read_text(), "Set up")) if lang == "sh")
+    block = next(
+        b for lang, b in code_blocks(section(README.read_text(), "Set up")) if lang == "sh"
+    )
     demo = block.splitlines()[0].split("#")[0].strip()
     assert demo == "make demo"
     clone, home = tmp_path / "agent-reach", tmp_path / "home"

@@ -69,9 +69,6 @@ def schema() -> None:
     """Print the JSON Schema of the config file (for editors)."""
     import json
 
-    from ..config import Config
+    from ..config.schema import document
 
-    doc = Config.model_json_schema(by_alias=True)
-    doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    doc["title"] = "agent-reach config"
-    click.echo(json.dumps(doc, indent=2))
+    click.echo(json.dumps(document(), indent=2))
