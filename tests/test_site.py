@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from .png import read_png
-from .readme import ROOT
+from .readme import ROOT, code_blocks, headings
 
 SITE = ROOT / "site"  # kept after the run, with the screenshots under site/screenshots/
 
@@ -56,6 +56,31 @@ def test_every_config_field_is_described_and_every_description_names_a_field() -
     words = {(name, field) for name, section in described.items() for field in section}
     assert fields - words == set(), "fields with no description in config/fields.yaml"
     assert words - fields == set(), "descriptions in config/fields.yaml of no field"
+
+
+# A Chinese page that is a summary of its English one, not a translation of it.
+SUMMARIES = {"providers.zh.md"}
+
+
+def test_each_translated_page_has_the_english_pages_sections_and_code() -> None:
+    def code(text: str) -> list[str]:
+        # code without its comments: the comments are translated, the code is not
+        return [
+            "\n".join(line.split("#", 1)[0].rstrip() for line in body.splitlines())
+            for lang, body in code_blocks(text)
+            if lang in ("yaml", "python", "sh", "", "json", "toml")
+        ]
+
+    pairs = [
+        (zh.with_name(zh.name.replace(".zh.md", ".md")), zh)
+        for zh in (ROOT / "docs").rglob("*.zh.md")
+        if zh.name not in SUMMARIES
+    ]
+    assert len(pairs) >= 18
+    for en, zh in pairs:
+        en_text, zh_text = en.read_text(encoding="utf-8"), zh.read_text(encoding="utf-8")
+        assert headings(zh_text) == headings(en_text), zh.name
+        assert code(zh_text) == code(en_text), zh.name
 
 
 @pytest.fixture(scope="module")
