@@ -171,3 +171,34 @@ async def test_without_a_group_a_limit_parks_only_its_key(up: Upstream) -> None:
     async with router({"name": "p", "endpoint": up.url("ratelimit"), "keys": keys}, backup) as r:
         first = await r.achat(HELLO)
     assert chain(first.trace) == ["p/K_BAD:rate_limited", "p/K_GOOD:rate_limited", "b:ok"]
+
+
+def test_config_validate_says_whether_a_pool_has_a_key_left(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "c.yaml"
+    pools = [
+        {
+            "name": "half",
+            "endpoint": "http://h/v1/chat/completions",
+            "api_key_env": ["K_SET", "K_OFF"],
+        },
+        {
+            "name": "none",
+            "endpoint": "http://h/v1/chat/completions",
+            "api_key_env": ["K_NO", "K_NOT"],
+        },
+    ]
+    path.write_text(yaml.safe_dump({"version": "0.3.2", "providers": pools}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("K_", "AGENT_REACH"))}
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "agent-reach"), "config", "validate", str(path)],
+        env={**env, "K_SET": "sk-set"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "note: half: K_OFF not set (its other keys are used)" in done.stdout
+    assert "note: none: none of K_NO, K_NOT is set (it will be skipped)" in done.stdout

@@ -124,3 +124,16 @@ def test_the_chinese_readme_keeps_one_term_per_concept() -> None:
         assert dropped not in text, dropped
     assert "单步模式" in text
     assert "客户端鉴权" in text
+
+
+def test_every_config_in_the_readmes_validates(tmp_path: Path) -> None:
+    for readme in (README, README_ZH):
+        configs = [b for lang, b in code_blocks(readme.read_text()) if "providers:" in b]
+        assert len(configs) >= 2, readme.name
+        for i, body in enumerate(configs):
+            path = tmp_path / f"{readme.stem}-{i}.yaml"
+            path.write_text(body)
+            done = subprocess.run(
+                [BIN, "config", "validate", str(path)], capture_output=True, text=True, check=False
+            )
+            assert done.returncode == 0, (readme.name, body, done.stderr)

@@ -52,8 +52,10 @@ def validate(obj: dict[str, Any], path: str | None, as_json: bool) -> None:
     for name, missing in unset.items():
         if isinstance(missing, str):
             click.echo(f"  note: {name}: {missing} is not set (it will be skipped)")
-        else:
+        elif len(missing) < len(cfg.provider(name).key_envs):
             click.echo(f"  note: {name}: {', '.join(missing)} not set (its other keys are used)")
+        else:
+            click.echo(f"  note: {name}: none of {', '.join(missing)} is set (it will be skipped)")
     for p in no_auth:
         click.echo(f"  note: {p.name}: {p.proxy_auth_env} is not set (no proxy credentials)")
 
