@@ -83,6 +83,17 @@ def test_each_translated_page_has_the_english_pages_sections_and_code() -> None:
         assert code(zh_text) == code(en_text), zh.name
 
 
+def test_wide_lines_join_outside_code_only() -> None:
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "scripts" / "docs_hooks.py")
+    assert spec
+    assert spec.loader
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    text = "每个\n  提供方，\n见下文\n- 新项\n\n段落\nabc\n```\n中\n文\n```\n"
+    joined = "每个提供方，见下文\n- 新项\n\n段落\nabc\n```\n中\n文\n```\n"
+    assert hooks.join_wide_lines(text) == joined
+
+
 @pytest.fixture(scope="module")
 def site() -> Path:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
@@ -109,6 +120,9 @@ def test_the_site_builds_strict_in_both_languages(site: Path) -> None:
     assert "Getting started" in en
     assert "快速开始" in zh
     assert "编程智能体" in zh  # the navigation is translated too
+    # a Chinese paragraph wrapped in its Markdown reads without a space where a line broke
+    assert "在每个坏掉的\n提供方上" in (ROOT / "docs" / "index.zh.md").read_text(encoding="utf-8")
+    assert "在每个坏掉的提供方上" in zh
     # every page of docs/ is in both languages' sites (a missing translation shows the English)
     pages = [p.relative_to(ROOT / "docs") for p in (ROOT / "docs").rglob("*.md")]
     for page in pages:
