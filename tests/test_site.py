@@ -8,6 +8,7 @@ import functools
 import html
 import http.server
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -123,6 +124,11 @@ def test_the_site_builds_strict_in_both_languages(site: Path) -> None:
     # a Chinese paragraph wrapped in its Markdown reads without a space where a line broke
     assert "在每个坏掉的\n提供方上" in (ROOT / "docs" / "index.zh.md").read_text(encoding="utf-8")
     assert "在每个坏掉的提供方上" in zh
+    # search finds Chinese words: the index cuts Chinese text into them (zero-width spaces)
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    chinese = " ".join(d["text"] for d in index["docs"] if d["location"].startswith("zh/"))
+    assert "\u200b故障\u200b" in chinese
+    assert r"\u200b" in index["config"]["separator"]
     # every page of docs/ is in both languages' sites (a missing translation shows the English)
     pages = [p.relative_to(ROOT / "docs") for p in (ROOT / "docs").rglob("*.md")]
     for page in pages:
