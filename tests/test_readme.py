@@ -117,7 +117,9 @@ def test_no_readme_installs_the_unrelated_pypi_project() -> None:
 
 
 def test_the_chinese_readme_keeps_one_term_per_concept() -> None:
-    text = README_ZH.read_text()
+    # the Chinese pages of the documentation too
+    pages = [README_ZH, *(README_ZH.parent / "docs").rglob("*.zh.md")]
+    text = "\n".join(page.read_text(encoding="utf-8") for page in pages)
     # One term each: 单步模式 (step mode), 客户端鉴权 (client auth), 提供方 for a provider (上游
     # read as "the caller's side" clashed with it), plain words for the seed and wire formats.
     for dropped in ("步进模式", "客户端认证", "上游什么", "线上格式", "原始描述"):
