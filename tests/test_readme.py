@@ -139,3 +139,12 @@ def test_every_config_in_the_readmes_validates(tmp_path: Path) -> None:
                 [BIN, "config", "validate", str(path)], capture_output=True, text=True, check=False
             )
             assert done.returncode == 0, (readme.name, body, done.stderr)
+
+
+def test_every_link_in_the_readmes_leads_to_a_file() -> None:
+    for readme in (README, README_ZH):
+        targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme.read_text())
+        local = [t for t in targets if "://" not in t]
+        assert len(local) >= 10, readme.name
+        missing = [t for t in local if not (readme.parent / t).exists()]
+        assert not missing, (readme.name, missing)
