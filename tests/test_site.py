@@ -27,8 +27,9 @@ from .readme import ROOT, code_blocks, headings
 SITE = ROOT / "site"  # kept after the run, with the screenshots under site/screenshots/
 
 
-def _reference() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("reference", ROOT / "scripts" / "reference.py")
+def _script(name: str) -> ModuleType:
+    """`scripts/NAME.py`, loaded as a module."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     assert spec
     assert spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -37,7 +38,7 @@ def _reference() -> ModuleType:
 
 
 def test_the_generated_pages_are_what_the_code_generates_now() -> None:
-    reference = _reference()
+    reference = _script("reference")
     for name, make in reference.GENERATED.items():
         page = reference.PAGES / name
         assert page.read_text(encoding="utf-8") == make(), (
@@ -85,11 +86,7 @@ def test_each_translated_page_has_the_english_pages_sections_and_code() -> None:
 
 
 def test_wide_lines_join_outside_code_only() -> None:
-    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "scripts" / "docs_hooks.py")
-    assert spec
-    assert spec.loader
-    hooks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hooks)
+    hooks = _script("docs_hooks")
     text = "每个\n  提供方，\n见下文\n- 新项\n\n段落\nabc\n```\n中\n文\n```\n"
     joined = "每个提供方，见下文\n- 新项\n\n段落\nabc\n```\n中\n文\n```\n"
     assert hooks.join_wide_lines(text) == joined
@@ -149,7 +146,7 @@ def test_what_a_reader_looks_for_is_in_the_site(site: Path) -> None:
     from agent_reach.config.provider import Provider
     from agent_reach.core.trace import Reason
 
-    reference = _reference()
+    reference = _script("reference")
     text = {
         lang: " ".join(
             _text(p) for p in root.rglob("*.html") if lang == "zh" or "zh" not in p.parts
