@@ -287,6 +287,8 @@ def metrics_page() -> str:
     from agent_reach.server.metrics import Metrics
 
     registry = Metrics(["PROVIDER"]).registry
+    # The collectors themselves: prometheus_client names a metric's labels publicly only in its
+    # samples, and a labelled metric has none until first used.
     collectors = {id(c): c for c in registry._names_to_collectors.values()}.values()
     suffix = {"counter": "_total", "histogram": ""}
     rows = [

@@ -116,7 +116,7 @@ def test_no_readme_installs_the_unrelated_pypi_project() -> None:
             assert line in text, (path.name, line)
 
 
-def test_the_chinese_readme_keeps_one_term_per_concept() -> None:
+def test_the_chinese_pages_keep_one_term_per_concept() -> None:
     # the Chinese pages of the documentation too
     pages = [README_ZH, *(README_ZH.parent / "docs").rglob("*.zh.md")]
     text = "\n".join(page.read_text(encoding="utf-8") for page in pages)
@@ -148,3 +148,13 @@ def test_every_link_in_the_readmes_leads_to_a_file() -> None:
         assert len(local) >= 10, readme.name
         missing = [t for t in local if not (readme.parent / t).exists()]
         assert not missing, (readme.name, missing)
+
+
+def test_the_catalog_size_the_readmes_state_is_the_catalogs() -> None:
+    from agent_reach import catalog
+
+    stated = [
+        re.search(r"catalog of (\d+) known endpoints", README.read_text()),
+        re.search(r"内置目录中 (\d+) 个已知端点", README_ZH.read_text()),
+    ]
+    assert [int(m.group(1)) if m else None for m in stated] == [len(catalog.load())] * 2

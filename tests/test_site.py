@@ -153,8 +153,7 @@ def test_what_a_reader_looks_for_is_in_the_site(site: Path) -> None:
         )
         for lang, root in (("en", site), ("zh", site / "zh"))
     }
-    serve = main.get_command(None, "serve")  # type: ignore[arg-type]
-    assert serve is not None
+    serve = main.commands["serve"]
     metrics = re.findall(r"`(agent_reach_[a-z_]+)`", reference.metrics_page())
     wanted = {
         "catalog providers": [e.name for e in catalog.load()],

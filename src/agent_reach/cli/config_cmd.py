@@ -49,13 +49,16 @@ def validate(obj: dict[str, Any], path: str | None, as_json: bool) -> None:
     click.echo(f"  default order: {' → '.join(table.default)}")
     for name, names in table.routes.items():
         click.echo(f"  route {name}: {' → '.join(names)}")
-    for name, missing in unset.items():
+    for p in cfg.providers:
+        missing = unset.get(p.name)
         if isinstance(missing, str):
-            click.echo(f"  note: {name}: {missing} is not set (it will be skipped)")
-        elif len(missing) < len(cfg.provider(name).key_envs):
-            click.echo(f"  note: {name}: {', '.join(missing)} not set (its other keys are used)")
-        else:
-            click.echo(f"  note: {name}: none of {', '.join(missing)} is set (it will be skipped)")
+            click.echo(f"  note: {p.name}: {missing} is not set (it will be skipped)")
+        elif missing and len(missing) < len(p.key_envs):
+            click.echo(f"  note: {p.name}: {', '.join(missing)} not set (its other keys are used)")
+        elif missing:
+            click.echo(
+                f"  note: {p.name}: none of {', '.join(missing)} is set (it will be skipped)"
+            )
     for p in no_auth:
         click.echo(f"  note: {p.name}: {p.proxy_auth_env} is not set (no proxy credentials)")
 
