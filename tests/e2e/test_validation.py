@@ -10,7 +10,6 @@ provider of the config points at, so "no provider saw it" is "it received nothin
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,8 +27,6 @@ from .test_proxy import Proxy, start, stop
 
 MSG = [{"role": "user", "content": "hi"}]
 TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
-# The SDKs' first retry waits at least this long: an answer sooner was not retried.
-NO_BACKOFF_S = 0.5
 
 
 def config(upstream: Upstream) -> dict[str, Any]:
@@ -60,20 +57,16 @@ class Counted:
         self.sent += 1
 
 
-def refused_once(
-    call: Any, error: type[Exception], counted: Counted, up: Upstream
-) -> tuple[Any, float]:
-    """Run `call`: it raises `error` after exactly one HTTP request, sooner than any retry,
-    and no provider received anything. Returns the error and the seconds it took."""
+def refused_once(call: Any, error: type[Exception], counted: Counted, up: Upstream) -> Any:
+    """Run `call`: it raises `error` after exactly one HTTP request (an SDK that retried would
+    have sent a second: how long it took says nothing more, and depends on the machine's
+    load), and no provider received anything. Returns the error."""
     up.clear()
-    started = time.perf_counter()
     with pytest.raises(error) as info:
         call()
-    elapsed = time.perf_counter() - started
     assert counted.sent == 1, f"the SDK sent {counted.sent} requests"
-    assert elapsed < NO_BACKOFF_S, elapsed
     assert up.received == []
-    return info.value, elapsed
+    return info.value
 
 
 # -- Chat Completions, through the official `openai` SDK ------------------------------------
@@ -122,7 +115,7 @@ def test_openai_sdk_gets_a_400_naming_the_field(
     counted = Counted()
     client = openai.OpenAI(base_url=proxy.base + "/v1", api_key="k", http_client=counted.http)
     body = {"model": "gpt-test", "messages": MSG, **fields}
-    error, _ = refused_once(
+    error = refused_once(
         lambda: client.chat.completions.create(**body),
         openai.BadRequestError,
         counted,
@@ -138,7 +131,7 @@ def test_openai_sdk_gets_a_400_naming_the_field(
 def test_a_stream_request_is_refused_before_it_streams(proxy: Proxy, up: Upstream) -> None:
     counted = Counted()
     client = openai.OpenAI(base_url=proxy.base + "/v1", api_key="k", http_client=counted.http)
-    error, _ = refused_once(
+    error = refused_once(
         lambda: client.chat.completions.create(
             model="gpt-test", messages=MSG, stream=True, temperature=5
         ),
@@ -202,7 +195,7 @@ def test_responses_refusals_name_the_responses_field(
     counted = Counted()
     client = openai.OpenAI(base_url=proxy.base + "/v1", api_key="k", http_client=counted.http)
     body = {"model": "gpt-test", "input": "hi", **fields}
-    error, _ = refused_once(
+    error = refused_once(
         lambda: client.responses.create(**body, extra_headers={"X-Agent-Reach-Route": "native"}),
         openai.BadRequestError,
         counted,
@@ -239,7 +232,7 @@ def test_anthropic_sdk_gets_a_400_naming_the_field(
 ) -> None:
     counted = Counted(anthropic)
     client = anthropic.Anthropic(base_url=proxy.base, api_key="k", http_client=counted.http)
-    error, _ = refused_once(
+    error = refused_once(
         lambda: client.messages.create(
             model="claude-test",
             max_tokens=10,
