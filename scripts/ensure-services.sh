@@ -35,6 +35,8 @@ if [ ${#need[@]} -gt 0 ]; then
   wait_lock=(-o DPkg::Lock::Timeout=300)
   $sudo apt-get "${wait_lock[@]}" update -q
   $sudo apt-get "${wait_lock[@]}" install -y -q --no-install-recommends "${need[@]}"
+  # the downloaded packages go (hundreds of MB): a full disk once failed a CI run
+  $sudo apt-get "${wait_lock[@]}" clean
 fi
 
 # podman's default ulimits (nofile) cannot be set in some sandboxes, and crun fails on hybrid

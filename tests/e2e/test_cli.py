@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,7 +22,8 @@ from ..fakes.upstream import ECHOED_KEY_PREFIX, Upstream, refused_url
 
 BIN = str(Path(sys.executable).parent / "agent-reach")
 KEY = "sk-live-cli-4f1d2c3b5a697887-TOPSECRET"
-HOME = tempfile.mkdtemp(prefix="agent-reach-home-")
+HOME = tempfile.mkdtemp(prefix="agent-reach-home-")  # each process that imports this file
+atexit.register(shutil.rmtree, HOME, ignore_errors=True)
 
 
 def run(

@@ -22,6 +22,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,7 @@ def _build() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory) -> Image:
+def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
     if shutil.which("podman") is None:
         pytest.skip("podman is not installed (scripts/ensure-services.sh installs it)")
     conf = tmp_path_factory.mktemp("podman") / "containers.conf"
@@ -102,20 +103,17 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Image:
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout.strip() == f"Loaded image: {img.ref}", loaded.stdout
     img.inspect("image", "inspect", img.id)  # fails unless the archive held this very build
-    # The image this checkout loaded last time goes (another checkout's may share the tag, so
-    # containers run by ID and only this checkout's own older image is removed).
-    last = ROOT / ".cache" / "image" / "podman-image-id"
-    previous = last.read_text().strip() if last.exists() else ""
-    if previous and previous != img.id:
-        img.podman("rmi", previous)
-    last.write_text(img.id)
-
-    probe = img.podman(
-        "run", "--rm", *RUNTIME, "--network", "none", "--entrypoint", "/usr/bin/true", img.id
-    )
-    if probe.returncode != 0:
-        pytest.skip(f"podman cannot run containers here: {probe.stderr.strip()[-500:]}")
-    return img
+    try:
+        probe = img.podman(
+            "run", "--rm", *RUNTIME, "--network", "none", "--entrypoint", "/usr/bin/true", img.id
+        )
+        if probe.returncode != 0:
+            pytest.skip(f"podman cannot run containers here: {probe.stderr.strip()[-500:]}")
+        yield img
+    finally:
+        # The loaded image goes with the tests (181 MB a run otherwise stays in podman's store);
+        # by ID, as another checkout's may share the tag. One that a container still uses stays.
+        img.podman("rmi", img.id)
 
 
 def test_the_image_is_small_labelled_and_runs_as_a_user(
