@@ -221,6 +221,27 @@ def test_yaml_bare_off(tmp_path: Path) -> None:
             {"providers": [{"name": "a", "endpoint": "http://h/x", "proxy_auth_env": "u:pw9"}]},
             ["provider 'a'", "field 'proxy_auth_env'", "NAME of an environment variable"],
         ),
+        (
+            {"providers": [{"name": "a", "endpoint": "http://h/x", "session_header": "conv id"}]},
+            ["provider 'a'", "field 'session_header'", "should match pattern"],
+        ),
+        (
+            {
+                "providers": [
+                    {"name": "a", "endpoint": "http://h/x", "session_header": "Authorization"}
+                ]
+            },
+            ["provider 'a'", "field 'session_header'", "a header agent-reach sets itself"],
+        ),
+        (
+            {
+                "providers": [
+                    {"name": "a", "endpoint": "http://h/x", "auth_header": "X-Key"}
+                    | {"session_header": "x-key"}
+                ]
+            },
+            ["provider 'a'", "field 'session_header'", "a header agent-reach sets itself"],
+        ),
     ],
 )
 def test_errors_name_file_provider_and_field(

@@ -24,7 +24,7 @@ WIDTH = 32
 
 
 def provider(name: str, url: str, models: dict[str, str], **more: Any) -> dict[str, Any]:
-    fields = {k: v for k, v in more.items() if k in ("format", "fallback_weight")}
+    fields = {k: v for k, v in more.items() if k in ("format", "fallback_weight", "timeout")}
     embeddings = {"models": models, **{k: v for k, v in more.items() if k not in fields}}
     return {"name": name, "endpoint": url, "api_key_env": "", **fields, "embeddings": embeddings}
 
@@ -197,7 +197,11 @@ async def test_wide_vectors_come_in_batches_of_a_bounded_size(
     """Issue 47: one upstream answer holds at most `VALUES_PER_BATCH` numbers (its parse holds
     the event loop), whatever `max_batch` allows."""
     url = embedding_fakes.url("ok", "big")
-    cfg = config(provider("ok", url, {"big": "m"}), big={"dimensions": width})
+    # The fake computes each answer's 262,144 numbers in Python: 3 s, the default read timeout,
+    # was too short for it on a loaded machine (seen with both cores busy).
+    cfg = config(
+        provider("ok", url, {"big": "m"}, timeout={"read": 30000}), big={"dimensions": width}
+    )
     before = len(embedding_fakes.calls("ok", "big"))
     result = await embed(cfg, {"model": "big", "input": texts(300)})
     assert vectors(result.response) == [vector("big", t, width) for t in texts(300)]

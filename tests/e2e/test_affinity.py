@@ -8,6 +8,7 @@ no session id is known by its first messages; requests without a session keep th
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -100,6 +101,37 @@ def test_two_client_keys_with_one_session_id_have_homes_of_their_own(
     finally:
         assert stop(proxy) == 0
     assert homes == {("a", "home"): 4, ("b", "other"): 4}
+
+
+def test_a_provider_that_routes_its_cache_by_a_header_gets_each_sessions_key(
+    up: Upstream, tmp_path: Path
+) -> None:
+    """xAI routes prompt-cache hits by `x-grok-conv-id` (`session_header`): every turn of a
+    session carries one key in it; another session, or the same session id from another client
+    key, another; a first question with no session id, none."""
+    provider = up.provider("ok", session_header="x-grok-conv-id")
+    cfg = proxy_config([provider], server={"api_keys_env": "PROXY_KEYS"})
+    proxy = start(cfg, tmp_path, up, env={"PROXY_KEYS": ",".join(KEYS)})
+    try:
+        a, b = claude(proxy, KEYS[0]), claude(proxy, KEYS[1])
+        for n in (1, 2, 3):
+            turn(a, "s-1", n)
+        turn(a, "s-2", 1)
+        turn(b, "s-1", 1)
+        proxy.client(KEYS[0]).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "one question"}]
+        )
+    finally:
+        assert stop(proxy) == 0
+    sent = [{k.lower(): v for k, v in r.headers.items()}.get("x-grok-conv-id") for r in up.received]
+    assert len(sent) == 6
+    *session, other, other_key, none = sent
+    assert session[0] is not None
+    assert re.fullmatch(r"[0-9a-f]{32}", session[0])  # a digest: the session id stays ours
+    assert session == [session[0]] * 3
+    assert None not in (other, other_key)
+    assert len({session[0], other, other_key}) == 3
+    assert none is None
 
 
 def test_a_conversation_without_a_session_id_is_known_by_its_first_messages(

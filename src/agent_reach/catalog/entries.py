@@ -51,6 +51,7 @@ class Entry:
     embeddings_max_batch: int = 0
     local: bool = False  # a server on this machine
     prompt_cache_key: bool = False  # routes prompt-cache hits by a session key (protocol §2.3)
+    session_header: str = ""  # a header it routes prompt-cache hits by (protocol §2.3)
     own_models: bool = False  # the coding agents send this provider's own model names
     notes: str = ""
 
@@ -89,6 +90,8 @@ class Entry:
             out["assistant_prefill"] = self.assistant_prefill
         if self.prompt_cache_key:
             out["prompt_cache_key"] = True
+        if self.session_header:
+            out["session_header"] = self.session_header
         out.update(overrides)
         return out
 

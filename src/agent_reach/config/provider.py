@@ -10,7 +10,14 @@ import re
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .. import dialects
 from ..chat.validation import Level
@@ -21,6 +28,12 @@ Ms = Annotated[float, Field(gt=0, description="milliseconds")]
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$", min_length=1)]
 HookRef = Annotated[str, Field(pattern=r"^[^:\s][^\s]*:[A-Za-z_][A-Za-z0-9_]*$")]
 Width = Annotated[int, Field(gt=0, le=65536)]  # an embedding's dimensions
+_TOKEN = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"  # an HTTP header's name (RFC 9110 token)
+# What agent-reach sets on a request itself, which no header of the config may replace.
+_OWN_HEADERS = frozenset(
+    {"host", "content-type", "content-length", "transfer-encoding", "connection"}
+    | {"authorization", "x-api-key", "x-goog-api-key", "anthropic-version", "anthropic-beta"}
+)
 MaxTokensField = Literal[
     "max_tokens",
     "max_completion_tokens",
@@ -197,6 +210,9 @@ class Provider(Section):
     # `prompt_cache_key` or `session-id`) is sent it as `prompt_cache_key` (OpenAI routes
     # prompt-cache hits by it); a chat client's own `prompt_cache_key` goes as it came.
     prompt_cache_key: bool = False
+    # A header it routes prompt-cache hits by (xAI's `x-grok-conv-id`): a request of a session
+    # carries the key of the session's home (`ChatRequest.affinity`), the same on every turn.
+    session_header: Annotated[str, Field(pattern=_TOKEN)] | None = None
     # The HTTP proxy its requests go through (protocol §2.3): None follows HTTPS_PROXY,
     # http_proxy and NO_PROXY as curl does; `none` connects directly; else http://host:port.
     proxy: str | None = None
@@ -278,6 +294,14 @@ class Provider(Section):
         return value
 
     _env_names = field_validator("api_key_env", "proxy_auth_env")(env_name)
+
+    @field_validator("session_header")
+    @classmethod
+    def _own_header(cls, value: str | None, info: ValidationInfo) -> str | None:
+        auth = str(info.data.get("auth_header") or "").lower()
+        if value is not None and value.lower() in _OWN_HEADERS | {auth}:
+            raise ValueError(f"{value} is a header agent-reach sets itself")
+        return value
 
     @field_validator("proxy")
     @classmethod

@@ -222,10 +222,13 @@ class PreparedProvider:
 
     def headers_for(self, req: ChatRequest, stream: bool) -> dict[str, str]:
         """The request headers: the provider's own, plus the client's API headers
-        (`native_headers`) when the request goes to it natively."""
+        (`native_headers`) when the request goes to it natively, and the session's key in the
+        provider's `session_header`."""
         base = self.stream_headers if stream else self.headers
         if req.native_headers and self.speaks(req):
-            return {**base, **req.native_headers}
+            base = {**base, **req.native_headers}
+        if self.spec.session_header and req.affinity:
+            base = {**base, self.spec.session_header: req.affinity}
         return base
 
     def url(self, model: str, stream: bool) -> str:
