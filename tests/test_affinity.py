@@ -1,6 +1,7 @@
 """Session affinity's pure parts (`engine/affinity.py`, `server/faces/sessions.py`): the home
 after each turn, the order it gives, this process's bounded and expiring homes, and the
-session ids each agent sends."""
+session ids each agent sends; and the library's caller, who names its session in the request's
+`agent_reach.session`."""
 
 from __future__ import annotations
 
@@ -9,16 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from agent_reach import RequestError, Router
+from agent_reach.chat.request import affinity_key
 from agent_reach.core.routing import Walk
 from agent_reach.engine.affinity import after
-from agent_reach.server.faces.sessions import (
-    _claude_session,
-    _conversation,
-    _subagent,
-    affinity_key,
-)
+from agent_reach.server.faces.sessions import _claude_session, _conversation, _subagent
 from agent_reach.state.homes import FRESH_S, Home, MemoryHomes, Shared, SQLiteHomes
 from agent_reach.state.sqlite import SQLiteStore
+
+from .fakes.upstream import Upstream, proxy_config
 
 
 def test_home_is_the_first_seat_stays_through_a_failover_and_moves_after_enough() -> None:
@@ -126,3 +126,28 @@ async def test_two_processes_share_homes_through_sqlite_each_with_a_fresh_view(
     finally:
         for store in stores:
             await store.aclose()
+
+
+async def test_a_library_caller_names_its_session_in_the_extension(up: Upstream) -> None:
+    """Under `balance: weighted` over three providers, the turns of a session named in
+    `agent_reach.session` all go where its first went, and reach the provider's
+    `session_header` as one key; requests that name none are drawn by weight."""
+    names = ("p1", "p2", "p3")
+    providers = [up.provider("ok", name=n, api_key_env="", session_header="x-conv") for n in names]
+    cfg = proxy_config(providers, balance="weighted")
+
+    def turn(session: str | None) -> dict[str, object]:
+        ext = {} if session is None else {"agent_reach": {"session": session}}
+        return {"model": "m", "messages": [{"role": "user", "content": "hi"}], **ext}
+
+    async with Router(cfg) as router:
+        kept = {(await router.achat(turn("s-1"))).provider for _ in range(12)}
+        spread = {(await router.achat(turn(None))).provider for _ in range(30)}
+        with pytest.raises(RequestError) as info:
+            await router.achat(turn(""))
+    assert len(kept) == 1
+    assert len(spread) > 1  # one provider for 30 weighted draws: 3 * 3**-30
+    conv = [r.headers.get("x-conv") for r in up.received]
+    assert conv[:12] == [affinity_key("", "s-1")] * 12
+    assert set(conv[12:]) == {None}
+    assert info.value.param == "agent_reach"

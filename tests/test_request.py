@@ -234,3 +234,21 @@ def test_a_refusal_quotes_little_of_what_it_was_given() -> None:
     error = refusal({"messages": MSG, "stop": {"huge": "y" * 10_000}})
     assert "yyy" not in str(error)
     assert "(got an object)" in str(error)
+
+
+@pytest.mark.parametrize("session", ["", "x" * 513, 7, None])
+def test_a_named_session_is_a_short_string(session: Any) -> None:
+    """`agent_reach.session` (protocol §3.1): 1 to 512 characters, else the caller's 400;
+    `null` names none."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    request = {**body, "agent_reach": {"session": session}}
+    if session is None:
+        req = ChatRequest.parse(request)
+        assert (req.named, req.affinity, req.body) == (None, None, body)
+        return
+    with pytest.raises(RequestError, match=r"agent_reach\.session must be a string") as info:
+        ChatRequest.parse(request)
+    assert info.value.param == "agent_reach"
+    named = ChatRequest.parse({**body, "agent_reach": {"session": "x" * 512}})
+    assert named.named == "x" * 512
+    assert named.body == body  # the extension never goes upstream

@@ -108,7 +108,8 @@ def test_a_provider_that_routes_its_cache_by_a_header_gets_each_sessions_key(
 ) -> None:
     """xAI routes prompt-cache hits by `x-grok-conv-id` (`session_header`): every turn of a
     session carries one key in it; another session, or the same session id from another client
-    key, another; a first question with no session id, none."""
+    key, another; a first question with no session id, none; one that names the session in
+    `agent_reach.session`, the session's."""
     provider = up.provider("ok", session_header="x-grok-conv-id")
     cfg = proxy_config([provider], server={"api_keys_env": "PROXY_KEYS"})
     proxy = start(cfg, tmp_path, up, env={"PROXY_KEYS": ",".join(KEYS)})
@@ -118,14 +119,16 @@ def test_a_provider_that_routes_its_cache_by_a_header_gets_each_sessions_key(
             turn(a, "s-1", n)
         turn(a, "s-2", 1)
         turn(b, "s-1", 1)
-        proxy.client(KEYS[0]).chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "one question"}]
-        )
+        question = [{"role": "user", "content": "one question"}]
+        chat = proxy.client(KEYS[0]).chat.completions
+        chat.create(model="m", messages=question)
+        chat.create(model="m", messages=question, extra_body={"agent_reach": {"session": "s-1"}})
     finally:
         assert stop(proxy) == 0
     sent = [{k.lower(): v for k, v in r.headers.items()}.get("x-grok-conv-id") for r in up.received]
-    assert len(sent) == 6
-    *session, other, other_key, none = sent
+    assert len(sent) == 7
+    *session, other, other_key, none, named = sent
+    assert named == session[0]  # the body's `agent_reach.session` names the same session
     assert session[0] is not None
     assert re.fullmatch(r"[0-9a-f]{32}", session[0])  # a digest: the session id stays ours
     assert session == [session[0]] * 3

@@ -10,6 +10,7 @@ through unchecked. README's "What the proxy checks" lists the table.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -199,6 +200,16 @@ def _positive(ext: dict[str, Any], name: str) -> float | None:
     return float(value)
 
 
+MAX_SESSION = 512  # characters of a session id named in `agent_reach.session`
+
+
+def affinity_key(owner: str, session: str) -> str:
+    """The key of a session's home (protocol §3.1): its id, scoped by who sent it (a proxy
+    client's key, `""` for the library's caller)."""
+    scoped = f"{owner}\0{session}".encode()
+    return hashlib.blake2b(scoped, digest_size=16, person=b"ar-affinity").hexdigest()
+
+
 @record
 class ChatRequest:
     """An OpenAI chat request plus the `agent_reach` extension (protocol §11.1).
@@ -227,6 +238,7 @@ class ChatRequest:
     # The key of its session's home (`engine.affinity`): its session, scoped by the client key
     # that sent it (a session id is the client's choice: it never steers another key's turns).
     affinity: str | None = None
+    named: str | None = None  # the session its `agent_reach.session` names
     first_token_ms: float | None = None  # the extension's; else the route's, the provider's
     continuing: str | None = None  # an answer cut mid-stream, for the next provider to finish
     # `body` with the client's `cache_control` marks kept (a Messages request that had some),
@@ -267,6 +279,7 @@ class ChatRequest:
             "response_schema_compatibility",
             "deadline_ms",
             "first_token_ms",
+            "session",
         }
         if unknown:
             names = quoted(", ".join(sorted(unknown)))
@@ -288,6 +301,12 @@ class ChatRequest:
                 "agent_reach.response_schema_compatibility must be a boolean", param="agent_reach"
             )
         deadline = _positive(ext, "deadline_ms")
+        named = ext.get("session")
+        if named is not None and not (isinstance(named, str) and 0 < len(named) <= MAX_SESSION):
+            raise RequestError(
+                f"agent_reach.session must be a string of 1 to {MAX_SESSION} characters",
+                param="agent_reach",
+            )
         body = {k: v for k, v in request.items() if k != "agent_reach"}
         return cls(
             body=body,
@@ -298,6 +317,8 @@ class ChatRequest:
             raw_response=not compat,
             deadline_ms=deadline,
             first_token_ms=_positive(ext, "first_token_ms"),
+            affinity=None if named is None else affinity_key("", named),
+            named=named,
             minted=callids.minted(body),
         )
 

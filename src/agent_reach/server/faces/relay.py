@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
 
-from ...chat.request import ChatRequest
+from ...chat.request import ChatRequest, affinity_key
 from ...core.errors import AllProvidersFailed, StreamInterrupted
 from ...core.trace import Attempt, Reason, trace_header
 from ...dialects import Verbatim
 from ...dialects.embeddings import listed
 from ..http11.wire import ENDED, Request, Response, StreamResponse
 from .face import Encoder, Face, Serving, owner
-from .sessions import affinity_key, session_of
+from .sessions import session_of
 
 if TYPE_CHECKING:
     from ...engine.stream import ChatStream

@@ -1,12 +1,12 @@
 """Which session a request belongs to (protocol §3.1), from what each agent already sends, so
 that its turns keep their provider's prompt cache (`engine.affinity`): an explicit
-`X-Agent-Reach-Session`; Claude Code's `X-Claude-Code-Session-Id` or its `metadata.user_id`'s
-session; Codex's `session-id`; OpenCode's `x-opencode-session` or `x-session-affinity`; a
-`prompt_cache_key` (Codex, Qwen Code); else, for a conversation past its first turn, a hash of
-its first messages. A subagent (`x-claude-code-agent-id`, or `cc_is_subagent=true` in Claude
-Code's billing line) is a session of its own. The key of
-its home is scoped by the client key (`affinity_key`): a session id is the client's to choose,
-and must never steer another key's traffic.
+`X-Agent-Reach-Session`, else the body's `agent_reach.session`; Claude Code's
+`X-Claude-Code-Session-Id` or its `metadata.user_id`'s session; Codex's `session-id`;
+OpenCode's `x-opencode-session` or `x-session-affinity`; a `prompt_cache_key` (Codex, Qwen
+Code); else, for a conversation past its first turn, a hash of its first messages. A subagent
+(`x-claude-code-agent-id`, or `cc_is_subagent=true` in Claude Code's billing line) is a session
+of its own. The key of its home is scoped by the client key (`chat.request.affinity_key`): a
+session id is the client's to choose, and must never steer another key's traffic.
 """
 
 from __future__ import annotations
@@ -35,19 +35,17 @@ _SESSION_IN_USER_ID = re.compile(r"_session_([0-9A-Za-z-]+)")
 def session_of(request: Request, req: ChatRequest) -> str | None:
     """The request's session id, if it has one."""
     headers = request.headers
-    found = next((v for h in HEADERS if (v := headers.get(h))), None)
+    found = (
+        headers.get(HEADERS[0])
+        or req.named
+        or next((v for h in HEADERS[1:] if (v := headers.get(h))), None)
+    )
     if found is None:
         found = _in_body(req.native if isinstance(req.native, dict) else req.body, req.body)
     if found is None:
         return None
     agent = headers.get(SUBAGENT) or _subagent(req.native)
     return f"{found}\0{agent}" if agent else found
-
-
-def affinity_key(owner: str, session: str) -> str:
-    """The key of a session's home: its id, scoped by who sent it (`face.owner`)."""
-    scoped = f"{owner}\0{session}".encode()
-    return hashlib.blake2b(scoped, digest_size=16, person=b"ar-affinity").hexdigest()
 
 
 def _in_body(native: dict[str, Any], chat: dict[str, Any]) -> str | None:
