@@ -51,11 +51,17 @@ def test_chromium_renders_providers_circuits_and_failovers(up: Upstream, tmp_pat
         assert status == 200
         assert "http://" not in text  # self-contained: no CDN
         assert "https://" not in text
+        before = time.time()
         dom = dumped_dom(tmp_path, url)
+        after = time.time()
         rows = dict(re.findall(r'<tr data-provider="([^"]+)" data-circuit="([^"]+)"', dom))
         assert rows == {"plan-one": "open", "dead-one": "open", "good-one": "closed"}
+        # HH:MM, with the date when the end is not today's (an hour before midnight, it is not:
+        # this failed a run at 23:09 UTC); the page was drawn between `before` and `after`.
         until = datetime.fromtimestamp(up.reopens_at, UTC)
-        assert f"out until {until:%H:%M} (usage limit)" in dom
+        today = {datetime.fromtimestamp(t, UTC).date() == until.date() for t in (before, after)}
+        spelled = {f"{until:%H:%M}" if t else f"{until:%Y-%m-%d %H:%M}" for t in today}
+        assert any(f"out until {when} (usage limit)" in dom for when in spelled), spelled
         assert 'data-from="dead-one" data-to="good-one"' in dom
         assert re.search(r'<p id="no-failovers"[^>]*hidden', dom)  # there is one
         assert "3 attempts by this process" in dom
