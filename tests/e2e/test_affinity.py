@@ -137,6 +137,29 @@ def test_a_provider_that_routes_its_cache_by_a_header_gets_each_sessions_key(
     assert none is None
 
 
+def test_a_provider_that_takes_prompt_cache_key_gets_each_sessions_key(
+    up: Upstream, tmp_path: Path
+) -> None:
+    """OpenAI's chat routes prompt-cache hits by `prompt_cache_key` (`prompt_cache_key: true`):
+    a Claude Code-shaped session's turns reach it with one key, its home's; a chat client's own
+    key goes as it came."""
+    cfg = proxy_config([up.provider("ok", prompt_cache_key=True)])
+    proxy = start(cfg, tmp_path, up)
+    try:
+        client = claude(proxy)
+        turn(client, "s-1", 1)
+        turn(client, "s-1", 2)
+        proxy.client().chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], prompt_cache_key="mine"
+        )
+    finally:
+        assert stop(proxy) == 0
+    first, second, own = (r.body.get("prompt_cache_key") for r in up.received)
+    assert re.fullmatch(r"[0-9a-f]{32}", first)
+    assert second == first
+    assert own == "mine"
+
+
 def test_a_conversation_without_a_session_id_is_known_by_its_first_messages(
     up: Upstream, tmp_path: Path
 ) -> None:

@@ -206,9 +206,9 @@ class Provider(Section):
     max_output_tokens: Tokens | None = None  # a request's output cap is clamped to this
     model_limits: dict[str, Limits] = {}  # by the model it is asked for, over the two above
     stream_usage: bool = True  # false: never sent `stream_options` (a provider rejects it)
-    # true: a chat request from a client of another API that names its session (Codex's
-    # `prompt_cache_key` or `session-id`) is sent it as `prompt_cache_key` (OpenAI routes
-    # prompt-cache hits by it); a chat client's own `prompt_cache_key` goes as it came.
+    # true: a chat request of a session is sent a key for it as `prompt_cache_key` (OpenAI
+    # routes prompt-cache hits by it): Codex's own `prompt_cache_key` or `session-id`, else the
+    # key of the session's home; a chat client's own `prompt_cache_key` goes as it came.
     prompt_cache_key: bool = False
     # A header it routes prompt-cache hits by (xAI's `x-grok-conv-id`): a request of a session
     # carries the key of the session's home (`ChatRequest.affinity`), the same on every turn.
