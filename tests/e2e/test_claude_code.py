@@ -131,6 +131,23 @@ def test_claude_code_tool_turn_after_a_dead_and_a_401_provider(
     assert counts[("toolcall", "ok")] == 2
 
 
+def test_claude_codes_session_reaches_a_provider_that_routes_its_cache_by_a_key(
+    agent_config: dict[str, Any], agent_home: Path, up: Upstream, tmp_path: Path
+) -> None:
+    """The answering provider routes its prompt cache by a key (`session_header`, xAI's, and
+    `prompt_cache_key`, OpenAI's): both of the tool turn's requests carry the same key in each,
+    after a dead and a 401 provider."""
+    [answering] = [p for p in agent_config["providers"] if p["name"] == "toolcall"]
+    answering.update(session_header="x-grok-conv-id", prompt_cache_key=True)
+    done, _ = served(agent_config, tmp_path, agent_home, up)
+    assert_tool_turn(done, up)
+    sent = [r for r in up.received if r.scenario == "toolcall"][-2:]
+    headers = {{k.lower(): v for k, v in r.headers.items()}.get("x-grok-conv-id") for r in sent}
+    keys = {r.body.get("prompt_cache_key") for r in sent}
+    assert len(headers) == len(keys) == 1
+    assert None not in headers | keys
+
+
 def test_claude_code_through_agent_reach_run(
     agent_config: dict[str, Any], agent_home: Path, up: Upstream, tmp_path: Path
 ) -> None:

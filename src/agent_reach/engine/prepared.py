@@ -267,8 +267,9 @@ class PreparedProvider:
                 request = _clamped(request, _CHAT_CAPS, max_output)
             if not self.spec.stream_usage and "stream_options" in request:
                 request = {k: v for k, v in request.items() if k != "stream_options"}
-            key = req.session or req.affinity  # Codex's own key, else its session's home's
-            if self.spec.prompt_cache_key and key and "prompt_cache_key" not in request:
+            # Codex's own key, else its session's home's; a chat client's own goes as it came
+            key = self.spec.prompt_cache_key and (req.session or req.affinity)
+            if key and "prompt_cache_key" not in request:
                 request = {**request, "prompt_cache_key": key}
             if req.continuing is not None:
                 request = continued(request, req.continuing, self.prefill, not self.dialect.prefill)
